@@ -1,0 +1,289 @@
+"""The graph type and the on-disk dataset format.
+
+A dataset directory holds ``meta.json`` and one ``.npy`` file per array::
+
+    meta.json      format_version, name, num_nodes, num_edges, feature_dim,
+                   num_classes, dtypes, split sizes, provenance
+    indptr.npy     (num_nodes + 1,)  int32, or int64 when num_edges >= 2**31
+    indices.npy    (num_edges,)      int32 node ids, or int64 when num_nodes >= 2**31
+    features.npy   (num_nodes, feature_dim) float32 or float16
+    labels.npy     (num_nodes,)      int64 class ids; -1 marks an unlabelled node
+    train.npy, val.npy, test.npy     node ids (same dtype as indices), disjoint
+
+The topology is CSC of in-edges: ``indices[indptr[v]:indptr[v + 1]]`` are the sources
+of the edges into ``v``. Arrays are opened with ``mmap_mode="r"`` so that ranks on one
+machine share the pages. Writes go to a hidden sibling directory that is renamed into
+place only when complete, so an interrupted write never looks like a dataset.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+FORMAT_VERSION = 1
+SPLITS = ("train", "val", "test")
+FEATURE_DTYPES = ("float32", "float16")
+LABEL_DTYPE = np.dtype(np.int64)
+_INT32_MAX = np.iinfo(np.int32).max
+
+
+class DatasetError(ValueError):
+    """A dataset file is missing, malformed or inconsistent; the message names it."""
+
+
+def id_dtype(num_nodes: int) -> np.dtype:
+    """dtype of node ids: int32 while every id fits, else int64."""
+    return np.dtype(np.int32 if num_nodes <= _INT32_MAX else np.int64)
+
+
+def offset_dtype(num_edges: int) -> np.dtype:
+    """dtype of indptr: int32 while every offset fits, else int64."""
+    return np.dtype(np.int32 if num_edges <= _INT32_MAX else np.int64)
+
+
+@dataclass(frozen=True)
+class CSCGraph:
+    """In-edge CSC topology.
+
+    indptr:  (num_nodes + 1,) int32/int64, monotone, indptr[0] == 0, indptr[-1] == num_edges
+    indices: (num_edges,) int32/int64 global node ids; the in-neighbours (sources) of node v
+             are indices[indptr[v]:indptr[v + 1]]
+    """
+
+    indptr: np.ndarray
+    indices: np.ndarray
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.indptr) - 1
+
+    @property
+    def num_edges(self) -> int:
+        return len(self.indices)
+
+    def in_degrees(self) -> np.ndarray:
+        return np.diff(self.indptr)
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """A loaded dataset: topology plus node data, all memory-mapped read-only."""
+
+    path: Path
+    meta: dict
+    graph: CSCGraph
+    features: np.ndarray  # (num_nodes, feature_dim) float32/float16
+    labels: np.ndarray  # (num_nodes,) int64, -1 = unlabelled
+    train: np.ndarray  # node ids
+    val: np.ndarray
+    test: np.ndarray
+
+    @property
+    def name(self) -> str:
+        return self.meta["name"]
+
+    @property
+    def num_classes(self) -> int:
+        return self.meta["num_classes"]
+
+
+# ---------------------------------------------------------------- loading
+
+
+def _open(path: Path, name: str, mmap: bool) -> np.ndarray:
+    file = path / f"{name}.npy"
+    if not file.is_file():
+        raise DatasetError(f"{file}: missing")
+    try:
+        return np.load(file, mmap_mode="r" if mmap else None, allow_pickle=False)
+    except Exception as e:  # numpy reports truncation as ValueError, EOFError or OSError
+        raise DatasetError(f"{file}: unreadable or truncated .npy file ({e})") from e
+
+
+def _expect(file: Path, arr: np.ndarray, shape: tuple, dtypes: tuple[str, ...]) -> None:
+    if arr.dtype.name not in dtypes:
+        raise DatasetError(f"{file}: dtype {arr.dtype.name}, expected {' or '.join(dtypes)}")
+    if arr.shape != shape:
+        raise DatasetError(f"{file}: shape {arr.shape}, expected {shape} (from meta.json)")
+
+
+def read_meta(path: str | os.PathLike) -> dict:
+    path = Path(path)
+    file = path / "meta.json"
+    if not path.is_dir():
+        raise DatasetError(f"{path}: not a dataset directory (does not exist)")
+    if not file.is_file():
+        raise DatasetError(f"{file}: missing; is {path} a fastsample dataset directory?")
+    try:
+        meta = json.loads(file.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise DatasetError(f"{file}: not valid JSON ({e})") from e
+    required = {
+        "format_version": int, "name": str, "num_nodes": int, "num_edges": int,
+        "feature_dim": int, "num_classes": int, "dtypes": dict,
+    }
+    for key, typ in required.items():
+        if not isinstance(meta.get(key), typ):
+            raise DatasetError(f"{file}: field {key!r} missing or not {typ.__name__}")
+    if meta["format_version"] != FORMAT_VERSION:
+        raise DatasetError(
+            f"{file}: format_version {meta['format_version']}, this fastsample reads {FORMAT_VERSION}")
+    for key in ("num_nodes", "num_edges", "feature_dim", "num_classes"):
+        if meta[key] < 0:
+            raise DatasetError(f"{file}: field {key!r} is negative ({meta[key]})")
+    return meta
+
+
+def load_dataset(path: str | os.PathLike, mmap: bool = True) -> Dataset:
+    """Open a dataset directory, validating every array against ``meta.json``.
+
+    Raises DatasetError naming the offending file. Validation reads each array once
+    (O(num_nodes + num_edges)), which is small next to any training run.
+    """
+    path = Path(path)
+    meta = read_meta(path)
+    n, m, f = meta["num_nodes"], meta["num_edges"], meta["feature_dim"]
+    dtypes = meta["dtypes"]
+
+    indptr = _open(path, "indptr", mmap)
+    _expect(path / "indptr.npy", indptr, (n + 1,), (offset_dtype(m).name, "int64"))
+    indices = _open(path, "indices", mmap)
+    _expect(path / "indices.npy", indices, (m,), (id_dtype(n).name, "int64"))
+    features = _open(path, "features", mmap)
+    _expect(path / "features.npy", features, (n, f), FEATURE_DTYPES)
+    labels = _open(path, "labels", mmap)
+    _expect(path / "labels.npy", labels, (n,), (LABEL_DTYPE.name,))
+    for name, arr in (("indptr", indptr), ("indices", indices), ("features", features)):
+        if dtypes.get(name) != arr.dtype.name:
+            raise DatasetError(
+                f"{path / (name + '.npy')}: dtype {arr.dtype.name} but meta.json says {dtypes.get(name)}")
+
+    validate_csc(indptr, indices, n, where=path)
+    if n and len(labels):
+        lo, hi = int(labels.min()), int(labels.max())
+        if lo < -1 or hi >= meta["num_classes"]:
+            raise DatasetError(
+                f"{path / 'labels.npy'}: labels span [{lo}, {hi}], expected -1 (unlabelled) "
+                f"or 0..{meta['num_classes'] - 1}")
+
+    splits = {}
+    seen = np.zeros(n, dtype=bool)
+    for name in SPLITS:
+        file = path / f"{name}.npy"
+        ids = _open(path, name, mmap)
+        if ids.ndim != 1 or ids.dtype.kind != "i":
+            raise DatasetError(f"{file}: expected a 1-D integer array, got {ids.dtype} {ids.shape}")
+        expected = meta.get("splits", {}).get(name)
+        if expected is not None and expected != len(ids):
+            raise DatasetError(f"{file}: {len(ids)} ids but meta.json says {expected}")
+        if len(ids):
+            lo, hi = int(ids.min()), int(ids.max())
+            if lo < 0 or hi >= n:
+                raise DatasetError(f"{file}: node ids span [{lo}, {hi}], outside 0..{n - 1}")
+            if seen[ids].any():
+                raise DatasetError(f"{file}: repeats a node id or overlaps an earlier split")
+            seen[ids] = True
+            if (labels[ids] < 0).any():
+                raise DatasetError(f"{file}: contains unlabelled nodes (label -1)")
+        splits[name] = ids
+    return Dataset(path, meta, CSCGraph(indptr, indices), features, labels, **splits)
+
+
+def validate_csc(indptr: np.ndarray, indices: np.ndarray, num_nodes: int, where="graph") -> None:
+    """Check that (indptr, indices) is a CSC over num_nodes nodes; raise DatasetError."""
+    where = Path(where)
+    if len(indptr) != num_nodes + 1:
+        raise DatasetError(f"{where / 'indptr.npy'}: length {len(indptr)}, expected {num_nodes + 1}")
+    if indptr[0] != 0 or indptr[-1] != len(indices):
+        raise DatasetError(
+            f"{where / 'indptr.npy'}: must start at 0 and end at len(indices)={len(indices)} "
+            f"(got {indptr[0]} .. {indptr[-1]})")
+    if num_nodes and (np.diff(indptr) < 0).any():
+        raise DatasetError(f"{where / 'indptr.npy'}: not monotone non-decreasing")
+    if len(indices):
+        lo, hi = int(indices.min()), int(indices.max())
+        if lo < 0 or hi >= num_nodes:
+            raise DatasetError(
+                f"{where / 'indices.npy'}: node ids span [{lo}, {hi}], outside 0..{num_nodes - 1}")
+
+
+# ---------------------------------------------------------------- writing
+
+
+class DatasetWriter:
+    """Write a dataset directory atomically.
+
+    Arrays go into a hidden temporary sibling of ``path``; ``commit`` writes meta.json
+    and renames the directory into place. Leaving the ``with`` block by an exception
+    removes the temporary directory, so a half-written dataset never appears.
+    """
+
+    def __init__(self, path: str | os.PathLike, overwrite: bool = False):
+        self.path = Path(path)
+        if self.path.exists() and not overwrite:
+            raise FileExistsError(f"{self.path}: already exists (pass --overwrite to replace it)")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.tmp = self.path.parent / f".{self.path.name}.tmp-{uuid.uuid4().hex[:8]}"
+        self.tmp.mkdir()
+        self._committed = False
+
+    def __enter__(self) -> "DatasetWriter":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if not self._committed:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def save(self, name: str, array: np.ndarray) -> None:
+        np.save(self.tmp / f"{name}.npy", np.ascontiguousarray(array), allow_pickle=False)
+
+    def create(self, name: str, shape: tuple, dtype) -> np.ndarray:
+        """A writable memmap for arrays produced in chunks (e.g. large feature matrices)."""
+        return np.lib.format.open_memmap(self.tmp / f"{name}.npy", mode="w+", dtype=dtype, shape=shape)
+
+    def commit(self, *, name: str, num_classes: int, **extra) -> dict:
+        """Write meta.json from the saved arrays and move the directory into place."""
+        indptr = np.load(self.tmp / "indptr.npy", mmap_mode="r")
+        indices = np.load(self.tmp / "indices.npy", mmap_mode="r")
+        features = np.load(self.tmp / "features.npy", mmap_mode="r")
+        meta = {
+            "format_version": FORMAT_VERSION,
+            "name": name,
+            "num_nodes": len(indptr) - 1,
+            "num_edges": len(indices),
+            "feature_dim": int(features.shape[1]),
+            "num_classes": int(num_classes),
+            "dtypes": {"indptr": indptr.dtype.name, "indices": indices.dtype.name,
+                       "features": features.dtype.name, "labels": LABEL_DTYPE.name},
+            "splits": {s: len(np.load(self.tmp / f"{s}.npy", mmap_mode="r")) for s in SPLITS},
+            **extra,
+        }
+        del indptr, indices, features
+        (self.tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+        if self.path.exists():
+            old = self.path.parent / f".{self.path.name}.old-{uuid.uuid4().hex[:8]}"
+            os.rename(self.path, old)
+            os.rename(self.tmp, self.path)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.rename(self.tmp, self.path)
+        self._committed = True
+        return meta
+
+
+def write_dataset(path, graph: CSCGraph, features, labels, train, val, test, *,
+                  name: str, num_classes: int, overwrite: bool = False, **extra) -> dict:
+    """Write in-memory arrays as a dataset directory (atomically); returns meta.json."""
+    with DatasetWriter(path, overwrite=overwrite) as writer:
+        for key, arr in (("indptr", graph.indptr), ("indices", graph.indices),
+                         ("features", features), ("labels", np.asarray(labels, LABEL_DTYPE)),
+                         ("train", train), ("val", val), ("test", test)):
+            writer.save(key, arr)
+        return writer.commit(name=name, num_classes=num_classes, **extra)
