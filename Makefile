@@ -1,0 +1,22 @@
+# Quickstart targets; see README.md.
+BIN := .venv/bin
+STAMP := .venv/.installed
+
+.PHONY: setup demo test clean
+
+# Reinstall (rebuilding native/) whenever the build inputs change.
+$(STAMP): pyproject.toml CMakeLists.txt $(wildcard native/*.cpp native/*.hpp) scripts/setup.sh
+	scripts/setup.sh
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+# The main job on the embedded default: a generated 100k-node power-law graph.
+demo: setup
+	$(BIN)/python -m fastsample.data synth --preset small data/demo --overwrite
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+clean:
+	rm -rf .venv build data

@@ -1,0 +1,47 @@
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fastsample.data.edges import edges_to_csc
+from fastsample.graph import write_dataset
+
+REPO = Path(__file__).resolve().parents[1]
+PLANETOID = REPO.parent / "shared" / "data" / "planetoid"
+
+
+def run_module(*args, check=False, timeout=300, **kw) -> subprocess.CompletedProcess:
+    """Run `python -m ...` in a subprocess the way a user would."""
+    proc = subprocess.run([sys.executable, "-m", *map(str, args)], capture_output=True,
+                          text=True, timeout=timeout, cwd=REPO, **kw)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{args} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+@pytest.fixture(scope="session")
+def planetoid_dir() -> Path:
+    if not (PLANETOID / "ind.cora.graph").is_file():
+        pytest.skip(f"raw Cora files not found at {PLANETOID}")
+    return PLANETOID
+
+
+def make_small_dataset(path: Path, num_nodes=50, num_edges=200, feature_dim=4, classes=3, seed=0):
+    """A small random dataset written through the public writer."""
+    rng = np.random.default_rng(seed)
+    graph = edges_to_csc(rng.integers(0, num_nodes, num_edges), rng.integers(0, num_nodes, num_edges),
+                         num_nodes, symmetric=True)
+    features = rng.standard_normal((num_nodes, feature_dim)).astype(np.float32)
+    labels = rng.integers(0, classes, num_nodes)
+    order = rng.permutation(num_nodes).astype(np.int32)
+    write_dataset(path, graph, features, labels, np.sort(order[:10]), np.sort(order[10:15]),
+                  np.sort(order[15:25]), name="small", num_classes=classes)
+    return path
+
+
+@pytest.fixture
+def small_dataset(tmp_path) -> Path:
+    return make_small_dataset(tmp_path / "small")

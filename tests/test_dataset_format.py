@@ -1,0 +1,99 @@
+"""The dataset directory format: round trip, atomic writes, and one clear error per defect."""
+
+import json
+
+import numpy as np
+import pytest
+
+from conftest import run_module
+from fastsample.graph import DatasetError, DatasetWriter, id_dtype, load_dataset, offset_dtype
+
+
+def test_round_trip_is_memory_mapped_with_narrow_dtypes(small_dataset):
+    ds = load_dataset(small_dataset)
+    assert isinstance(ds.graph.indices, np.memmap) and isinstance(ds.features, np.memmap)
+    assert ds.graph.indices.dtype == np.int32 and ds.graph.indptr.dtype == np.int32
+    assert ds.graph.num_nodes == 50 and ds.graph.indptr[-1] == ds.graph.num_edges
+    assert (len(ds.train), len(ds.val), len(ds.test)) == (10, 5, 10)
+
+
+def test_index_dtypes_widen_only_past_int32():
+    assert id_dtype(2**31 - 1) == np.int32 and id_dtype(2**31) == np.int64
+    assert offset_dtype(2**31 - 1) == np.int32 and offset_dtype(2**31) == np.int64
+
+
+def _expect_error(path, fragment, file):
+    with pytest.raises(DatasetError) as err:
+        load_dataset(path)
+    msg = str(err.value)
+    assert file in msg, f"error should name {file}: {msg}"
+    assert fragment in msg, f"error should say {fragment!r}: {msg}"
+
+
+def test_truncated_indices_names_the_file(small_dataset):
+    f = small_dataset / "indices.npy"
+    f.write_bytes(f.read_bytes()[:-40])
+    _expect_error(small_dataset, "truncated", "indices.npy")
+
+
+def test_wrong_dtype_names_the_file(small_dataset):
+    indices = np.load(small_dataset / "indices.npy")
+    np.save(small_dataset / "indices.npy", indices.astype(np.float64))
+    _expect_error(small_dataset, "dtype float64", "indices.npy")
+
+
+def test_out_of_range_id_names_the_file(small_dataset):
+    indices = np.load(small_dataset / "indices.npy")
+    indices[3] = 50
+    np.save(small_dataset / "indices.npy", indices)
+    _expect_error(small_dataset, "outside 0..49", "indices.npy")
+
+
+def test_meta_disagreeing_with_arrays_names_the_file(small_dataset):
+    meta = json.loads((small_dataset / "meta.json").read_text())
+    meta["num_edges"] += 1
+    (small_dataset / "meta.json").write_text(json.dumps(meta))
+    _expect_error(small_dataset, "expected", "indices.npy")
+    meta["num_edges"] -= 1
+    meta["feature_dim"] = 7
+    (small_dataset / "meta.json").write_text(json.dumps(meta))
+    _expect_error(small_dataset, "(50, 7)", "features.npy")
+
+
+def test_corrupt_meta_and_missing_file_are_named(small_dataset):
+    (small_dataset / "labels.npy").unlink()
+    _expect_error(small_dataset, "missing", "labels.npy")
+    (small_dataset / "meta.json").write_text("{not json")
+    _expect_error(small_dataset, "not valid JSON", "meta.json")
+
+
+def test_non_monotone_indptr_and_overlapping_splits_are_refused(small_dataset):
+    train = np.load(small_dataset / "train.npy")
+    val = np.load(small_dataset / "val.npy")
+    val[0] = train[0]
+    np.save(small_dataset / "val.npy", val)
+    _expect_error(small_dataset, "overlaps", "val.npy")
+    indptr = np.load(small_dataset / "indptr.npy")
+    indptr[10], indptr[11] = indptr[11] + 1, indptr[10]
+    np.save(small_dataset / "indptr.npy", indptr)
+    _expect_error(small_dataset, "monotone", "indptr.npy")
+
+
+def test_interrupted_write_leaves_nothing(tmp_path):
+    with pytest.raises(RuntimeError):
+        with DatasetWriter(tmp_path / "ds") as w:
+            w.save("indptr", np.zeros(3, np.int32))
+            raise RuntimeError("interrupted")
+    assert list(tmp_path.iterdir()) == [], "a failed write must not leave a directory behind"
+
+
+def test_existing_directory_is_not_overwritten_silently(small_dataset):
+    with pytest.raises(FileExistsError, match="--overwrite"):
+        DatasetWriter(small_dataset)
+
+
+def test_info_cli_exits_nonzero_with_one_line_naming_the_file(small_dataset):
+    (small_dataset / "features.npy").write_bytes(b"garbage")
+    proc = run_module("fastsample.data", "info", small_dataset)
+    assert proc.returncode == 2
+    assert "features.npy" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
