@@ -1,12 +1,56 @@
-// Python binding of the native kernels: converts arrays, releases the GIL, and
-// nothing else. Validation and dtype policy live in the Python wrappers.
+// Python binding of the native kernels: converts arrays, releases the GIL, nothing else.
+// Validation and dtype policy live in the Python wrappers (fastsample/sampling/).
 #include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
 #include <omp.h>
 
+#include <vector>
+
+#include "fused_sample.hpp"
+
 namespace nb = nanobind;
+using namespace fastsample;
+
+template <typename T>
+using In = nb::ndarray<const T, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+
+template <typename T>
+nb::object to_numpy(Buffer<T>& buf) {
+  T* data = buf.data.release();
+  nb::capsule owner(data, [](void* p) noexcept { delete[] static_cast<T*>(p); });
+  return nb::cast(nb::ndarray<nb::numpy, T, nb::ndim<1>>(data, {static_cast<size_t>(buf.size)}, owner));
+}
+
+template <typename Id, typename Off>
+nb::list sample_fused(In<Off> indptr, In<Id> indices, In<Id> seeds, In<int64_t> fanouts,
+                      In<uint64_t> layer_keys, int num_threads) {
+  std::vector<int64_t> f(fanouts.data(), fanouts.data() + fanouts.shape(0));
+  std::vector<uint64_t> k(layer_keys.data(), layer_keys.data() + layer_keys.shape(0));
+  std::vector<LayerMFG<Id>> layers;
+  {
+    nb::gil_scoped_release release;
+    layers = fused_sample<Id, Off>(indptr.data(), indices.data(), indptr.shape(0) - 1, seeds.data(),
+                                   seeds.shape(0), f, k, num_threads);
+  }
+  nb::list out;
+  for (auto& l : layers)
+    out.append(nb::make_tuple(to_numpy(l.indptr), to_numpy(l.indices), to_numpy(l.src_ids), l.num_dst));
+  return out;
+}
 
 NB_MODULE(_native, m) {
   m.doc() = "fastsample C++/OpenMP kernels";
   m.def("max_threads", []() { return omp_get_max_threads(); },
         "OpenMP's thread count for the next parallel region (OMP_NUM_THREADS).");
+  m.def("set_num_threads", [](int n) { omp_set_num_threads(n); }, nb::arg("n"));
+  const char* doc =
+      "sample_fused(indptr, indices, seeds, fanouts, layer_keys, num_threads=0) -> "
+      "[(indptr, indices, src_ids, num_dst)] for layers L-1..0 (top first). Inputs are "
+      "validated by fastsample.sampling.sample.";
+  m.def("sample_fused", &sample_fused<int32_t, int32_t>, nb::arg("indptr"), nb::arg("indices"),
+        nb::arg("seeds"), nb::arg("fanouts"), nb::arg("layer_keys"), nb::arg("num_threads") = 0, doc);
+  m.def("sample_fused", &sample_fused<int32_t, int64_t>, nb::arg("indptr"), nb::arg("indices"),
+        nb::arg("seeds"), nb::arg("fanouts"), nb::arg("layer_keys"), nb::arg("num_threads") = 0);
+  m.def("sample_fused", &sample_fused<int64_t, int64_t>, nb::arg("indptr"), nb::arg("indices"),
+        nb::arg("seeds"), nb::arg("fanouts"), nb::arg("layer_keys"), nb::arg("num_threads") = 0);
 }

@@ -1,0 +1,97 @@
+"""Neighbour sampling into MFGs: one public function, three interchangeable kernels.
+
+    from fastsample.sampling import sample
+    mfgs = sample(graph, seeds, fanouts, seed=0, epoch=0, step=0, rank=0, kernel="native")
+
+``fanouts[i]`` is the fanout of GNN layer i counted from the input layer (DGL's
+convention: the seeds use ``fanouts[-1]``); -1 takes all neighbours. ``mfgs[i]`` is layer
+i's MFG: ``mfgs[-1]``'s destinations are the seeds, ``mfgs[0].src_ids`` the input nodes
+whose features are gathered. Sampling is without replacement and deterministic: for the
+same key (seed, epoch, step, rank, layer, node) every kernel returns the same MFGs.
+
+Kernels: "native" (C++/OpenMP, fused), "numba" (the same fused algorithm in Numba),
+"twostep" (COO first, then compaction and COO->CSC: the conventional baseline), and
+"auto" (native when built, else numba).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from fastsample.graph import CSCGraph
+from fastsample.sampling.mfg import MFG
+from fastsample.sampling.nodemap import node_map
+from fastsample.sampling.rng import layer_keys
+
+try:
+    from fastsample import _native
+except ImportError:  # installed with FASTSAMPLE_NATIVE=OFF
+    _native = None
+
+KERNELS = ("native", "numba", "twostep")
+
+__all__ = ["MFG", "sample", "KERNELS", "native_available", "resolve_kernel", "set_num_threads"]
+
+
+def native_available() -> bool:
+    return _native is not None
+
+
+def resolve_kernel(kernel: str) -> str:
+    if kernel == "auto":
+        return "native" if _native is not None else "numba"
+    if kernel not in KERNELS:
+        raise ValueError(f"kernel must be one of {', '.join(KERNELS)} or auto (got {kernel!r})")
+    if kernel == "native" and _native is None:
+        raise ValueError("kernel 'native': fastsample._native is not built (installed with "
+                         "FASTSAMPLE_NATIVE=OFF or without a compiler); use kernel='numba'")
+    return kernel
+
+
+def _check(graph: CSCGraph, seeds, fanouts) -> tuple[np.ndarray, list[int]]:
+    fanouts = [int(f) for f in fanouts]
+    if not fanouts:
+        raise ValueError("fanouts must name at least one layer")
+    bad = [f for f in fanouts if f == 0 or f < -1]
+    if bad:
+        raise ValueError(f"fanouts must be positive or -1 for all neighbours (got {fanouts})")
+    seeds = np.asarray(seeds)
+    if seeds.ndim != 1 or (len(seeds) and seeds.dtype.kind not in "iu"):
+        raise ValueError(f"seeds must be a 1-D integer array (got {seeds.dtype} {seeds.shape})")
+    if len(seeds):
+        lo, hi = int(seeds.min()), int(seeds.max())
+        if lo < 0 or hi >= graph.num_nodes:
+            raise ValueError(f"seeds span [{lo}, {hi}], outside 0..{graph.num_nodes - 1}")
+    return np.ascontiguousarray(seeds, dtype=graph.indices.dtype), fanouts
+
+
+def sample(graph: CSCGraph, seeds, fanouts: Sequence[int], *, seed: int = 0, epoch: int = 0,
+           step: int = 0, rank: int = 0, kernel: str = "auto") -> list[MFG]:
+    """Sample ``len(fanouts)`` layers of MFGs around ``seeds`` (see the module doc)."""
+    kernel = resolve_kernel(kernel)
+    seeds, fanouts = _check(graph, seeds, fanouts)
+    keys = layer_keys(seed, epoch, step, rank, len(fanouts))
+    if kernel == "native":
+        layers = _native.sample_fused(graph.indptr, graph.indices, seeds,
+                                      np.asarray(fanouts, np.int64), keys)
+    else:
+        from fastsample.sampling import numba_fused, twostep
+
+        impl = numba_fused if kernel == "numba" else twostep
+        with node_map(graph.num_nodes) as m:
+            layers = impl.sample_layers(graph.indptr, graph.indices, seeds, fanouts, keys, m)
+    return [MFG(indptr, indices, src, num_dst) for indptr, indices, src, num_dst in reversed(layers)]
+
+
+def set_num_threads(n: int) -> None:
+    """Threads for every kernel: OpenMP (native) and Numba's pool (numba, twostep)."""
+    import numba
+
+    if n < 1 or n > numba.config.NUMBA_NUM_THREADS:
+        raise ValueError(f"threads must be in 1..{numba.config.NUMBA_NUM_THREADS} (got {n}); "
+                         "start Python with NUMBA_NUM_THREADS/OMP_NUM_THREADS set for more")
+    numba.set_num_threads(n)
+    if _native is not None:
+        _native.set_num_threads(n)

@@ -1,0 +1,98 @@
+"""Fused sampling in Numba: the same passes as native/fused_sample.cpp.
+
+Per layer, from the top (the seeds) down:
+  1. count:   picks per destination = min(degree, fanout)           parallel over dst
+  2. offsets: exclusive prefix sum -> the MFG's indptr
+  3. sample:  the choice rule writes chosen neighbours (global ids)  parallel over dst
+              straight into the CSC slots
+  4. relabel: walk the edges in order; a node seen for the first time gets the next
+              local id, is appended to src_ids, and its edge slot gets its local id
+The node map holds local ids across layers: layer l's destinations are layer l+1's
+sources in the same order, so the map is already right for the next layer and is reset
+(touched entries only) once, at the end. Work and memory are O(output), never O(|V|).
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from fastsample.sampling.rng import num_picks, pick_neighbors
+
+_CHUNK = 256  # destinations per parallel task; one scratch buffer per task
+
+
+@numba.njit(nogil=True, cache=True)
+def seed_map(seeds, m):
+    """Enter seeds as local ids 0..S-1; returns the index of a duplicate seed, or -1."""
+    for i in range(len(seeds)):
+        s = seeds[i]
+        if m[s] != -1:
+            for q in range(i):
+                m[seeds[q]] = -1
+            return i
+        m[s] = i
+    return -1
+
+
+@numba.njit(nogil=True, cache=True, parallel=True)
+def reset_map(ids, m):
+    for i in numba.prange(len(ids)):
+        m[ids[i]] = -1
+
+
+@numba.njit(nogil=True, cache=True, parallel=True)
+def sample_csc(indptr, indices, dst, fanout, key, max_pick):
+    """Passes 1-3: (mfg indptr, chosen global source ids in CSC order)."""
+    n = len(dst)
+    counts = np.empty(n + 1, dtype=np.int64)
+    counts[0] = 0
+    for i in numba.prange(n):
+        v = dst[i]
+        counts[i + 1] = num_picks(indptr[v + 1] - indptr[v], fanout)
+    out_indptr = np.cumsum(counts)
+    picked = np.empty(out_indptr[-1], dtype=indices.dtype)
+    for c in numba.prange((n + _CHUNK - 1) // _CHUNK):
+        scratch = np.empty(max_pick, dtype=np.int64)
+        for i in range(c * _CHUNK, min(n, (c + 1) * _CHUNK)):
+            pick_neighbors(indptr, indices, dst[i], fanout, key, scratch, picked, out_indptr[i])
+    return out_indptr, picked
+
+
+@numba.njit(nogil=True, cache=True)
+def relabel(dst, picked, m):
+    """Pass 4: local ids in place of global ones; returns src_ids (dst first, then new)."""
+    src = np.empty(len(dst) + len(picked), dtype=dst.dtype)
+    src[: len(dst)] = dst
+    local = np.empty(len(picked), dtype=np.int32)
+    nxt = len(dst)
+    for e in range(len(picked)):
+        u = picked[e]
+        x = m[u]
+        if x < 0:
+            x = nxt
+            m[u] = x
+            src[nxt] = u
+            nxt += 1
+        local[e] = x
+    return local, src[:nxt].copy()
+
+
+def sample_layers(indptr, indices, seeds, fanouts, keys, m):
+    """All layers, top first: [(indptr, indices, src_ids, num_dst)] for layers L-1 .. 0."""
+    dup = seed_map(seeds, m)
+    if dup >= 0:
+        raise ValueError(f"seeds must be unique: node {seeds[dup]} appears more than once")
+    layers = []
+    dst = seeds
+    try:
+        for layer in range(len(fanouts) - 1, -1, -1):
+            fanout = fanouts[layer]
+            max_pick = max(fanout, 1)
+            out_indptr, picked = sample_csc(indptr, indices, dst, fanout, keys[layer], max_pick)
+            local, src = relabel(dst, picked, m)
+            layers.append((out_indptr, local, src, len(dst)))
+            dst = src
+    finally:
+        reset_map(dst, m)
+    return layers

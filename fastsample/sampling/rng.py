@@ -1,0 +1,113 @@
+"""The choice rule: which neighbours a node gets, as a pure function of its key.
+
+Every kernel (native C++, Numba fused, Numba two-step, and the owner side of vanilla
+distributed sampling) implements exactly this, so for the same key they return the same
+neighbours. The C++ twin is native/choice.hpp; keep the two in step.
+
+  layer_key = fold(run seed, epoch, step, rank, layer)       (computed here, in Python)
+  node_key  = mix64(layer_key ^ (node * GOLDEN))
+  draw(i)   = mix64(node_key + (i + 1) * GOLDEN)              (splitmix64 stream)
+
+A node with degree d <= fanout (or fanout == -1) keeps all its neighbours. Otherwise
+Robert Floyd's algorithm picks a uniform k-subset of the positions 0..d-1 with exactly k
+draws: for i, j in enumerate(range(d - k, d)): t = uniform(0..j) from draw(i); take t
+unless already taken, else j. The chosen positions are sorted ascending, so neighbours
+keep the graph's order. uniform(0..j) = ((draw >> 32) * (j + 1)) >> 32 (Lemire's
+multiply-shift; its bias, under j / 2**32, is far below any test's resolution).
+
+All arithmetic is on uint64 modulo 2**64.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+GOLDEN = 0x9E3779B97F4A7C15
+_MASK = (1 << 64) - 1
+
+
+def mix64_py(z: int) -> int:
+    """splitmix64's finaliser on Python ints (the reference for the jitted versions)."""
+    z &= _MASK
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
+    return z ^ (z >> 31)
+
+
+def layer_key(seed: int, epoch: int, step: int, rank: int, layer: int) -> int:
+    """Fold the key fields into one uint64; each must be a non-negative integer."""
+    key = 0
+    for name, value in (("seed", seed), ("epoch", epoch), ("step", step), ("rank", rank),
+                        ("layer", layer)):
+        if not isinstance(value, (int, np.integer)) or value < 0:
+            raise ValueError(f"sampling key: {name} must be a non-negative integer (got {value!r})")
+        key = mix64_py(key + GOLDEN + int(value))
+    return key
+
+
+def layer_keys(seed: int, epoch: int, step: int, rank: int, num_layers: int) -> np.ndarray:
+    """(num_layers,) uint64 keys, entry i for GNN layer i (0 = the input layer)."""
+    return np.array([layer_key(seed, epoch, step, rank, i) for i in range(num_layers)], dtype=np.uint64)
+
+
+# ---------------------------------------------------------------- jitted twins
+
+_G = np.uint64(GOLDEN)
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+_S30, _S27, _S31, _S32 = np.uint64(30), np.uint64(27), np.uint64(31), np.uint64(32)
+
+
+@numba.njit(inline="always")
+def mix64(z):
+    z = (z ^ (z >> _S30)) * _M1
+    z = (z ^ (z >> _S27)) * _M2
+    return z ^ (z >> _S31)
+
+
+@numba.njit(inline="always")
+def node_key(key, node):
+    return mix64(key ^ (np.uint64(node) * _G))
+
+
+@numba.njit(inline="always")
+def num_picks(degree, fanout):
+    return degree if fanout < 0 or degree <= fanout else fanout
+
+
+@numba.njit(inline="always")
+def choose_positions(nkey, degree, k, out):
+    """Floyd's k-subset of 0..degree-1 into out[:k], sorted ascending (k < degree)."""
+    for i in range(k):
+        j = degree - k + i
+        r = mix64(nkey + np.uint64(i + 1) * _G)
+        t = np.int64(((r >> _S32) * np.uint64(j + 1)) >> _S32)
+        for q in range(i):
+            if out[q] == t:
+                t = j
+                break
+        out[i] = t
+    # insertion sort: k is a fanout, small
+    for i in range(1, k):
+        x = out[i]
+        q = i - 1
+        while q >= 0 and out[q] > x:
+            out[q + 1] = out[q]
+            q -= 1
+        out[q + 1] = x
+
+
+@numba.njit(inline="always")
+def pick_neighbors(indptr, indices, v, fanout, key, scratch, out, at):
+    """Write the chosen in-neighbours of v (global ids) to out[at:at + num_picks]."""
+    start = indptr[v]
+    degree = indptr[v + 1] - start
+    k = num_picks(degree, fanout)
+    if k == degree:
+        for i in range(degree):
+            out[at + i] = indices[start + i]
+    else:
+        choose_positions(node_key(key, v), degree, k, scratch)
+        for i in range(k):
+            out[at + i] = indices[start + scratch[i]]

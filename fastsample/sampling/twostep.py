@@ -1,0 +1,99 @@
+"""The conventional two-step sampler, kept as the baseline the fused kernel is measured
+against (DGL's sample_neighbors + to_block, done well):
+
+  step 1, sample:  per destination, the choice rule writes (src, dst) pairs as COO with
+                   global ids                                       parallel over dst
+  step 2, compact: map dst ids, then src ids in edge order, to local ids (a reused node
+                   map, reset after each layer: no O(|V|) work)
+          convert: COO -> CSC by a stable counting sort on the local dst ids
+Same choice rule and relabelling order as the fused kernels, so the MFGs are identical;
+the difference is the COO intermediate, the extra passes and the per-layer map rebuild.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from fastsample.sampling.numba_fused import reset_map, seed_map
+from fastsample.sampling.rng import num_picks, pick_neighbors
+
+_CHUNK = 256
+
+
+@numba.njit(nogil=True, cache=True, parallel=True)
+def sample_coo(indptr, indices, seeds, fanout, key, max_pick):
+    n = len(seeds)
+    offsets = np.empty(n + 1, dtype=np.int64)
+    offsets[0] = 0
+    for i in numba.prange(n):
+        v = seeds[i]
+        offsets[i + 1] = num_picks(indptr[v + 1] - indptr[v], fanout)
+    offsets = np.cumsum(offsets)
+    src = np.empty(offsets[-1], dtype=indices.dtype)
+    dst = np.empty(offsets[-1], dtype=indices.dtype)
+    for c in numba.prange((n + _CHUNK - 1) // _CHUNK):
+        scratch = np.empty(max_pick, dtype=np.int64)
+        for i in range(c * _CHUNK, min(n, (c + 1) * _CHUNK)):
+            pick_neighbors(indptr, indices, seeds[i], fanout, key, scratch, src, offsets[i])
+            for e in range(offsets[i], offsets[i + 1]):
+                dst[e] = seeds[i]
+    return src, dst
+
+
+@numba.njit(nogil=True, cache=True)
+def compact(seeds, src, dst, m):
+    """Global COO -> local COO; returns (local src, local dst, src_ids)."""
+    ids = np.empty(len(seeds) + len(src), dtype=seeds.dtype)
+    ids[: len(seeds)] = seeds
+    nxt = len(seeds)
+    lsrc = np.empty(len(src), dtype=np.int32)
+    ldst = np.empty(len(dst), dtype=np.int32)
+    for e in range(len(src)):
+        ldst[e] = m[dst[e]]
+        u = src[e]
+        x = m[u]
+        if x < 0:
+            x = nxt
+            m[u] = x
+            ids[nxt] = u
+            nxt += 1
+        lsrc[e] = x
+    return lsrc, ldst, ids[:nxt].copy()
+
+
+@numba.njit(nogil=True, cache=True)
+def coo_to_csc(lsrc, ldst, num_dst):
+    indptr = np.zeros(num_dst + 1, dtype=np.int64)
+    for e in range(len(ldst)):
+        indptr[ldst[e] + 1] += 1
+    for i in range(num_dst):
+        indptr[i + 1] += indptr[i]
+    pos = indptr[:-1].copy()
+    out = np.empty(len(lsrc), dtype=np.int32)
+    for e in range(len(ldst)):
+        d = ldst[e]
+        out[pos[d]] = lsrc[e]
+        pos[d] += 1
+    return indptr, out
+
+
+def sample_layers(indptr, indices, seeds, fanouts, keys, m):
+    """All layers, top first: [(indptr, indices, src_ids, num_dst)] for layers L-1 .. 0."""
+    layers = []
+    dst = seeds
+    for layer in range(len(fanouts) - 1, -1, -1):
+        dup = seed_map(dst, m)
+        if dup >= 0:
+            raise ValueError(f"seeds must be unique: node {dst[dup]} appears more than once")
+        try:
+            coo_src, coo_dst = sample_coo(indptr, indices, dst, fanouts[layer], keys[layer],
+                                          max(fanouts[layer], 1))
+            lsrc, ldst, src_ids = compact(dst, coo_src, coo_dst, m)
+        finally:
+            reset_map(dst, m)
+        reset_map(src_ids[len(dst):], m)
+        out_indptr, out_indices = coo_to_csc(lsrc, ldst, len(dst))
+        layers.append((out_indptr, out_indices, src_ids, len(dst)))
+        dst = src_ids
+    return layers

@@ -1,0 +1,60 @@
+// The choice rule: which neighbours a node gets, as a pure function of its key.
+// C++ twin of fastsample/sampling/rng.py (read its docstring for the definition);
+// every kernel must pick exactly the same positions for the same key.
+#pragma once
+#include <cstdint>
+
+namespace fastsample {
+
+constexpr uint64_t kGolden = 0x9E3779B97F4A7C15ULL;
+
+inline uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+inline uint64_t node_key(uint64_t layer_key, int64_t node) {
+  return mix64(layer_key ^ (static_cast<uint64_t>(node) * kGolden));
+}
+
+inline int64_t num_picks(int64_t degree, int64_t fanout) {
+  return (fanout < 0 || degree <= fanout) ? degree : fanout;
+}
+
+// Floyd's uniform k-subset of 0..degree-1 into out[0..k), sorted ascending (k < degree).
+inline void choose_positions(uint64_t nkey, int64_t degree, int64_t k, int64_t* out) {
+  for (int64_t i = 0; i < k; ++i) {
+    const int64_t j = degree - k + i;
+    const uint64_t r = mix64(nkey + static_cast<uint64_t>(i + 1) * kGolden);
+    int64_t t = static_cast<int64_t>(((r >> 32) * static_cast<uint64_t>(j + 1)) >> 32);
+    for (int64_t q = 0; q < i; ++q) {
+      if (out[q] == t) { t = j; break; }
+    }
+    out[i] = t;
+  }
+  for (int64_t i = 1; i < k; ++i) {  // insertion sort: k is a fanout, small
+    const int64_t x = out[i];
+    int64_t q = i - 1;
+    while (q >= 0 && out[q] > x) { out[q + 1] = out[q]; --q; }
+    out[q + 1] = x;
+  }
+}
+
+// Write the chosen in-neighbours of v (global ids) to out[0..num_picks).
+template <typename Id, typename Off>
+inline void pick_neighbors(const Off* indptr, const Id* indices, Id v, int64_t fanout,
+                           uint64_t layer_key, int64_t* scratch, Id* out) {
+  const int64_t start = indptr[v];
+  const int64_t degree = static_cast<int64_t>(indptr[v + 1]) - start;
+  const int64_t k = num_picks(degree, fanout);
+  const Id* nbrs = indices + start;
+  if (k == degree) {
+    for (int64_t i = 0; i < degree; ++i) out[i] = nbrs[i];
+    return;
+  }
+  choose_positions(node_key(layer_key, v), degree, k, scratch);
+  for (int64_t i = 0; i < k; ++i) out[i] = nbrs[scratch[i]];
+}
+
+}  // namespace fastsample

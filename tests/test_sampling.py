@@ -1,0 +1,142 @@
+"""Sampling: every kernel gives the same, valid MFGs; the choice is uniform and keyed."""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from fastsample.data.edges import edges_to_csc
+from fastsample.graph import CSCGraph
+from fastsample.sampling import KERNELS, native_available, sample, set_num_threads
+
+ALL = [k for k in KERNELS if k != "native" or native_available()]
+
+
+def random_graph(rng, n, m, hubs=0, hub_degree=0):
+    src = list(rng.integers(0, n, m))
+    dst = list(rng.integers(0, n, m))
+    for h in range(hubs):  # huge in-degree hubs
+        src += list(rng.integers(0, n, hub_degree))
+        dst += [h] * hub_degree
+    return edges_to_csc(np.array(src), np.array(dst), n, symmetric=False)
+
+
+def check_valid(graph: CSCGraph, seeds, fanouts, mfgs):
+    """Each MFG is a CSC over real edges, chained layer to layer, in DGL's id order."""
+    assert len(mfgs) == len(fanouts)
+    assert np.array_equal(mfgs[-1].dst_ids, seeds), "the last MFG's destinations are the seeds"
+    for layer, (mfg, fanout) in enumerate(zip(mfgs, fanouts)):
+        ip, idx, src = mfg.indptr, mfg.indices, mfg.src_ids
+        assert ip[0] == 0 and ip[-1] == len(idx) and (np.diff(ip) >= 0).all()
+        assert len(ip) == mfg.num_dst + 1
+        assert len(np.unique(src)) == len(src), "source ids are unique"
+        assert ((idx >= 0) & (idx < mfg.num_src)).all()
+        if layer + 1 < len(mfgs):
+            assert np.array_equal(mfgs[layer + 1].src_ids, mfg.dst_ids), "layers chain"
+        first_seen = []
+        for i, v in enumerate(mfg.dst_ids):
+            nbrs = graph.indices[graph.indptr[v]:graph.indptr[v + 1]]
+            chosen = src[idx[ip[i]:ip[i + 1]]]
+            want = len(nbrs) if fanout == -1 else min(len(nbrs), fanout)
+            assert len(chosen) == want, f"layer {layer} node {v}: {len(chosen)} picks, want {want}"
+            assert len(np.unique(chosen)) == len(chosen), "no duplicate neighbour per destination"
+            assert np.isin(chosen, nbrs).all(), "every sampled edge exists in the graph"
+            first_seen += [u for u in idx[ip[i]:ip[i + 1]] if u >= mfg.num_dst and u not in first_seen]
+        assert first_seen == list(range(mfg.num_dst, mfg.num_src)), "new nodes in order of first appearance"
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(n=st.integers(1, 60), m=st.integers(0, 300), hubs=st.integers(0, 2),
+       fanouts=st.lists(st.sampled_from([-1, 1, 2, 3, 5, 8]), min_size=1, max_size=3),
+       num_seeds=st.integers(1, 12), key=st.integers(0, 2**31), data=st.data())
+def test_kernels_give_identical_valid_mfgs(n, m, hubs, fanouts, num_seeds, key, data):
+    rng = np.random.default_rng(key)
+    graph = random_graph(rng, n, m, hubs=min(hubs, n), hub_degree=200)
+    seeds = rng.permutation(n)[: min(num_seeds, n)]
+    step = data.draw(st.integers(0, 5))
+    results = {k: sample(graph, seeds, fanouts, seed=key, step=step, kernel=k) for k in ALL}
+    check_valid(graph, seeds, fanouts, results["numba"])
+    for k, mfgs in results.items():
+        for layer, (a, b) in enumerate(zip(mfgs, results["numba"])):
+            assert a.equals(b), f"kernel {k} differs from numba at layer {layer}"
+
+
+def test_identical_across_thread_counts_and_id_widths():
+    rng = np.random.default_rng(1)
+    graph = random_graph(rng, 20_000, 400_000, hubs=3, hub_degree=5000)
+    wide = CSCGraph(graph.indptr.astype(np.int64), graph.indices.astype(np.int64))
+    seeds = rng.permutation(20_000)[:2000]
+    runs = []
+    try:
+        for threads in (1, 2):
+            set_num_threads(threads)
+            for k in ALL:
+                runs += [(threads, k, sample(graph, seeds, [10, 10, 5], kernel=k)),
+                         (threads, k + "-int64", sample(wide, seeds, [10, 10, 5], kernel=k))]
+    finally:
+        set_num_threads(2)
+    ref = runs[0][2]
+    assert ref[0].num_edges > 100_000  # large enough for the parallel relabel path
+    for threads, k, mfgs in runs:
+        for a, b in zip(mfgs, ref):
+            assert np.array_equal(a.indptr, b.indptr) and np.array_equal(a.indices, b.indices) \
+                and np.array_equal(a.src_ids, b.src_ids), f"{k} with {threads} threads differs"
+
+
+def chi2_critical(dof, z=3.09):
+    """Wilson-Hilferty approximation of the chi-square quantile (z=3.09: p = 0.999)."""
+    return dof * (1 - 2 / (9 * dof) + z * math.sqrt(2 / (9 * dof))) ** 3
+
+
+@pytest.mark.parametrize("kernel", ALL)
+def test_choice_is_uniform_over_a_hubs_neighbours(kernel):
+    degree, fanout, trials = 200, 10, 3000
+    # node 0's in-neighbours are nodes 1..degree; nobody else has any
+    indptr = np.full(degree + 2, degree, np.int32)
+    indptr[0] = 0
+    graph = CSCGraph(indptr, np.arange(1, degree + 1, dtype=np.int32))
+    counts = np.zeros(degree, np.int64)
+    for step in range(trials):
+        mfg = sample(graph, [0], [fanout], seed=7, step=step, kernel=kernel)[0]
+        counts[mfg.src_ids[mfg.indices] - 1] += 1
+    expected = trials * fanout / degree
+    chi2 = ((counts - expected) ** 2 / expected).sum()
+    assert chi2 < chi2_critical(degree - 1), f"chi2 {chi2:.1f} over {degree - 1} dof: not uniform"
+
+
+def test_choice_depends_on_every_key_field_and_only_on_it():
+    rng = np.random.default_rng(2)
+    graph = random_graph(rng, 500, 0, hubs=50, hub_degree=100)
+    seeds = np.arange(50)
+    base = dict(seed=1, epoch=2, step=3, rank=0)
+    ref = sample(graph, seeds, [5], **base)[0]
+    assert sample(graph, seeds, [5], **base)[0].equals(ref), "same key, same sample"
+    for field in base:
+        other = sample(graph, seeds, [5], **{**base, field: base[field] + 1})[0]
+        assert not other.equals(ref), f"changing {field} must change the sample"
+    # a node's choice does not depend on which other seeds are in the batch
+    alone = sample(graph, [7], [5], **base)[0]
+    row = ref.src_ids[ref.indices[ref.indptr[7]:ref.indptr[8]]]
+    assert np.array_equal(alone.src_ids[alone.indices], row)
+
+
+@pytest.mark.parametrize("kernel", ALL)
+def test_bad_seeds_and_fanouts_are_clear_errors(kernel):
+    graph = random_graph(np.random.default_rng(3), 100, 1000)
+    with pytest.raises(ValueError, match="node 5 appears more than once"):
+        sample(graph, [1, 5, 2, 5], [3], kernel=kernel)
+    with pytest.raises(ValueError, match=r"outside 0\.\.99"):
+        sample(graph, [1, 100], [3], kernel=kernel)
+    with pytest.raises(ValueError, match="fanouts must be positive or -1"):
+        sample(graph, [1], [3, 0], kernel=kernel)
+    # the failed calls left no stale entries in the reused node map
+    a = sample(graph, [1, 5, 2], [3, 3], kernel=kernel)
+    b = sample(graph, [1, 5, 2], [3, 3], kernel="numba")
+    assert all(x.equals(y) for x, y in zip(a, b))
+
+
+def test_unknown_kernel_is_named():
+    graph = random_graph(np.random.default_rng(3), 10, 10)
+    with pytest.raises(ValueError, match="kernel must be one of"):
+        sample(graph, [1], [3], kernel="fast")
