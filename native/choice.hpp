@@ -22,18 +22,43 @@ inline int64_t num_picks(int64_t degree, int64_t fanout) {
   return (fanout < 0 || degree <= fanout) ? degree : fanout;
 }
 
+constexpr int64_t kBitsetMaxDegree = 4096;  // up to here, a stack bitset tracks the subset
+
+inline int64_t uniform_upto(uint64_t nkey, int64_t i, int64_t j) {  // draw i, in 0..j
+  const uint64_t r = mix64(nkey + static_cast<uint64_t>(i + 1) * kGolden);
+  return static_cast<int64_t>(((r >> 32) * static_cast<uint64_t>(j + 1)) >> 32);
+}
+
 // Floyd's uniform k-subset of 0..degree-1 into out[0..k), sorted ascending (k < degree).
+// Two ways to hold the subset, same result: a bitset (membership is one bit test, and
+// reading the bits back yields the positions already sorted), or for hubs beyond
+// kBitsetMaxDegree a linear scan followed by an insertion sort.
 inline void choose_positions(uint64_t nkey, int64_t degree, int64_t k, int64_t* out) {
+  if (degree <= kBitsetMaxDegree) {
+    uint64_t bits[kBitsetMaxDegree / 64];
+    const int64_t words = (degree + 63) >> 6;
+    for (int64_t w = 0; w < words; ++w) bits[w] = 0;
+    for (int64_t i = 0; i < k; ++i) {
+      const int64_t j = degree - k + i;
+      int64_t t = uniform_upto(nkey, i, j);
+      if ((bits[t >> 6] >> (t & 63)) & 1) t = j;  // j itself is never taken yet
+      bits[t >> 6] |= uint64_t{1} << (t & 63);
+    }
+    int64_t n = 0;
+    for (int64_t w = 0; w < words; ++w) {
+      for (uint64_t b = bits[w]; b; b &= b - 1) out[n++] = (w << 6) + __builtin_ctzll(b);
+    }
+    return;
+  }
   for (int64_t i = 0; i < k; ++i) {
     const int64_t j = degree - k + i;
-    const uint64_t r = mix64(nkey + static_cast<uint64_t>(i + 1) * kGolden);
-    int64_t t = static_cast<int64_t>(((r >> 32) * static_cast<uint64_t>(j + 1)) >> 32);
+    int64_t t = uniform_upto(nkey, i, j);
     for (int64_t q = 0; q < i; ++q) {
       if (out[q] == t) { t = j; break; }
     }
     out[i] = t;
   }
-  for (int64_t i = 1; i < k; ++i) {  // insertion sort: k is a fanout, small
+  for (int64_t i = 1; i < k; ++i) {
     const int64_t x = out[i];
     int64_t q = i - 1;
     while (q >= 0 && out[q] > x) { out[q + 1] = out[q]; --q; }

@@ -1,19 +1,25 @@
 // Fused neighbour sampling: each layer is sampled straight into CSC and emits the next
 // layer's seeds, with no COO intermediate and no O(|V|) work per call.
 //
-// Per layer (destinations `dst`, S of them; E sampled edges), all passes OpenMP-parallel:
-//   1. count    picks per destination = min(degree, fanout)         O(S)
-//   2. offsets  exclusive prefix sum -> the MFG's indptr            O(S)
-//   3. sample   the choice rule (choice.hpp) writes the chosen       O(E) reads of indices
-//               neighbours' global ids into their CSC slots
-//   4. relabel  first appearance in edge order gets the next local id:
-//               one thread: a single walk over the edges;
-//               T threads:  (a) each edge claims its node with an atomic min of its
-//               position, (b) count claims per thread chunk, (c) prefix, (d) claimers
-//               assign local ids in edge order, (e) every edge reads its node's local id.
-// Memory touched: the outputs, and one node map (node_map.hpp) in which exactly the
-// sampled nodes are set. Layer l's destinations are layer l+1's sources in the same
-// order, so the map stays valid from one layer to the next and is reset once, at the end.
+// Per layer (destinations `dst`, S of them; E sampled edges):
+//   1. count    picks per destination = min(degree, fanout)        parallel, O(S)
+//   2. offsets  exclusive prefix sum -> the MFG's indptr           O(S)
+//   3. sample   the choice rule (choice.hpp) writes the chosen     parallel over chunks of
+//               neighbours' global ids into their CSC slots        destinations, O(E) reads
+//   4. relabel  walking the edges in order, a node seen for the    in chunk order, O(E)
+//               first time gets the next local id and joins src
+// Passes 3 and 4 are fused per chunk: `omp for ordered` samples chunks in parallel and
+// relabels them one after another in order, so one thread relabels while the others
+// sample, and each chunk is relabelled while its picks are still in cache. The relabel
+// order is exactly the serial one, so the output does not depend on the thread count.
+//
+// Almost every read of a neighbour list misses the cache. Pass 3 is software-pipelined
+// (class Pipeline): destination i+kDepth has its positions chosen and its neighbour slots
+// prefetched while destination i is copied out, so many misses are in flight at once.
+//
+// Memory touched: the outputs and one node map (node_map.hpp). Layer l's destinations
+// are layer l+1's sources in the same order, so the map stays valid across layers; it is
+// never reset entry by entry (generation tags).
 #include "fused_sample.hpp"
 
 #include <omp.h>
@@ -28,75 +34,92 @@
 namespace fastsample {
 namespace {
 
-constexpr int64_t kParallelRelabelMin = 1 << 14;  // below this, threads cost more than they save
+constexpr int64_t kAhead = 16;    // prefetch distance (elements) for random reads
+constexpr int64_t kChunk = 512;   // destinations per parallel task
+constexpr int kDepth = 8;         // sampling pipeline depth (destinations in flight)
+constexpr uint64_t kGenMask = ~uint64_t{0xffffffff};
 
-inline int64_t load(const int64_t* p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
-inline void store(int64_t* p, int64_t v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
+template <typename Id, typename Off>
+class Pipeline {
+ public:
+  Pipeline(const Off* indptr, const Id* indices, int64_t fanout, uint64_t key)
+      : indptr_(indptr), indices_(indices), fanout_(fanout), key_(key),
+        width_(std::max<int64_t>(fanout, 1)), pos_(kDepth * width_) {}
 
-// Claims are stored as -(e + 2): below -1 (absent) and ordered so that a larger value
-// means an earlier edge. Local ids are >= 0 and are never overwritten by a claim.
-inline void claim(int64_t* slot, int64_t e) {
-  const int64_t want = -(e + 2);
-  int64_t cur = load(slot);
-  while (cur == -1 || (cur < -1 && cur < want)) {
-    if (__atomic_compare_exchange_n(slot, &cur, want, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) return;
-  }
-}
-
-template <typename Id>
-int64_t relabel_serial(const Id* picked, int64_t E, int64_t S, int64_t* m, int32_t* local, Id* src) {
-  int64_t next = S;
-  for (int64_t e = 0; e < E; ++e) {
-    const Id u = picked[e];
-    int64_t x = m[u];
-    if (x < 0) {
-      x = next++;
-      m[u] = x;
-      src[x] = u;
+  // Sample destinations dst[lo..hi) into out[ip[lo]..ip[hi]).
+  void run(const Id* dst, int64_t lo, int64_t hi, const int64_t* ip, Id* out) {
+    for (int64_t i = lo; i < hi + kDepth - 1; ++i) {
+      if (i + kDepth < hi) __builtin_prefetch(&indptr_[dst[i + kDepth]]);
+      if (i < hi) prepare(dst[i], slot_[i % kDepth], &pos_[(i % kDepth) * width_]);
+      const int64_t j = i - kDepth + 1;  // the oldest prepared destination
+      if (j >= lo) emit(slot_[j % kDepth], &pos_[(j % kDepth) * width_], out + ip[j]);
     }
-    local[e] = static_cast<int32_t>(x);
   }
-  return next;
-}
 
-template <typename Id>
-int64_t relabel_parallel(const Id* picked, int64_t E, int64_t S, int64_t* m, int32_t* local, Id* src,
-                         int num_threads) {
-  std::vector<int64_t> base(num_threads + 1, 0);
-  int used = 1;
-#pragma omp parallel num_threads(num_threads)
-  {
-    const int T = omp_get_num_threads();
-    const int t = omp_get_thread_num();
-    const int64_t lo = E * t / T, hi = E * (t + 1) / T;
-    for (int64_t e = lo; e < hi; ++e) claim(&m[picked[e]], e);
-#pragma omp barrier
-    int64_t claims = 0;
-    for (int64_t e = lo; e < hi; ++e) claims += load(&m[picked[e]]) == -(e + 2);
-    base[t + 1] = claims;
-#pragma omp barrier
-#pragma omp single
-    {
-      used = T;
-      for (int i = 0; i < T; ++i) base[i + 1] += base[i];
+ private:
+  struct Slot { int64_t start, k; bool all; };
+
+  void prepare(Id v, Slot& s, int64_t* pos) {
+    s.start = indptr_[v];
+    const int64_t degree = static_cast<int64_t>(indptr_[v + 1]) - s.start;
+    s.k = num_picks(degree, fanout_);
+    s.all = s.k == degree;
+    const Id* nbrs = indices_ + s.start;
+    if (s.all) {
+      for (int64_t i = 0; i < s.k; i += 64 / sizeof(Id)) __builtin_prefetch(nbrs + i);
+    } else {
+      choose_positions(node_key(key_, v), degree, s.k, pos);
+      for (int64_t i = 0; i < s.k; ++i) __builtin_prefetch(nbrs + pos[i]);
     }
-    int64_t next = S + base[t];
+  }
+
+  void emit(const Slot& s, const int64_t* pos, Id* out) const {
+    const Id* nbrs = indices_ + s.start;
+    if (s.all) {
+      std::copy(nbrs, nbrs + s.k, out);
+    } else {
+      for (int64_t i = 0; i < s.k; ++i) out[i] = nbrs[pos[i]];
+    }
+  }
+
+  const Off* indptr_;
+  const Id* indices_;
+  int64_t fanout_;
+  uint64_t key_;
+  int64_t width_;
+  std::vector<int64_t> pos_;
+  Slot slot_[kDepth];
+};
+
+// Pass 4 over edges [lo, hi), in order. Branch-free: whether a node is new is
+// unpredictable, so the map and src are written unconditionally (a src slot written
+// for a node already seen is overwritten by the next new node, or lies past the end).
+// `local` may alias `picked` (same width): each slot is read before it is written.
+template <typename Id>
+struct Relabel {
+  uint64_t* m;
+  uint64_t tag;
+  Id* src;
+  int64_t next;
+
+  void run(const Id* picked, int64_t lo, int64_t hi, int32_t* local) {
     for (int64_t e = lo; e < hi; ++e) {
+      if (e + kAhead < hi) __builtin_prefetch(&m[picked[e + kAhead]], 1);
       const Id u = picked[e];
-      if (load(&m[u]) == -(e + 2)) {
-        store(&m[u], next);
-        src[next++] = u;
-      }
+      const uint64_t x = m[u];
+      const bool seen = (x & kGenMask) == tag;
+      const int64_t id = seen ? static_cast<int64_t>(static_cast<uint32_t>(x)) : next;
+      m[u] = tag | static_cast<uint64_t>(id);
+      src[next] = u;
+      next += !seen;
+      local[e] = static_cast<int32_t>(id);
     }
-#pragma omp barrier
-    for (int64_t e = lo; e < hi; ++e) local[e] = static_cast<int32_t>(load(&m[picked[e]]));
   }
-  return S + base[used];
-}
+};
 
 template <typename Id, typename Off>
 LayerMFG<Id> sample_layer(const Off* indptr, const Id* indices, const Id* dst, int64_t S,
-                          int64_t fanout, uint64_t key, int64_t* m, int num_threads) {
+                          int64_t fanout, uint64_t key, NodeMap& map, int num_threads) {
   LayerMFG<Id> out;
   out.num_dst = S;
   out.indptr = Buffer<int64_t>(S + 1);
@@ -104,30 +127,34 @@ LayerMFG<Id> sample_layer(const Off* indptr, const Id* indices, const Id* dst, i
   ip[0] = 0;
 #pragma omp parallel for schedule(static) num_threads(num_threads)
   for (int64_t i = 0; i < S; ++i) {
+    if (i + kAhead < S) __builtin_prefetch(&indptr[dst[i + kAhead]]);
     const Id v = dst[i];
     ip[i + 1] = num_picks(static_cast<int64_t>(indptr[v + 1]) - indptr[v], fanout);
   }
   for (int64_t i = 0; i < S; ++i) ip[i + 1] += ip[i];
   const int64_t E = ip[S];
 
-  Buffer<Id> picked(E);
-  Id* pk = picked.data.get();
-#pragma omp parallel num_threads(num_threads)
-  {
-    std::vector<int64_t> scratch(std::max<int64_t>(fanout, 1));
-#pragma omp for schedule(dynamic, 256)
-    for (int64_t i = 0; i < S; ++i)
-      pick_neighbors(indptr, indices, dst[i], fanout, key, scratch.data(), pk + ip[i]);
-  }
-
+  out.indices = Buffer<int32_t>(E);
+  Buffer<Id> own_picks(sizeof(Id) == sizeof(int32_t) ? 0 : E);  // int32 ids: pick in place
+  Id* picked = sizeof(Id) == sizeof(int32_t) ? reinterpret_cast<Id*>(out.indices.data.get())
+                                             : own_picks.data.get();
   Buffer<Id> src(S + E);
   std::copy(dst, dst + S, src.data.get());
-  out.indices = Buffer<int32_t>(E);
-  const int64_t num_src =
-      (num_threads > 1 && E >= kParallelRelabelMin)
-          ? relabel_parallel(pk, E, S, m, out.indices.data.get(), src.data.get(), num_threads)
-          : relabel_serial(pk, E, S, m, out.indices.data.get(), src.data.get());
-  src.size = num_src;
+  Relabel<Id> relabel{map.slots(), map.tag(), src.data.get(), S};
+
+  const int64_t chunks = (S + kChunk - 1) / kChunk;
+#pragma omp parallel num_threads(num_threads)
+  {
+    Pipeline<Id, Off> pipe(indptr, indices, fanout, key);
+#pragma omp for ordered schedule(dynamic, 1)
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t lo = c * kChunk, hi = std::min(S, lo + kChunk);
+      pipe.run(dst, lo, hi, ip, picked);
+#pragma omp ordered
+      relabel.run(picked, ip[lo], ip[hi], out.indices.data.get());
+    }
+  }
+  src.size = relabel.next;
   out.src_ids = std::move(src);
   return out;
 }
@@ -141,29 +168,27 @@ std::vector<LayerMFG<Id>> fused_sample(const Off* indptr, const Id* indices, int
                                        const std::vector<uint64_t>& layer_keys, int num_threads) {
   if (num_threads <= 0) num_threads = omp_get_max_threads();
   NodeMapPool& pool = NodeMapPool::global();
-  std::unique_ptr<NodeMapPool::Map> map = pool.acquire(num_nodes);
-  int64_t* m = map->data();
+  std::unique_ptr<NodeMap> map = pool.acquire(num_nodes);
+  uint64_t* m = map->slots();
+  const uint64_t tag = map->tag();
 
   for (int64_t i = 0; i < num_seeds; ++i) {
-    if (m[seeds[i]] != -1) {
-      for (int64_t q = 0; q < i; ++q) m[seeds[q]] = -1;
+    if ((m[seeds[i]] & kGenMask) == tag) {
       pool.release(std::move(map));
       throw std::invalid_argument("seeds must be unique: node " + std::to_string(seeds[i]) +
                                   " appears more than once");
     }
-    m[seeds[i]] = i;
+    m[seeds[i]] = tag | static_cast<uint64_t>(i);
   }
 
   std::vector<LayerMFG<Id>> layers;
   const Id* dst = seeds;
   int64_t S = num_seeds;
   for (int64_t l = static_cast<int64_t>(fanouts.size()) - 1; l >= 0; --l) {
-    layers.push_back(sample_layer(indptr, indices, dst, S, fanouts[l], layer_keys[l], m, num_threads));
+    layers.push_back(sample_layer(indptr, indices, dst, S, fanouts[l], layer_keys[l], *map, num_threads));
     dst = layers.back().src_ids.data.get();
     S = layers.back().src_ids.size;
   }
-#pragma omp parallel for schedule(static) num_threads(num_threads)
-  for (int64_t i = 0; i < S; ++i) m[dst[i]] = -1;
   pool.release(std::move(map));
   return layers;
 }

@@ -7,6 +7,7 @@ Per layer, from the top (the seeds) down:
               straight into the CSC slots
   4. relabel: walk the edges in order; a node seen for the first time gets the next
               local id, is appended to src_ids, and its edge slot gets its local id
+              (serial here; the C++ kernel overlaps it with pass 3 of later chunks)
 The node map holds local ids across layers: layer l's destinations are layer l+1's
 sources in the same order, so the map is already right for the next layer and is reset
 (touched entries only) once, at the end. Work and memory are O(output), never O(|V|).
@@ -17,7 +18,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from fastsample.sampling.rng import num_picks, pick_neighbors
+from fastsample.sampling.rng import BITSET_WORDS, num_picks, pick_neighbors
 
 _CHUNK = 256  # destinations per parallel task; one scratch buffer per task
 
@@ -54,8 +55,9 @@ def sample_csc(indptr, indices, dst, fanout, key, max_pick):
     picked = np.empty(out_indptr[-1], dtype=indices.dtype)
     for c in numba.prange((n + _CHUNK - 1) // _CHUNK):
         scratch = np.empty(max_pick, dtype=np.int64)
+        bits = np.empty(BITSET_WORDS, dtype=np.uint64)
         for i in range(c * _CHUNK, min(n, (c + 1) * _CHUNK)):
-            pick_neighbors(indptr, indices, dst[i], fanout, key, scratch, picked, out_indptr[i])
+            pick_neighbors(indptr, indices, dst[i], fanout, key, scratch, bits, picked, out_indptr[i])
     return out_indptr, picked
 
 
@@ -67,13 +69,14 @@ def relabel(dst, picked, m):
     local = np.empty(len(picked), dtype=np.int32)
     nxt = len(dst)
     for e in range(len(picked)):
+        # branch-free, as in the C++ kernel: whether u is new is unpredictable
         u = picked[e]
         x = m[u]
-        if x < 0:
-            x = nxt
-            m[u] = x
-            src[nxt] = u
-            nxt += 1
+        seen = x >= 0
+        x = x if seen else nxt
+        m[u] = x
+        src[nxt] = u
+        nxt += 1 - seen
         local[e] = x
     return local, src[:nxt].copy()
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+from numba.cpython.unsafe.numbers import trailing_zeros
 
 GOLDEN = 0x9E3779B97F4A7C15
 _MASK = (1 << 64) - 1
@@ -76,19 +77,50 @@ def num_picks(degree, fanout):
     return degree if fanout < 0 or degree <= fanout else fanout
 
 
+BITSET_MAX_DEGREE = 4096  # up to here, a bitset tracks the subset (as in choice.hpp)
+BITSET_WORDS = BITSET_MAX_DEGREE // 64
+
+
 @numba.njit(inline="always")
-def choose_positions(nkey, degree, k, out):
-    """Floyd's k-subset of 0..degree-1 into out[:k], sorted ascending (k < degree)."""
+def uniform_upto(nkey, i, j):
+    """Draw i of the node's stream, mapped to 0..j."""
+    r = mix64(nkey + np.uint64(i + 1) * _G)
+    return np.int64(((r >> _S32) * np.uint64(j + 1)) >> _S32)
+
+
+@numba.njit(inline="always")
+def choose_positions(nkey, degree, k, out, bits):
+    """Floyd's k-subset of 0..degree-1 into out[:k], sorted ascending (k < degree).
+
+    Like choice.hpp: a bitset (``bits``, BITSET_WORDS uint64) up to BITSET_MAX_DEGREE,
+    else a linear scan and an insertion sort; both give the same positions.
+    """
+    if degree <= BITSET_MAX_DEGREE:
+        words = (degree + 63) >> 6
+        for w in range(words):
+            bits[w] = 0
+        for i in range(k):
+            j = degree - k + i
+            t = uniform_upto(nkey, i, j)
+            if (bits[t >> 6] >> np.uint64(t & 63)) & np.uint64(1):
+                t = j
+            bits[t >> 6] |= np.uint64(1) << np.uint64(t & 63)
+        n = 0
+        for w in range(words):
+            b = bits[w]
+            while b:
+                out[n] = (w << 6) + trailing_zeros(b)
+                n += 1
+                b &= b - np.uint64(1)
+        return
     for i in range(k):
         j = degree - k + i
-        r = mix64(nkey + np.uint64(i + 1) * _G)
-        t = np.int64(((r >> _S32) * np.uint64(j + 1)) >> _S32)
+        t = uniform_upto(nkey, i, j)
         for q in range(i):
             if out[q] == t:
                 t = j
                 break
         out[i] = t
-    # insertion sort: k is a fanout, small
     for i in range(1, k):
         x = out[i]
         q = i - 1
@@ -99,7 +131,7 @@ def choose_positions(nkey, degree, k, out):
 
 
 @numba.njit(inline="always")
-def pick_neighbors(indptr, indices, v, fanout, key, scratch, out, at):
+def pick_neighbors(indptr, indices, v, fanout, key, scratch, bits, out, at):
     """Write the chosen in-neighbours of v (global ids) to out[at:at + num_picks]."""
     start = indptr[v]
     degree = indptr[v + 1] - start
@@ -108,6 +140,6 @@ def pick_neighbors(indptr, indices, v, fanout, key, scratch, out, at):
         for i in range(degree):
             out[at + i] = indices[start + i]
     else:
-        choose_positions(node_key(key, v), degree, k, scratch)
+        choose_positions(node_key(key, v), degree, k, scratch, bits)
         for i in range(k):
             out[at + i] = indices[start + scratch[i]]

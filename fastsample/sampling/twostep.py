@@ -16,7 +16,7 @@ import numba
 import numpy as np
 
 from fastsample.sampling.numba_fused import reset_map, seed_map
-from fastsample.sampling.rng import num_picks, pick_neighbors
+from fastsample.sampling.rng import BITSET_WORDS, num_picks, pick_neighbors
 
 _CHUNK = 256
 
@@ -34,8 +34,9 @@ def sample_coo(indptr, indices, seeds, fanout, key, max_pick):
     dst = np.empty(offsets[-1], dtype=indices.dtype)
     for c in numba.prange((n + _CHUNK - 1) // _CHUNK):
         scratch = np.empty(max_pick, dtype=np.int64)
+        bits = np.empty(BITSET_WORDS, dtype=np.uint64)
         for i in range(c * _CHUNK, min(n, (c + 1) * _CHUNK)):
-            pick_neighbors(indptr, indices, seeds[i], fanout, key, scratch, src, offsets[i])
+            pick_neighbors(indptr, indices, seeds[i], fanout, key, scratch, bits, src, offsets[i])
             for e in range(offsets[i], offsets[i + 1]):
                 dst[e] = seeds[i]
     return src, dst
