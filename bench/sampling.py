@@ -177,6 +177,12 @@ def gather_limit(megabytes=600, n=20_000_000) -> float:
 
 
 def scaling(args) -> dict:
+    """Per-batch time on a 1M- and a 16M-node graph of the same average degree.
+
+    Work per batch is O(output) (no per-call allocation or reset proportional to |V|), but
+    time also depends on where the topology lives: next to each time, the random-read
+    cost of an array as large as that graph's topology shows the memory hierarchy's part.
+    """
     from fastsample.data.synth import SynthConfig, write_synthetic
 
     out = {}
@@ -194,12 +200,23 @@ def scaling(args) -> dict:
             return sum(m.num_edges for m in sample(ds.graph, seeds, (15, 10, 5), step=i, kernel="native"))
 
         times, edges = time_batches(run, batches, 20, 2.0)
-        out[n] = {"nodes": n, "edges": ds.graph.num_edges, "median_ms": median_ms(times),
-                  "sampled_edges": float(np.mean(edges))}
-        print(f"  {n:>11,} nodes, {ds.graph.num_edges:,} edges: {out[n]['median_ms']:.2f} ms per batch "
-              f"({out[n]['sampled_edges']:,.0f} sampled edges)", flush=True)
-    ratio = out[16_000_000]["median_ms"] / out[1_000_000]["median_ms"]
-    print(f"16M / 1M per-batch time: {ratio:.2f}x (native, 1 thread, batch 1024, fanouts 15,10,5)")
+        ms = median_ms(times)
+        topo_mb = (ds.graph.indptr.nbytes + ds.graph.indices.nbytes) // 2**20
+        rate = gather_limit(max(topo_mb, 1))
+        out[n] = {"nodes": n, "edges": ds.graph.num_edges, "median_ms": ms,
+                  "sampled_edges": float(np.mean(edges)), "ns_per_sampled_edge": ms * 1e6 / np.mean(edges),
+                  "topology_mb": topo_mb, "gather_ns_at_topology_size": 1e9 / rate}
+        r = out[n]
+        print(f"  {n:>11,} nodes, {ds.graph.num_edges:,} edges: {ms:.2f} ms per batch, "
+              f"{r['sampled_edges']:,.0f} sampled edges ({r['ns_per_sampled_edge']:.1f} ns each); "
+              f"random read from {topo_mb} MB: {r['gather_ns_at_topology_size']:.1f} ns", flush=True)
+        del ds
+    a, b = out[1_000_000], out[16_000_000]
+    ratio = b["median_ms"] / a["median_ms"]
+    print(f"16M / 1M: per-batch time {ratio:.2f}x, sampled edges {b['sampled_edges'] / a['sampled_edges']:.2f}x, "
+          f"time per sampled edge {b['ns_per_sampled_edge'] / a['ns_per_sampled_edge']:.2f}x, random-read cost "
+          f"{b['gather_ns_at_topology_size'] / a['gather_ns_at_topology_size']:.2f}x "
+          f"(native, 1 thread, batch 1024, fanouts 15,10,5, topology {args.topology})")
     return {"scaling": list(out.values()), "ratio": ratio}
 
 

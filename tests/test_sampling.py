@@ -141,3 +141,33 @@ def test_unknown_kernel_is_named():
     graph = random_graph(np.random.default_rng(3), 10, 10)
     with pytest.raises(ValueError, match="kernel must be one of"):
         sample(graph, [1], [3], kernel="fast")
+
+
+@pytest.mark.parametrize("kernel", ALL)
+def test_degree_edge_cases_against_the_fanout(kernel):
+    # node v has in-degree degrees[v]; fanout 4: below, equal, just above, a hub, none
+    degrees = [0, 3, 4, 5, 5000, 1]
+    n = 6000
+    rng = np.random.default_rng(4)
+    dst = np.repeat(np.arange(len(degrees)), degrees)
+    src = np.concatenate([rng.choice(np.arange(10, n), d, replace=False) for d in degrees])
+    graph = edges_to_csc(src, dst, n, symmetric=False)
+    seeds = np.arange(len(degrees))
+    for fanouts in ([4], [-1], [4, 4]):
+        mfgs = sample(graph, seeds, fanouts, kernel=kernel)
+        check_valid(graph, seeds, fanouts, mfgs)
+    single = sample(graph, [4], [4], kernel=kernel)[0]
+    assert single.num_edges == 4 and single.num_src == 5
+
+
+def test_concurrent_calls_do_not_interfere():
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = np.random.default_rng(5)
+    graph = random_graph(rng, 5000, 100_000, hubs=2, hub_degree=3000)
+    jobs = [(k, step, rng.permutation(5000)[:500]) for k in ALL for step in range(6)]
+    expected = [sample(graph, s, [10, 5], step=step, kernel=k) for k, step, s in jobs]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda j: sample(graph, j[2], [10, 5], step=j[1], kernel=j[0]), jobs))
+    for (k, step, _), a, b in zip(jobs, got, expected):
+        assert all(x.equals(y) for x, y in zip(a, b)), f"{k} step {step} differs when run concurrently"
