@@ -51,7 +51,7 @@ def make_batches(train: np.ndarray, batch_sizes, reps: int, seed: int) -> dict:
 
 
 def run_fastsample(graph, batches, args) -> list[dict]:
-    kernels = ["native", "numba", "twostep"] if native_available() else ["numba", "twostep"]
+    kernels = [k for k in args.kernels if k != "native" or native_available()]
     records = []
     for threads in args.threads:
         set_num_threads(threads)
@@ -231,6 +231,8 @@ def main() -> None:
     p.add_argument("--batch-sizes", type=lambda s: [int(x) for x in s.split(",")], default=BATCH_SIZES)
     p.add_argument("--fanouts", type=parse_fanouts, default=FANOUTS, help='e.g. "15,10,5;10,10,10"')
     p.add_argument("--threads", type=lambda s: [int(x) for x in s.split(",")], default=[1, 2])
+    p.add_argument("--kernels", type=lambda s: s.split(","), default=["native", "numba", "twostep"],
+                   help="fastsample kernels to time (comma-separated)")
     p.add_argument("--min-reps", type=int, default=5)
     p.add_argument("--min-seconds", type=float, default=1.0)
     p.add_argument("--max-reps", type=int, default=20)
