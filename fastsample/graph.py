@@ -12,20 +12,20 @@ A dataset directory holds ``meta.json`` and one ``.npy`` file per array::
 
 The topology is CSC of in-edges: ``indices[indptr[v]:indptr[v + 1]]`` are the sources
 of the edges into ``v``. Arrays are opened with ``mmap_mode="r"`` so that ranks on one
-machine share the pages. Writes go to a hidden sibling directory that is renamed into
-place only when complete, so an interrupted write never looks like a dataset.
+machine share the pages. Writes are atomic (fastsample.atomic): an interrupted write
+never looks like a dataset.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from fastsample.atomic import AtomicDirectory
 
 FORMAT_VERSION = 1
 SPLITS = ("train", "val", "test")
@@ -97,7 +97,8 @@ class Dataset:
 # ---------------------------------------------------------------- loading
 
 
-def _open(path: Path, name: str, mmap: bool) -> np.ndarray:
+def open_array(path: Path, name: str, mmap: bool = True) -> np.ndarray:
+    """Open ``path/name.npy``; a missing, truncated or unreadable file is a DatasetError."""
     file = path / f"{name}.npy"
     if not file.is_file():
         raise DatasetError(f"{file}: missing")
@@ -152,13 +153,13 @@ def load_dataset(path: str | os.PathLike, mmap: bool = True) -> Dataset:
     n, m, f = meta["num_nodes"], meta["num_edges"], meta["feature_dim"]
     dtypes = meta["dtypes"]
 
-    indptr = _open(path, "indptr", mmap)
+    indptr = open_array(path, "indptr", mmap)
     _expect(path / "indptr.npy", indptr, (n + 1,), (offset_dtype(m).name, "int64"))
-    indices = _open(path, "indices", mmap)
+    indices = open_array(path, "indices", mmap)
     _expect(path / "indices.npy", indices, (m,), (id_dtype(n).name, "int64"))
-    features = _open(path, "features", mmap)
+    features = open_array(path, "features", mmap)
     _expect(path / "features.npy", features, (n, f), FEATURE_DTYPES)
-    labels = _open(path, "labels", mmap)
+    labels = open_array(path, "labels", mmap)
     _expect(path / "labels.npy", labels, (n,), (LABEL_DTYPE.name,))
     for name, arr in (("indptr", indptr), ("indices", indices), ("features", features)):
         if dtypes.get(name) != arr.dtype.name:
@@ -177,7 +178,7 @@ def load_dataset(path: str | os.PathLike, mmap: bool = True) -> Dataset:
     seen = np.zeros(n, dtype=bool)
     for name in SPLITS:
         file = path / f"{name}.npy"
-        ids = _open(path, name, mmap)
+        ids = open_array(path, name, mmap)
         if ids.ndim != 1 or ids.dtype.kind != "i":
             raise DatasetError(f"{file}: expected a 1-D integer array, got {ids.dtype} {ids.shape}")
         expected = meta.get("splits", {}).get(name)
@@ -217,29 +218,12 @@ def validate_csc(indptr: np.ndarray, indices: np.ndarray, num_nodes: int, where=
 # ---------------------------------------------------------------- writing
 
 
-class DatasetWriter:
-    """Write a dataset directory atomically.
+class DatasetWriter(AtomicDirectory):
+    """Write a dataset directory atomically (see fastsample.atomic).
 
-    Arrays go into a hidden temporary sibling of ``path``; ``commit`` writes meta.json
-    and renames the directory into place. Leaving the ``with`` block by an exception
-    removes the temporary directory, so a half-written dataset never appears.
+    Arrays go into the temporary directory; ``commit`` writes meta.json from them and
+    moves the directory into place.
     """
-
-    def __init__(self, path: str | os.PathLike, overwrite: bool = False):
-        self.path = Path(path)
-        if self.path.exists() and not overwrite:
-            raise FileExistsError(f"{self.path}: already exists (pass --overwrite to replace it)")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.tmp = self.path.parent / f".{self.path.name}.tmp-{uuid.uuid4().hex[:8]}"
-        self.tmp.mkdir()
-        self._committed = False
-
-    def __enter__(self) -> "DatasetWriter":
-        return self
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        if not self._committed:
-            shutil.rmtree(self.tmp, ignore_errors=True)
 
     def save(self, name: str, array: np.ndarray) -> None:
         np.save(self.tmp / f"{name}.npy", np.ascontiguousarray(array), allow_pickle=False)
@@ -267,14 +251,7 @@ class DatasetWriter:
         }
         del indptr, indices, features
         (self.tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
-        if self.path.exists():
-            old = self.path.parent / f".{self.path.name}.old-{uuid.uuid4().hex[:8]}"
-            os.rename(self.path, old)
-            os.rename(self.tmp, self.path)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.rename(self.tmp, self.path)
-        self._committed = True
+        super().commit()
         return meta
 
 

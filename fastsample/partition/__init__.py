@@ -1,0 +1,18 @@
+"""Partitioning: who owns which node, and the hybrid / vanilla layouts on disk.
+
+    python -m fastsample.partition DATASET OUT --parts P [--method metis|random]
+                                   [--mode hybrid|vanilla|both]
+
+Hybrid mode replicates the (relabelled) topology on every rank and shards features,
+labels and splits; vanilla mode shards the topology too (each rank stores the in-edges of
+the nodes it owns). ``load_partition(path, rank, world_size, mode)`` opens one rank's share.
+"""
+
+from fastsample.partition.layout import (
+    METHODS, MODES, PartitionError, RankPartition, load_partition, partition_dataset,
+    read_partition_meta,
+)
+from fastsample.partition.relabel import owner_of
+
+__all__ = ["METHODS", "MODES", "PartitionError", "RankPartition", "load_partition",
+           "partition_dataset", "read_partition_meta", "owner_of"]

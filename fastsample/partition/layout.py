@@ -1,0 +1,252 @@
+"""The partitioned layout on disk: writing it, and loading one rank's share of it.
+
+    OUT/partition.json       num_parts, method, mode, offsets, edge cut, balance, bytes
+    OUT/orig_ids.npy         (num_nodes,) original id of each new id (maps results back)
+    OUT/topology/            hybrid: the whole relabelled in-edge CSC (indptr, indices),
+                             replicated: every rank memory-maps the same files
+    OUT/part-K/              rank K's shard, rows offsets[K]..offsets[K+1]:
+        features.npy, labels.npy         the owned nodes' rows, in new-id order
+        train.npy, val.npy, test.npy     owned split nodes (new global ids)
+        indptr.npy, indices.npy          vanilla: in-edges of the owned nodes (indptr local
+                                         to the range, indices global new ids)
+
+``mode`` hybrid writes topology/, vanilla writes the per-part CSCs, both writes both.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from fastsample.atomic import AtomicDirectory
+from fastsample.graph import SPLITS, CSCGraph, DatasetError, load_dataset, open_array, validate_csc
+from fastsample.partition.assign import balance_splits, edge_cut, metis_parts, random_parts, rebalance
+from fastsample.partition.relabel import owner_of, relabel_graph, relabel_order
+
+LAYOUT_VERSION = 1
+METHODS = ("metis", "random")
+MODES = ("hybrid", "vanilla", "both")
+_CHUNK_ROWS = 1 << 20
+
+
+class PartitionError(DatasetError):
+    """A partition directory does not fit the launch or is damaged; the message names it."""
+
+
+def _stage(msg: str, progress: bool, t0: float) -> None:
+    if progress:
+        tqdm.write(f"[{time.perf_counter() - t0:7.1f}s] {msg}")
+
+
+def partition_dataset(dataset, out, parts: int, method: str = "metis", mode: str = "both",
+                      seed: int = 0, overwrite: bool = False, progress: bool = True) -> dict:
+    """Partition a dataset directory into ``out``; returns partition.json's contents."""
+    t0 = time.perf_counter()
+    if method not in METHODS:
+        raise ValueError(f"--method must be one of {', '.join(METHODS)} (got {method!r})")
+    if mode not in MODES:
+        raise ValueError(f"--mode must be one of {', '.join(MODES)} (got {mode!r})")
+    ds = load_dataset(dataset)
+    n = ds.graph.num_nodes
+    if not 1 <= parts <= n:
+        raise ValueError(f"--parts must be in 1..{n} (the node count), got {parts}")
+    with AtomicDirectory(out, overwrite=overwrite) as target:
+        _stage(f"{method}: {n:,} nodes, {ds.graph.num_edges:,} edges into {parts} parts", progress, t0)
+        if method == "metis":
+            part = metis_parts(ds, parts, seed)
+            _stage(f"METIS done: edge cut {edge_cut(ds.graph, part) / max(ds.graph.num_edges, 1):.1%}; "
+                   "rebalancing nodes and in-edges", progress, t0)
+            moved = {"rebalance": rebalance(part, ds, parts)}
+        else:
+            part, moved = random_parts(n, parts, seed), {}
+        moved.update(balance_splits(part, ds, parts))
+        cut = edge_cut(ds.graph, part)
+        _stage(f"edge cut {cut / max(ds.graph.num_edges, 1):.1%}; nodes moved for balance {moved}", progress, t0)
+        orig_ids, offsets = relabel_order(part, parts)
+        del part
+        graph = relabel_graph(ds.graph, orig_ids)
+        _stage("relabelled: each part owns one contiguous id range", progress, t0)
+        new_of_old = np.empty(n, dtype=np.int64)
+        new_of_old[orig_ids] = np.arange(n)
+
+        tmp = target.tmp
+        np.save(tmp / "orig_ids.npy", orig_ids.astype(ds.graph.indices.dtype))
+        topo_bytes = graph.indptr.nbytes + graph.indices.nbytes
+        if mode in ("hybrid", "both"):
+            (tmp / "topology").mkdir()
+            np.save(tmp / "topology" / "indptr.npy", graph.indptr)
+            np.save(tmp / "topology" / "indices.npy", graph.indices)
+        split_new = {s: np.sort(new_of_old[np.asarray(getattr(ds, s))]) for s in SPLITS}
+        stats = []
+        for k in tqdm(range(parts), desc="writing parts", disable=not progress):
+            lo, hi = int(offsets[k]), int(offsets[k + 1])
+            pk = tmp / f"part-{k}"
+            pk.mkdir()
+            rows = np.lib.format.open_memmap(pk / "features.npy", mode="w+", dtype=ds.features.dtype,
+                                             shape=(hi - lo, ds.features.shape[1]))
+            for b in range(lo, hi, _CHUNK_ROWS):
+                e = min(hi, b + _CHUNK_ROWS)
+                rows[b - lo:e - lo] = ds.features[orig_ids[b:e]]  # ascending within a part
+            rows.flush()
+            del rows
+            np.save(pk / "labels.npy", np.asarray(ds.labels)[orig_ids[lo:hi]])
+            counts = {}
+            for s in SPLITS:
+                ids = split_new[s]
+                mine = ids[(ids >= lo) & (ids < hi)].astype(ds.graph.indices.dtype)
+                np.save(pk / f"{s}.npy", mine)
+                counts[s] = int(len(mine))
+            e_lo, e_hi = int(graph.indptr[lo]), int(graph.indptr[hi])
+            if mode in ("vanilla", "both"):
+                np.save(pk / "indptr.npy", (np.asarray(graph.indptr[lo:hi + 1], np.int64) - e_lo)
+                        .astype(graph.indptr.dtype))
+                np.save(pk / "indices.npy", graph.indices[e_lo:e_hi])
+            stats.append({"nodes": hi - lo, "edges": e_hi - e_lo, **counts,
+                          "feature_bytes": (hi - lo) * ds.features.shape[1] * ds.features.itemsize,
+                          "vanilla_topology_bytes": (hi - lo + 1) * graph.indptr.itemsize
+                          + (e_hi - e_lo) * graph.indices.itemsize})
+
+        def balance(key):
+            values = np.array([st[key] for st in stats], dtype=np.float64)
+            return float(values.max() / values.mean()) if values.mean() else 1.0
+
+        meta = {
+            "layout_version": LAYOUT_VERSION,
+            "dataset": {key: ds.meta[key] for key in ("name", "num_nodes", "num_edges", "feature_dim",
+                                                      "num_classes", "dtypes")},
+            "source": str(Path(dataset).resolve()),
+            "num_parts": parts, "method": method, "mode": mode, "seed": seed,
+            "offsets": offsets.tolist(),
+            "edge_cut": int(cut), "edge_cut_fraction": cut / max(ds.graph.num_edges, 1),
+            "balance": {key: balance(key) for key in ("nodes", "edges", *SPLITS)},
+            "moved_for_balance": moved,
+            "hybrid_topology_bytes": int(topo_bytes),
+            "parts": stats,
+            "seconds": round(time.perf_counter() - t0, 2),
+        }
+        (tmp / "partition.json").write_text(json.dumps(meta, indent=2) + "\n")
+        target.commit()
+    _stage(f"written to {out}", progress, t0)
+    return meta
+
+
+# ---------------------------------------------------------------- loading
+
+
+@dataclass(frozen=True)
+class RankPartition:
+    """What rank ``rank`` of ``num_parts`` holds. Node ids are new (relabelled) global ids.
+
+    offsets:     (num_parts + 1,) int64; the rank owns ids offsets[rank]..offsets[rank+1]-1
+    graph:       hybrid: the whole relabelled topology (memory-mapped, shared); else None
+    local_graph: vanilla: in-edges of the owned nodes; indptr is over the owned range
+                 (local row i = global id offsets[rank] + i), indices are global; else None
+    features, labels: rows of the owned nodes, in id order
+    train, val, test: owned split nodes
+    """
+
+    path: Path
+    meta: dict
+    rank: int
+    num_parts: int
+    offsets: np.ndarray
+    graph: CSCGraph | None
+    local_graph: CSCGraph | None
+    features: np.ndarray
+    labels: np.ndarray
+    train: np.ndarray
+    val: np.ndarray
+    test: np.ndarray
+
+    @property
+    def num_nodes(self) -> int:
+        return int(self.offsets[-1])
+
+    def owner(self, gids) -> np.ndarray:
+        return owner_of(self.offsets, gids)
+
+
+def read_partition_meta(path) -> dict:
+    path = Path(path)
+    file = path / "partition.json"
+    if not file.is_file():
+        raise PartitionError(f"{file}: missing; is {path} a partition made by python -m fastsample.partition?")
+    try:
+        meta = json.loads(file.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise PartitionError(f"{file}: not valid JSON ({e})") from e
+    fields = {"layout_version": int, "num_parts": int, "mode": str, "offsets": list, "parts": list,
+              "dataset": dict}
+    for key, typ in fields.items():
+        if not isinstance(meta.get(key), typ):
+            raise PartitionError(f"{file}: field {key!r} missing or not {typ.__name__}")
+    if meta["layout_version"] != LAYOUT_VERSION:
+        raise PartitionError(f"{file}: layout_version {meta['layout_version']}, this fastsample reads "
+                             f"{LAYOUT_VERSION}")
+    P, offsets = meta["num_parts"], meta["offsets"]
+    if (P < 1 or len(offsets) != P + 1 or len(meta["parts"]) != P or offsets[0] != 0
+            or offsets[-1] != meta["dataset"].get("num_nodes") or any(np.diff(offsets) < 0)):
+        raise PartitionError(f"{file}: num_parts, offsets and parts disagree (corrupted?)")
+    if meta["mode"] not in MODES:
+        raise PartitionError(f"{file}: unknown mode {meta['mode']!r}")
+    return meta
+
+
+def load_partition(path, rank: int, world_size: int, mode: str = "hybrid") -> RankPartition:
+    """Open rank ``rank``'s share, checking it against partition.json and the launch."""
+    path = Path(path)
+    meta = read_partition_meta(path)
+    P = meta["num_parts"]
+    if world_size != P:
+        raise PartitionError(f"{path / 'partition.json'}: partition built for {P} ranks, but the job has "
+                             f"{world_size}; re-partition with --parts {world_size} or launch {P} ranks")
+    if not 0 <= rank < P:
+        raise PartitionError(f"rank {rank} outside 0..{P - 1}")
+    if mode not in ("hybrid", "vanilla"):
+        raise ValueError(f"mode must be hybrid or vanilla (got {mode!r})")
+    if meta["mode"] not in (mode, "both"):
+        raise PartitionError(f"{path / 'partition.json'}: written for mode {meta['mode']!r}, not {mode!r}; "
+                             f"re-partition with --mode {mode} or both")
+    d = meta["dataset"]
+    offsets = np.asarray(meta["offsets"], dtype=np.int64)
+    lo, hi = int(offsets[rank]), int(offsets[rank + 1])
+    stats = meta["parts"][rank]
+    pk = path / f"part-{rank}"
+    if not pk.is_dir():
+        raise PartitionError(f"{pk}: missing (partition.json lists {P} parts)")
+
+    def expect(arr, file, shape, dtype):
+        if arr.shape != shape or arr.dtype.name != dtype:
+            raise PartitionError(f"{file}: {arr.dtype.name} {arr.shape}, partition.json implies {dtype} {shape}")
+
+    features = open_array(pk, "features")
+    expect(features, pk / "features.npy", (hi - lo, d["feature_dim"]), d["dtypes"]["features"])
+    labels = open_array(pk, "labels")
+    expect(labels, pk / "labels.npy", (hi - lo,), d["dtypes"].get("labels", "int64"))
+    splits = {}
+    for s in SPLITS:
+        ids = open_array(pk, s)
+        expect(ids, pk / f"{s}.npy", (stats[s],), d["dtypes"]["indices"])
+        if len(ids) and (ids.min() < lo or ids.max() >= hi):
+            raise PartitionError(f"{pk / (s + '.npy')}: ids outside the owned range {lo}..{hi - 1}")
+        splits[s] = ids
+    graph = local = None
+    if mode == "hybrid":
+        topo = path / "topology"
+        graph = CSCGraph(open_array(topo, "indptr"), open_array(topo, "indices"))
+        expect(graph.indices, topo / "indices.npy", (d["num_edges"],), d["dtypes"]["indices"])
+        validate_csc(graph.indptr, graph.indices, d["num_nodes"], where=topo)
+    else:
+        local = CSCGraph(open_array(pk, "indptr"), open_array(pk, "indices"))
+        expect(local.indices, pk / "indices.npy", (stats["edges"],), d["dtypes"]["indices"])
+        if len(local.indptr) != hi - lo + 1 or local.indptr[0] != 0 or local.indptr[-1] != stats["edges"]:
+            raise PartitionError(f"{pk / 'indptr.npy'}: does not span the {hi - lo} owned nodes' "
+                                 f"{stats['edges']} in-edges")
+        if stats["edges"] and (local.indices.min() < 0 or local.indices.max() >= d["num_nodes"]):
+            raise PartitionError(f"{pk / 'indices.npy'}: node ids outside 0..{d['num_nodes'] - 1}")
+    return RankPartition(path, meta, rank, P, offsets, graph, local, features, labels, **splits)

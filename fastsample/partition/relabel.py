@@ -1,0 +1,49 @@
+"""Renumber nodes so each part owns one contiguous id range.
+
+New ids list part 0's nodes, then part 1's, ..., each part's in original id order, so
+``offsets[k]:offsets[k+1]`` is part k's range and ``owner(gid)`` is a binary search over
+``offsets`` (``owner_of``). ``orig_ids[new] = old`` maps back (predictions, checkpoints).
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from fastsample.graph import CSCGraph, offset_dtype
+
+
+def relabel_order(part: np.ndarray, parts: int) -> tuple[np.ndarray, np.ndarray]:
+    """(orig_ids: new -> old, offsets: (parts + 1,) int64)."""
+    orig_ids = np.argsort(part, kind="stable").astype(np.int64)
+    offsets = np.zeros(parts + 1, dtype=np.int64)
+    offsets[1:] = np.cumsum(np.bincount(part, minlength=parts))
+    return orig_ids, offsets
+
+
+def owner_of(offsets: np.ndarray, gids) -> np.ndarray:
+    """Part owning each (new) global id: the one home of the owner lookup."""
+    return np.searchsorted(offsets, gids, side="right") - 1
+
+
+@numba.njit(nogil=True, cache=True, parallel=True)
+def _permute(indptr, indices, orig_ids, new_of_old, new_indptr, out):
+    for i in numba.prange(len(orig_ids)):
+        o = orig_ids[i]
+        start = new_indptr[i]
+        for j in range(indptr[o + 1] - indptr[o]):
+            out[start + j] = new_of_old[indices[indptr[o] + j]]
+        out[start:new_indptr[i + 1]].sort()
+
+
+def relabel_graph(graph: CSCGraph, orig_ids: np.ndarray) -> CSCGraph:
+    """The same graph under new ids: node i here is node orig_ids[i] there."""
+    ids = graph.indices.dtype
+    new_of_old = np.empty(len(orig_ids), dtype=ids)
+    new_of_old[orig_ids] = np.arange(len(orig_ids), dtype=ids)
+    degree = np.diff(np.asarray(graph.indptr, dtype=np.int64))[orig_ids]
+    new_indptr = np.zeros(len(orig_ids) + 1, dtype=np.int64)
+    np.cumsum(degree, out=new_indptr[1:])
+    out = np.empty(graph.num_edges, dtype=ids)
+    _permute(graph.indptr, graph.indices, orig_ids, new_of_old, new_indptr, out)
+    return CSCGraph(new_indptr.astype(offset_dtype(graph.num_edges)), out)

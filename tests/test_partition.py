@@ -1,0 +1,149 @@
+"""Partitioning: the relabelled layout is the same graph, balanced, and fails loudly."""
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from conftest import run_module
+from fastsample.data.synth import SynthConfig, write_synthetic
+from fastsample.graph import SPLITS, load_dataset
+from fastsample.partition import PartitionError, load_partition, owner_of, partition_dataset
+
+P = 3
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    path = tmp_path_factory.mktemp("ds") / "g"
+    write_synthetic(path, SynthConfig(num_nodes=3000, avg_degree=12, num_classes=5, feature_dim=8,
+                                      seed=11), progress=False)
+    return path
+
+
+@pytest.fixture(scope="module", params=["metis", "random"])
+def partitioned(request, dataset, tmp_path_factory):
+    out = tmp_path_factory.mktemp("parts") / request.param
+    partition_dataset(dataset, out, P, method=request.param, mode="both", progress=False)
+    return out
+
+
+def test_relabelled_graph_and_node_data_map_back_exactly(dataset, partitioned):
+    ds = load_dataset(dataset)
+    orig = np.load(partitioned / "orig_ids.npy")
+    assert np.array_equal(np.sort(orig), np.arange(ds.graph.num_nodes)), "orig_ids is a permutation"
+    shards = [load_partition(partitioned, r, P) for r in range(P)]
+    g = shards[0].graph
+    for new in range(g.num_nodes):
+        mapped = np.sort(orig[g.indices[g.indptr[new]:g.indptr[new + 1]]])
+        old = orig[new]
+        assert np.array_equal(mapped, ds.graph.indices[ds.graph.indptr[old]:ds.graph.indptr[old + 1]]), \
+            f"in-edges of new node {new} (old {old}) differ"
+    features = np.concatenate([s.features for s in shards])
+    labels = np.concatenate([s.labels for s in shards])
+    assert np.array_equal(features, np.asarray(ds.features)[orig]), "feature rows map back exactly"
+    assert np.array_equal(labels, np.asarray(ds.labels)[orig])
+
+
+def test_every_node_has_one_owner_and_splits_are_even(dataset, partitioned):
+    ds = load_dataset(dataset)
+    orig = np.load(partitioned / "orig_ids.npy")
+    shards = [load_partition(partitioned, r, P) for r in range(P)]
+    offsets = shards[0].offsets
+    assert offsets[0] == 0 and offsets[-1] == ds.graph.num_nodes and (np.diff(offsets) > 0).all()
+    assert np.array_equal(owner_of(offsets, np.arange(ds.graph.num_nodes)),
+                          np.repeat(np.arange(P), np.diff(offsets))), "ranges are contiguous"
+    for s in SPLITS:
+        counts = [len(getattr(sh, s)) for sh in shards]
+        assert max(counts) - min(counts) <= 1, f"{s} counts per part {counts}"
+        for r, sh in enumerate(shards):
+            assert (owner_of(offsets, getattr(sh, s)) == r).all(), f"rank {r} {s} ids are its own"
+        together = np.sort(orig[np.concatenate([getattr(sh, s) for sh in shards])])
+        assert np.array_equal(together, np.sort(np.asarray(getattr(ds, s)))), f"{s} maps back"
+
+
+def test_vanilla_parts_hold_exactly_their_in_edges_and_together_the_graph(partitioned):
+    whole = load_partition(partitioned, 0, P, mode="hybrid").graph
+    indptr, indices = [np.zeros(1, np.int64)], []
+    for r in range(P):
+        sh = load_partition(partitioned, r, P, mode="vanilla")
+        lo, hi = sh.offsets[r], sh.offsets[r + 1]
+        assert sh.graph is None and len(sh.local_graph.indptr) == hi - lo + 1
+        assert np.array_equal(sh.local_graph.indices, whole.indices[whole.indptr[lo]:whole.indptr[hi]])
+        indptr.append(np.asarray(sh.local_graph.indptr[1:], np.int64) + indptr[-1][-1])
+        indices.append(sh.local_graph.indices)
+    assert np.array_equal(np.concatenate(indptr), np.asarray(whole.indptr, np.int64))
+    assert np.array_equal(np.concatenate(indices), whole.indices)
+
+
+def test_metis_cuts_far_fewer_edges_than_random(dataset, tmp_path):
+    cuts = {m: partition_dataset(dataset, tmp_path / m, 4, method=m, mode="hybrid", progress=False)
+            for m in ("metis", "random")}
+    assert cuts["metis"]["edge_cut_fraction"] < 0.5 * cuts["random"]["edge_cut_fraction"], \
+        {m: c["edge_cut_fraction"] for m, c in cuts.items()}
+    assert cuts["metis"]["balance"]["nodes"] <= 1.10 and cuts["metis"]["balance"]["edges"] <= 1.10, \
+        cuts["metis"]["balance"]
+
+
+@pytest.fixture
+def copy(partitioned, tmp_path):
+    out = tmp_path / "copy"
+    shutil.copytree(partitioned, out)
+    return out
+
+
+def test_wrong_rank_count_is_named(copy):
+    with pytest.raises(PartitionError, match=r"partition\.json: partition built for 3 ranks, but the job has 4"):
+        load_partition(copy, 0, 4)
+
+
+def test_missing_part_is_named(copy):
+    shutil.rmtree(copy / "part-2")
+    load_partition(copy, 1, P)  # other ranks are unaffected
+    with pytest.raises(PartitionError, match=r"part-2: missing"):
+        load_partition(copy, 2, P)
+
+
+def test_corrupted_partition_json_is_named(copy):
+    text = (copy / "partition.json").read_text()
+    (copy / "partition.json").write_text(text[: len(text) // 2])
+    with pytest.raises(PartitionError, match=r"partition\.json: not valid JSON"):
+        load_partition(copy, 0, P)
+    meta = json.loads(text)
+    meta["offsets"][1] += 5
+    (copy / "partition.json").write_text(json.dumps(meta))
+    with pytest.raises(PartitionError, match=r"part-0/features\.npy: .* implies"):
+        load_partition(copy, 0, P)
+    meta["offsets"] = meta["offsets"][:-1]
+    (copy / "partition.json").write_text(json.dumps(meta))
+    with pytest.raises(PartitionError, match=r"partition\.json: num_parts, offsets and parts disagree"):
+        load_partition(copy, 0, P)
+
+
+def test_truncated_shard_is_named(copy):
+    f = copy / "part-1" / "features.npy"
+    f.write_bytes(f.read_bytes()[:-100])
+    with pytest.raises(PartitionError.__mro__[1], match=r"part-1/features\.npy: unreadable or truncated"):
+        load_partition(copy, 1, P)
+
+
+def test_cli_reports_quality_and_rejects_bad_arguments(dataset, tmp_path):
+    proc = run_module("fastsample.partition", dataset, tmp_path / "p", "--parts", "2", "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    assert "edge cut" in proc.stdout and "balance" in proc.stdout and "peak RSS" in proc.stdout
+    proc = run_module("fastsample.partition", dataset, tmp_path / "q", "--parts", "0")
+    assert proc.returncode == 2 and "--parts must be in 1..3000" in proc.stderr, proc.stderr
+    assert not (tmp_path / "q").exists()
+
+
+def test_interrupted_partition_leaves_nothing(dataset, tmp_path, monkeypatch):
+    import fastsample.partition.layout as layout
+
+    def broken(*a, **k):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(layout, "relabel_graph", broken)
+    with pytest.raises(RuntimeError):
+        partition_dataset(dataset, tmp_path / "p", 2, progress=False)
+    assert list(tmp_path.iterdir()) == []
