@@ -11,9 +11,11 @@ $(STAMP): pyproject.toml CMakeLists.txt $(wildcard native/*.cpp native/*.hpp) sc
 
 setup: $(STAMP)
 
-# The main job on the embedded default: a generated 100k-node power-law graph.
+# The main job on the embedded default: a generated 100k-node power-law graph,
+# partitioned for 2 ranks.
 demo: setup
 	$(BIN)/python -m fastsample.data synth --preset small data/demo --overwrite
+	$(BIN)/python -m fastsample.partition data/demo data/demo-2 --parts 2 --overwrite
 
 test: setup
 	$(BIN)/python -m pytest -q

@@ -115,6 +115,17 @@ def _expect(file: Path, arr: np.ndarray, shape: tuple, dtypes: tuple[str, ...]) 
         raise DatasetError(f"{file}: shape {arr.shape}, expected {shape} (from meta.json)")
 
 
+def read_json(file: Path, error=DatasetError) -> dict:
+    """Parse a JSON object from ``file``; anything else is ``error`` naming the file."""
+    try:
+        value = json.loads(file.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise error(f"{file}: not valid JSON ({e})") from e
+    if not isinstance(value, dict):
+        raise error(f"{file}: expected a JSON object, got {type(value).__name__}")
+    return value
+
+
 def read_meta(path: str | os.PathLike) -> dict:
     path = Path(path)
     file = path / "meta.json"
@@ -122,10 +133,7 @@ def read_meta(path: str | os.PathLike) -> dict:
         raise DatasetError(f"{path}: not a dataset directory (does not exist)")
     if not file.is_file():
         raise DatasetError(f"{file}: missing; is {path} a fastsample dataset directory?")
-    try:
-        meta = json.loads(file.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise DatasetError(f"{file}: not valid JSON ({e})") from e
+    meta = read_json(file)
     required = {
         "format_version": int, "name": str, "num_nodes": int, "num_edges": int,
         "feature_dim": int, "num_classes": int, "dtypes": dict,

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
-import resource
 import sys
 import time
 from dataclasses import replace
 
+from fastsample.cli import fail, report
 from fastsample.graph import DatasetError, load_dataset, write_dataset
 
 EPILOG = """\
@@ -122,16 +121,9 @@ def main(argv=None) -> int:
 
         summary = summarize(load_dataset(path))
     except (DatasetError, ValueError, FileExistsError, FileNotFoundError) as e:
-        print(f"python -m fastsample.data {args.command}: error: {e}", file=sys.stderr)
-        return 2
+        return fail(f"python -m fastsample.data {args.command}", e)
     summary["seconds"] = round(time.perf_counter() - t0, 2)
-    summary["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
-    if args.json:
-        print(json.dumps(summary, indent=2))
-    else:
-        print(format_summary(summary))
-        print(f"time        {summary['seconds']:.1f} s, peak RSS {summary['peak_rss_mib']:,.0f} MiB")
-    return 0
+    return report(summary, format_summary(summary), args.json)
 
 
 if __name__ == "__main__":

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
-import resource
 import sys
 
+from fastsample.cli import fail, report
 from fastsample.graph import DatasetError
 from fastsample.partition.layout import METHODS, MODES, partition_dataset
 
@@ -69,15 +68,8 @@ def main(argv=None) -> int:
         meta = partition_dataset(args.dataset, args.out, args.parts, args.method, args.mode, args.seed,
                                  overwrite=args.overwrite, progress=not args.quiet)
     except (DatasetError, ValueError, FileExistsError) as e:
-        print(f"python -m fastsample.partition: error: {e}", file=sys.stderr)
-        return 2
-    meta["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
-    if args.json:
-        print(json.dumps(meta, indent=2))
-    else:
-        print(format_report(meta))
-        print(f"time        {meta['seconds']:.1f} s, peak RSS {meta['peak_rss_mib']:,.0f} MiB")
-    return 0
+        return fail("python -m fastsample.partition", e)
+    return report(meta, format_report(meta), args.json)
 
 
 if __name__ == "__main__":

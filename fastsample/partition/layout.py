@@ -24,7 +24,7 @@ import numpy as np
 from tqdm import tqdm
 
 from fastsample.atomic import AtomicDirectory
-from fastsample.graph import SPLITS, CSCGraph, DatasetError, load_dataset, open_array, validate_csc
+from fastsample.graph import SPLITS, CSCGraph, DatasetError, load_dataset, open_array, read_json, validate_csc
 from fastsample.partition.assign import balance_splits, edge_cut, metis_parts, random_parts, rebalance
 from fastsample.partition.relabel import owner_of, relabel_graph, relabel_order
 
@@ -176,10 +176,7 @@ def read_partition_meta(path) -> dict:
     file = path / "partition.json"
     if not file.is_file():
         raise PartitionError(f"{file}: missing; is {path} a partition made by python -m fastsample.partition?")
-    try:
-        meta = json.loads(file.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise PartitionError(f"{file}: not valid JSON ({e})") from e
+    meta = read_json(file, PartitionError)
     fields = {"layout_version": int, "num_parts": int, "mode": str, "offsets": list, "parts": list,
               "dataset": dict}
     for key, typ in fields.items():

@@ -1,8 +1,8 @@
 """The conventional two-step sampler, kept as the baseline the fused kernel is measured
 against (DGL's sample_neighbors + to_block, done well):
 
-  step 1, sample:  per destination, the choice rule writes (src, dst) pairs as COO with
-                   global ids                                       parallel over dst
+  step 1, sample:  per destination, the choice rule picks sources; (src, dst) pairs
+                   as COO with global ids                           parallel over dst
   step 2, compact: map dst ids, then src ids in edge order, to local ids (a reused node
                    map, reset after each layer: no O(|V|) work)
           convert: COO -> CSC by a stable counting sort on the local dst ids
@@ -15,31 +15,15 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from fastsample.sampling.numba_fused import reset_map, seed_map
-from fastsample.sampling.rng import BITSET_WORDS, num_picks, pick_neighbors
-
-_CHUNK = 256
+from fastsample.sampling.numba_fused import reset_map, sample_csc, seed_map
 
 
-@numba.njit(nogil=True, cache=True, parallel=True)
-def sample_coo(indptr, indices, seeds, fanout, key, max_pick):
-    n = len(seeds)
-    offsets = np.empty(n + 1, dtype=np.int64)
-    offsets[0] = 0
-    for i in numba.prange(n):
-        v = seeds[i]
-        offsets[i + 1] = num_picks(indptr[v + 1] - indptr[v], fanout)
-    offsets = np.cumsum(offsets)
-    src = np.empty(offsets[-1], dtype=indices.dtype)
-    dst = np.empty(offsets[-1], dtype=indices.dtype)
-    for c in numba.prange((n + _CHUNK - 1) // _CHUNK):
-        scratch = np.empty(max_pick, dtype=np.int64)
-        bits = np.empty(BITSET_WORDS, dtype=np.uint64)
-        for i in range(c * _CHUNK, min(n, (c + 1) * _CHUNK)):
-            pick_neighbors(indptr, indices, seeds[i], fanout, key, scratch, bits, src, offsets[i])
-            for e in range(offsets[i], offsets[i + 1]):
-                dst[e] = seeds[i]
-    return src, dst
+def sample_coo(indptr, indices, seeds, fanout, key):
+    """Step 1: (src, dst) global ids of the sampled edges, grouped by destination. The
+    picks come from the same pass as the fused kernel's (one choice rule); the
+    destination column is what makes it COO."""
+    offsets, src = sample_csc(indptr, indices, seeds, fanout, key, max(fanout, 1))
+    return src, np.repeat(seeds, np.diff(offsets))
 
 
 @numba.njit(nogil=True, cache=True)
@@ -88,8 +72,7 @@ def sample_layers(indptr, indices, seeds, fanouts, keys, m):
         if dup >= 0:
             raise ValueError(f"seeds must be unique: node {dst[dup]} appears more than once")
         try:
-            coo_src, coo_dst = sample_coo(indptr, indices, dst, fanouts[layer], keys[layer],
-                                          max(fanouts[layer], 1))
+            coo_src, coo_dst = sample_coo(indptr, indices, dst, fanouts[layer], keys[layer])
             lsrc, ldst, src_ids = compact(dst, coo_src, coo_dst, m)
         finally:
             reset_map(dst, m)
