@@ -22,6 +22,19 @@ def run_module(*args, check=False, timeout=300, **kw) -> subprocess.CompletedPro
     return proc
 
 
+def mpiexec(n: int, *args, timeout=120, env=None) -> subprocess.CompletedProcess:
+    """Launch `python args...` on n ranks with the mpiexec next to this Python (the mpich
+    wheel's) or on PATH."""
+    import shutil
+
+    exe = Path(sys.executable).parent / "mpiexec"
+    exe = str(exe) if exe.exists() else shutil.which("mpiexec")
+    if exe is None:
+        pytest.skip("no mpiexec (install the mpich wheel: pip install mpich)")
+    return subprocess.run([exe, "-n", str(n), sys.executable, *map(str, args)], capture_output=True,
+                          text=True, timeout=timeout, cwd=REPO, env=env)
+
+
 @pytest.fixture(scope="session")
 def planetoid_dir() -> Path:
     if not (PLANETOID / "ind.cora.graph").is_file():

@@ -38,8 +38,8 @@ def format_report(meta: dict) -> str:
         f"edge cut    {meta['edge_cut']:,} of {meta['dataset']['num_edges']:,} edges "
         f"({meta['edge_cut_fraction']:.1%})",
         "balance     max/mean  " + "  ".join(f"{k} {v:.3f}" for k, v in b.items()),
-        f"moved       {meta['moved_for_balance']} nodes (rebalance: nodes/edges within 5%; splits: floor or "
-        "floor+1 per part)",
+        "moved       " + ", ".join(f"{k} {v:,}" for k, v in meta["moved_for_balance"].items())
+        + " nodes (rebalance: nodes and in-edges toward 5% of the mean; splits: floor or floor+1 per part)",
         f"topology    hybrid {_size(meta['hybrid_topology_bytes'])} on every rank; vanilla per rank "
         + ", ".join(_size(p["vanilla_topology_bytes"]) for p in parts),
         "features    per rank " + ", ".join(_size(p["feature_bytes"]) for p in parts),

@@ -1,0 +1,86 @@
+"""The Communicator interface: the few collectives fastsample needs, nothing else.
+
+All exchanges are collective: every rank calls the same operations in the same order.
+There is no point-to-point traffic and no RPC. Buffers are numpy arrays (torch CPU
+tensors convert without copies); an all-to-all takes one contiguous buffer whose rows are
+grouped by destination rank plus the row count per destination, so callers bucket once
+and nothing is concatenated on the way.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class Counters:
+    """Traffic since the last reset: data rounds (all-to-all exchanges), bytes."""
+
+    rounds: int = 0
+    bytes_sent: int = 0
+    bytes_received: int = 0
+    by_kind: dict = field(default_factory=dict)
+
+    def add(self, kind: str, sent: int, received: int) -> None:
+        self.rounds += 1
+        self.bytes_sent += sent
+        self.bytes_received += received
+        self.by_kind[kind] = self.by_kind.get(kind, 0) + 1
+
+    def reset(self) -> "Counters":
+        snapshot = Counters(self.rounds, self.bytes_sent, self.bytes_received, dict(self.by_kind))
+        self.rounds = self.bytes_sent = self.bytes_received = 0
+        self.by_kind = {}
+        return snapshot
+
+
+class Communicator(ABC):
+    rank: int
+    size: int
+    name: str
+
+    def __init__(self) -> None:
+        self.counters = Counters()
+
+    def all_to_all_v(self, send: np.ndarray, send_counts: np.ndarray, recv_counts: np.ndarray | None = None,
+                     kind: str = "all_to_all") -> tuple[np.ndarray, np.ndarray]:
+        """Send rows send[offsets[r]:offsets[r+1]] to rank r; returns (received rows grouped
+        by source rank, rows received from each rank). ``recv_counts``, when the caller
+        knows them (a reply to a request), saves the count exchange. One data round."""
+        send = np.ascontiguousarray(send)
+        send_counts = np.asarray(send_counts, dtype=np.int64)
+        if recv_counts is None:
+            recv_counts = self._exchange_counts(send_counts)
+        recv_counts = np.asarray(recv_counts, dtype=np.int64)
+        recv = np.empty((int(recv_counts.sum()),) + send.shape[1:], dtype=send.dtype)
+        row = int(np.prod(send.shape[1:], dtype=np.int64)) if send.ndim > 1 else 1
+        self._all_to_all_v(send, send_counts * row, recv, recv_counts * row)
+        self.counters.add(kind, send.nbytes, recv.nbytes)
+        return recv, recv_counts
+
+    @abstractmethod
+    def _exchange_counts(self, send_counts: np.ndarray) -> np.ndarray: ...
+
+    @abstractmethod
+    def _all_to_all_v(self, send: np.ndarray, send_elems: np.ndarray, recv: np.ndarray,
+                      recv_elems: np.ndarray) -> None: ...
+
+    @abstractmethod
+    def all_reduce(self, array: np.ndarray) -> None:
+        """Sum ``array`` over ranks, in place."""
+
+    @abstractmethod
+    def broadcast_object(self, obj, root: int = 0): ...
+
+    @abstractmethod
+    def allgather_object(self, obj) -> list: ...
+
+    @abstractmethod
+    def barrier(self) -> None: ...
+
+    @abstractmethod
+    def abort(self, code: int = 1) -> None:
+        """End every rank of the job now (used when one rank fails)."""

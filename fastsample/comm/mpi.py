@@ -1,0 +1,50 @@
+"""Communicator over mpi4py: collectives straight on numpy buffers."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fastsample.comm.base import Communicator
+
+
+def _displacements(counts: np.ndarray) -> np.ndarray:
+    d = np.zeros(len(counts), dtype=np.int64)
+    np.cumsum(counts[:-1], out=d[1:])
+    return d
+
+
+class MPICommunicator(Communicator):
+    name = "mpi"
+
+    def __init__(self, comm=None):
+        super().__init__()
+        from mpi4py import MPI
+
+        self.MPI = MPI
+        self.comm = comm if comm is not None else MPI.COMM_WORLD
+        self.rank = self.comm.Get_rank()
+        self.size = self.comm.Get_size()
+
+    def _exchange_counts(self, send_counts):
+        recv = np.empty(self.size, dtype=np.int64)
+        self.comm.Alltoall(send_counts, recv)
+        return recv
+
+    def _all_to_all_v(self, send, send_elems, recv, recv_elems):
+        self.comm.Alltoallv([send.reshape(-1), (send_elems, _displacements(send_elems))],
+                            [recv.reshape(-1), (recv_elems, _displacements(recv_elems))])
+
+    def all_reduce(self, array):
+        self.comm.Allreduce(self.MPI.IN_PLACE, array, op=self.MPI.SUM)
+
+    def broadcast_object(self, obj, root=0):
+        return self.comm.bcast(obj, root=root)
+
+    def allgather_object(self, obj):
+        return self.comm.allgather(obj)
+
+    def barrier(self):
+        self.comm.Barrier()
+
+    def abort(self, code=1):
+        self.comm.Abort(code)

@@ -1,0 +1,88 @@
+"""Communicator over torch.distributed: gloo (CPU), ccl (oneCCL, CPU) or nccl (GPU).
+
+The process group is bootstrapped from the MPI launch, so no MASTER_ADDR/PORT needs to
+be set by hand: rank 0 picks a free TCP port and broadcasts its address over MPI. MPI
+stays up for bootstrapping and for abort (torch.distributed has no job-wide abort).
+"""
+
+from __future__ import annotations
+
+import atexit
+import socket
+
+import numpy as np
+
+from fastsample.comm.mpi import MPICommunicator
+
+BACKENDS = ("gloo", "ccl", "nccl")
+
+
+def _require(backend: str) -> None:
+    if backend == "ccl":
+        try:
+            import oneccl_bindings_for_pytorch  # noqa: F401  (registers the "ccl" backend)
+        except ImportError as e:
+            raise RuntimeError("--backend ccl needs oneCCL's PyTorch bindings (package oneccl_bind_pt, "
+                               "from Intel's wheel index; not on PyPI); use --backend gloo or mpi") from e
+    if backend == "nccl":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise RuntimeError("--backend nccl needs CUDA GPUs (torch.cuda.is_available() is False); "
+                               "use --backend gloo or mpi on CPUs")
+
+
+class TorchCommunicator(MPICommunicator):
+    def __init__(self, backend: str = "gloo"):
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {', '.join(BACKENDS)} (got {backend!r})")
+        _require(backend)
+        super().__init__()
+        import torch
+        import torch.distributed as dist
+
+        self.torch, self.dist = torch, dist
+        self.name = backend
+        address = None
+        if self.rank == 0:
+            with socket.socket() as s:
+                s.bind(("", 0))
+                address = (socket.gethostbyname(socket.gethostname()), s.getsockname()[1])
+        host, port = self.comm.bcast(address, root=0)
+        dist.init_process_group(backend, init_method=f"tcp://{host}:{port}", rank=self.rank,
+                                world_size=self.size)
+        self.device = torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else None
+        # An undestroyed group's threads abort the process at exit ("terminate called
+        # without an active exception"); registered after mpi4py's finaliser, so it runs first.
+        atexit.register(self.close)
+
+    def close(self) -> None:
+        if self.dist.is_initialized():
+            self.dist.destroy_process_group()
+
+    def _t(self, array: np.ndarray):
+        t = self.torch.from_numpy(array)
+        return t.to(self.device) if self.device is not None else t
+
+    def _exchange_counts(self, send_counts):
+        recv = np.empty(self.size, dtype=np.int64)
+        out = self._t(recv)
+        self.dist.all_to_all_single(out, self._t(send_counts))
+        if self.device is not None:
+            recv[:] = out.cpu().numpy()
+        return recv
+
+    def _all_to_all_v(self, send, send_elems, recv, recv_elems):
+        out = self._t(recv.reshape(-1))
+        self.dist.all_to_all_single(out, self._t(send.reshape(-1)), recv_elems.tolist(), send_elems.tolist())
+        if self.device is not None:
+            recv.reshape(-1)[:] = out.cpu().numpy()
+
+    def all_reduce(self, array):
+        t = self._t(array)
+        self.dist.all_reduce(t)
+        if self.device is not None:
+            array[...] = t.cpu().numpy()
+
+    def barrier(self):
+        self.dist.barrier()

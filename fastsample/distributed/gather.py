@@ -1,0 +1,41 @@
+"""Hybrid feature gather: the one per-step exchange of hybrid mode, in two rounds.
+
+    round 1  bucket the requested ids by owner; all_to_all ids (counts ride along)
+             each owner slices the requested rows from its shard
+    round 2  all_to_all the rows back (sizes known from round 1: no count exchange)
+             scatter them into request order
+Rows this rank owns are copied from its own shard and never cross the communicator.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fastsample.comm import Communicator
+from fastsample.partition import owner_of
+
+
+class FeatureGather:
+    def __init__(self, comm: Communicator, offsets: np.ndarray, shard: np.ndarray):
+        """shard: this rank's feature rows, ids offsets[rank]..offsets[rank+1]-1."""
+        self.comm = comm
+        self.offsets = np.asarray(offsets, dtype=np.int64)
+        self.shard = shard
+        self.lo = int(self.offsets[comm.rank])
+
+    def __call__(self, ids: np.ndarray) -> np.ndarray:
+        """(len(ids), feature_dim) float32 rows of the global ``ids``, in their order."""
+        ids = np.asarray(ids)
+        owner = owner_of(self.offsets, ids)
+        mine = owner == self.comm.rank
+        out = np.empty((len(ids), self.shard.shape[1]), dtype=np.float32)
+        out[mine] = self.shard[ids[mine] - self.lo]
+
+        remote = np.flatnonzero(~mine)
+        order = remote[np.argsort(owner[remote], kind="stable")]
+        counts = np.bincount(owner[order], minlength=self.comm.size)
+        requested, requested_counts = self.comm.all_to_all_v(ids[order], counts, kind="ids")
+        rows = np.ascontiguousarray(self.shard[requested - self.lo])
+        got, _ = self.comm.all_to_all_v(rows, requested_counts, recv_counts=counts, kind="features")
+        out[order] = got
+        return out

@@ -1,0 +1,41 @@
+"""Run under mpiexec by test_comm.py: checks every collective of a Communicator."""
+
+import sys
+
+import numpy as np
+
+from fastsample.comm import create
+
+
+def payload(src: int, dst: int) -> np.ndarray:
+    """What rank src sends to rank dst: a reproducible (rows, 3) float32 block, maybe empty."""
+    rng = np.random.default_rng(100 * src + dst)
+    return rng.standard_normal((int(rng.integers(0, 5)) * (src != dst or dst % 2), 3)).astype(np.float32)
+
+
+def main() -> None:
+    comm = create(sys.argv[1])
+    r, P = comm.rank, comm.size
+    blocks = [payload(r, d) for d in range(P)]
+    recv, counts = comm.all_to_all_v(np.concatenate(blocks), [len(b) for b in blocks])
+    expected = [payload(s, r) for s in range(P)]
+    assert counts.tolist() == [len(b) for b in expected], (counts, [len(b) for b in expected])
+    assert np.array_equal(recv, np.concatenate(expected)), "all_to_all_v rows"
+    # a reply with known counts: send back what was received, doubled
+    back, _ = comm.all_to_all_v(recv * 2, counts, recv_counts=[len(b) for b in blocks])
+    assert np.array_equal(back, np.concatenate(blocks) * 2), "reply round"
+    assert comm.counters.rounds == 2
+    ids, _ = comm.all_to_all_v(np.arange(P, dtype=np.int64) + 10 * r, np.ones(P, np.int64))
+    assert ids.tolist() == [10 * s + r for s in range(P)], "int64 ids"
+
+    x = np.full(4, r + 1, dtype=np.float32)
+    comm.all_reduce(x)
+    assert np.allclose(x, P * (P + 1) / 2), "all_reduce"
+    assert comm.broadcast_object({"seed": 7} if r == 0 else None) == {"seed": 7}
+    assert comm.allgather_object(r * r) == [s * s for s in range(P)]
+    comm.barrier()
+    print(f"rank {r}/{P} {comm.name}: ok", flush=True)
+
+
+if __name__ == "__main__":
+    main()

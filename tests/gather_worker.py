@@ -1,0 +1,36 @@
+"""Run under mpiexec by test_distributed.py: every rank gathers random rows and checks them."""
+
+import sys
+
+import numpy as np
+
+from fastsample.comm import create
+from fastsample.distributed import FeatureGather
+from fastsample.graph import load_dataset
+from fastsample.partition import load_partition
+
+
+def main() -> None:
+    dataset, partition, backend = sys.argv[1:4]
+    comm = create(backend)
+    shard = load_partition(partition, comm.rank, comm.size)
+    reference = np.asarray(load_dataset(dataset).features)[np.load(f"{partition}/orig_ids.npy")]
+    gather = FeatureGather(comm, shard.offsets, shard.features)
+    rng = np.random.default_rng(comm.rank)
+    n = shard.num_nodes
+    cases = [rng.permutation(n)[: 200 * (comm.rank + 1)],      # mixed owners, sizes differ by rank
+             np.arange(shard.offsets[comm.rank], shard.offsets[comm.rank + 1])[:50],  # own rows only
+             np.empty(0, dtype=np.int64)]                    # nothing at all
+    for ids in cases:
+        comm.counters.reset()
+        rows = gather(ids)
+        assert np.array_equal(rows, reference[ids]), f"rank {comm.rank}: wrong rows"
+        c = comm.counters.reset()
+        assert c.rounds == 2, c
+        own = shard.owner(ids) == comm.rank
+        assert c.bytes_sent <= 8 * (len(ids) - own.sum()) + 4 * reference.shape[1] * n, c
+    print(f"rank {comm.rank}: ok", flush=True)
+
+
+if __name__ == "__main__":
+    main()

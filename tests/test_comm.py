@@ -1,0 +1,21 @@
+"""Every collective, on the MPI and the gloo backend, across 3 ranks."""
+
+import pytest
+
+from conftest import REPO, mpiexec
+
+
+@pytest.mark.parametrize("backend", ["mpi", "gloo"])
+def test_collectives_on_three_ranks(backend):
+    proc = mpiexec(3, REPO / "tests" / "comm_worker.py", backend)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.count(": ok") == 3, proc.stdout
+
+
+def test_missing_backend_packages_are_named():
+    from fastsample.comm import create
+
+    with pytest.raises(RuntimeError, match="oneccl_bind_pt"):
+        create("ccl")
+    with pytest.raises(ValueError, match="--backend must be one of"):
+        create("tcp")
