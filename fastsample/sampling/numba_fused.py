@@ -43,13 +43,14 @@ def reset_map(ids, m):
 
 
 @numba.njit(nogil=True, cache=True, parallel=True)
-def sample_csc(indptr, indices, dst, fanout, key, max_pick):
-    """Passes 1-3: (mfg indptr, chosen global source ids in CSC order)."""
+def sample_csc(indptr, indices, dst, fanout, key, max_pick, row_offset=0):
+    """Passes 1-3: (mfg indptr, chosen global source ids in CSC order). Node dst[i]'s
+    neighbours are row dst[i] - row_offset of (indptr, indices)."""
     n = len(dst)
     counts = np.empty(n + 1, dtype=np.int64)
     counts[0] = 0
     for i in numba.prange(n):
-        v = dst[i]
+        v = dst[i] - row_offset
         counts[i + 1] = num_picks(indptr[v + 1] - indptr[v], fanout)
     out_indptr = np.cumsum(counts)
     picked = np.empty(out_indptr[-1], dtype=indices.dtype)
@@ -57,7 +58,8 @@ def sample_csc(indptr, indices, dst, fanout, key, max_pick):
         scratch = np.empty(max_pick, dtype=np.int64)
         bits = np.empty(BITSET_WORDS, dtype=np.uint64)
         for i in range(c * _CHUNK, min(n, (c + 1) * _CHUNK)):
-            pick_neighbors(indptr, indices, dst[i], fanout, key, scratch, bits, picked, out_indptr[i])
+            pick_neighbors(indptr, indices, dst[i] - row_offset, dst[i], fanout, key, scratch, bits,
+                           picked, out_indptr[i])
     return out_indptr, picked
 
 
@@ -81,8 +83,15 @@ def relabel(dst, picked, m):
     return local, src[:nxt].copy()
 
 
-def sample_layers(indptr, indices, seeds, fanouts, keys, m):
-    """All layers, top first: [(indptr, indices, src_ids, num_dst)] for layers L-1 .. 0."""
+def sample_layers(indptr, indices, seeds, fanouts, keys, m, pick=None):
+    """All layers, top first: [(indptr, indices, src_ids, num_dst)] for layers L-1 .. 0.
+
+    ``pick(dst, layer)`` -> (mfg indptr, global picks) replaces passes 1-3 where the
+    neighbour lists are elsewhere (vanilla distributed sampling); relabelling is the same.
+    """
+    if pick is None:
+        def pick(dst, layer):
+            return sample_csc(indptr, indices, dst, fanouts[layer], keys[layer], max(fanouts[layer], 1))
     dup = seed_map(seeds, m)
     if dup >= 0:
         raise ValueError(f"seeds must be unique: node {seeds[dup]} appears more than once")
@@ -90,9 +99,7 @@ def sample_layers(indptr, indices, seeds, fanouts, keys, m):
     dst = seeds
     try:
         for layer in range(len(fanouts) - 1, -1, -1):
-            fanout = fanouts[layer]
-            max_pick = max(fanout, 1)
-            out_indptr, picked = sample_csc(indptr, indices, dst, fanout, keys[layer], max_pick)
+            out_indptr, picked = pick(dst, layer)
             local, src = relabel(dst, picked, m)
             layers.append((out_indptr, local, src, len(dst)))
             dst = src

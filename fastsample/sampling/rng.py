@@ -131,15 +131,17 @@ def choose_positions(nkey, degree, k, out, bits):
 
 
 @numba.njit(inline="always")
-def pick_neighbors(indptr, indices, v, fanout, key, scratch, bits, out, at):
-    """Write the chosen in-neighbours of v (global ids) to out[at:at + num_picks]."""
-    start = indptr[v]
-    degree = indptr[v + 1] - start
+def pick_neighbors(indptr, indices, row, node, fanout, key, scratch, bits, out, at):
+    """Write the chosen in-neighbours of ``node`` (global ids), whose neighbour list is
+    row ``row`` of (indptr, indices), to out[at:at + num_picks]. row == node for a whole
+    graph; a vanilla rank's slice of it numbers its rows from its first owned node."""
+    start = indptr[row]
+    degree = indptr[row + 1] - start
     k = num_picks(degree, fanout)
     if k == degree:
         for i in range(degree):
             out[at + i] = indices[start + i]
     else:
-        choose_positions(node_key(key, v), degree, k, scratch, bits)
+        choose_positions(node_key(key, node), degree, k, scratch, bits)
         for i in range(k):
             out[at + i] = indices[start + scratch[i]]

@@ -1,0 +1,102 @@
+"""Vanilla distributed sampling: the topology is partitioned too.
+
+A rank holds only the in-edges of the nodes it owns. The top layer's destinations are
+its own training seeds, so that layer is sampled locally. Every lower layer needs the
+neighbours of nodes owned elsewhere:
+
+    round 1  bucket the non-owned destinations by owner; all_to_all their ids
+             each owner picks their neighbours with the *requester's* key (same choice
+             rule, so the same picks as hybrid sampling on the whole graph)
+    round 2  all_to_all back, per owner: the pick counts of the requested nodes, then
+             the picks, in one int64 buffer
+then the requester assembles the layer in destination order and relabels as the fused
+kernels do. With the feature gather's 2 rounds that is 2L rounds for L layers (hybrid: 2).
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from fastsample.comm import Communicator
+from fastsample.graph import CSCGraph
+from fastsample.partition import owner_of
+from fastsample.sampling import MFG
+from fastsample.sampling import numba_fused
+from fastsample.sampling.nodemap import node_map
+from fastsample.sampling.rng import layer_key, layer_keys
+
+
+@numba.njit(nogil=True, cache=True)
+def _scatter_rows(out_indptr, rows, src_indptr, src_vals, out):
+    """out's segment for rows[k] <- src_vals[src_indptr[k]:src_indptr[k + 1]]."""
+    for k in range(len(rows)):
+        r = rows[k]
+        n = src_indptr[k + 1] - src_indptr[k]
+        for j in range(n):
+            out[out_indptr[r] + j] = src_vals[src_indptr[k] + j]
+
+
+class VanillaSampler:
+    def __init__(self, comm: Communicator, offsets: np.ndarray, local_graph: CSCGraph):
+        """local_graph: in-edges of the owned range (rows local, sources global)."""
+        self.comm = comm
+        self.offsets = np.asarray(offsets, dtype=np.int64)
+        self.local = local_graph
+        self.lo = int(self.offsets[comm.rank])
+        self.num_nodes = int(self.offsets[-1])
+
+    def _pick_local(self, nodes, fanout, key):
+        return numba_fused.sample_csc(self.local.indptr, self.local.indices, nodes, fanout, key,
+                                      max(fanout, 1), self.lo)
+
+    def sample(self, seeds, fanouts, *, seed: int, epoch: int, step: int) -> list[MFG]:
+        comm = self.comm
+        seeds = np.ascontiguousarray(seeds, dtype=self.local.indices.dtype)
+        if len(seeds) and (owner_of(self.offsets, seeds) != comm.rank).any():
+            raise ValueError(f"rank {comm.rank}: vanilla seeds must be owned by the rank")
+        keys = layer_keys(seed, epoch, step, comm.rank, len(fanouts))
+        top = len(fanouts) - 1
+
+        def pick(dst, layer):
+            fanout = fanouts[layer]
+            if layer == top:  # own seeds: no communication
+                return self._pick_local(dst, fanout, keys[layer])
+            owner = owner_of(self.offsets, dst)
+            mine = np.flatnonzero(owner == comm.rank)
+            remote = np.flatnonzero(owner != comm.rank)
+            remote = remote[np.argsort(owner[remote], kind="stable")]
+            counts = np.bincount(owner[remote], minlength=comm.size)
+            asked, asked_counts = comm.all_to_all_v(dst[remote], counts, kind="sample_request")
+            replies, reply_counts, start = [], [], 0
+            for source, n in enumerate(asked_counts):
+                ids = asked[start:start + n]
+                start += n
+                ip, picks = self._pick_local(ids, fanout, np.uint64(layer_key(seed, epoch, step, source, layer)))
+                replies.append(np.concatenate([np.diff(ip), picks.astype(np.int64)]))
+                reply_counts.append(len(replies[-1]))
+            got, got_counts = comm.all_to_all_v(np.concatenate(replies), reply_counts, kind="sample_reply")
+
+            degree = np.empty(len(dst), dtype=np.int64)
+            local_ip, local_picks = self._pick_local(dst[mine], fanout, keys[layer])
+            degree[mine] = np.diff(local_ip)
+            remote_deg, remote_picks, at = [], [], 0
+            for n_req, n_got in zip(counts, got_counts):
+                block = got[at:at + n_got]
+                at += n_got
+                remote_deg.append(block[:n_req])
+                remote_picks.append(block[n_req:])
+            remote_deg = np.concatenate(remote_deg)
+            degree[remote] = remote_deg
+            out_indptr = np.zeros(len(dst) + 1, dtype=np.int64)
+            np.cumsum(degree, out=out_indptr[1:])
+            picked = np.empty(out_indptr[-1], dtype=dst.dtype)
+            _scatter_rows(out_indptr, mine, local_ip, local_picks, picked)
+            remote_ip = np.zeros(len(remote) + 1, dtype=np.int64)
+            np.cumsum(remote_deg, out=remote_ip[1:])
+            _scatter_rows(out_indptr, remote, remote_ip, np.concatenate(remote_picks).astype(dst.dtype), picked)
+            return out_indptr, picked
+
+        with node_map(self.num_nodes) as m:
+            layers = numba_fused.sample_layers(None, None, seeds, list(fanouts), keys, m, pick=pick)
+        return [MFG(indptr, indices, src, num_dst) for indptr, indices, src, num_dst in reversed(layers)]

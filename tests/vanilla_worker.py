@@ -1,0 +1,34 @@
+"""Run under mpiexec by test_distributed.py: vanilla sampling equals hybrid sampling."""
+
+import sys
+
+import numpy as np
+
+from fastsample.comm import create
+from fastsample.distributed.vanilla import VanillaSampler
+from fastsample.partition import load_partition
+from fastsample.sampling import native_available, sample
+
+
+def main() -> None:
+    partition, backend = sys.argv[1:3]
+    comm = create(backend)
+    hybrid = load_partition(partition, comm.rank, comm.size, mode="hybrid")
+    vanilla = load_partition(partition, comm.rank, comm.size, mode="vanilla")
+    sampler = VanillaSampler(comm, vanilla.offsets, vanilla.local_graph)
+    kernels = ["numba", "twostep"] + (["native"] if native_available() else [])
+    for step, fanouts in enumerate([(5, 3), (4, 3, 2), (-1, 2)]):
+        seeds = np.asarray(vanilla.train)[step * 7: step * 7 + 20 + comm.rank]
+        comm.counters.reset()
+        got = sampler.sample(seeds, fanouts, seed=3, epoch=1, step=step)
+        rounds = comm.counters.reset().rounds
+        assert rounds == 2 * (len(fanouts) - 1), rounds
+        for kernel in kernels:
+            want = sample(hybrid.graph, seeds, fanouts, seed=3, epoch=1, step=step, rank=comm.rank, kernel=kernel)
+            for layer, (a, b) in enumerate(zip(got, want)):
+                assert a.equals(b), f"rank {comm.rank} step {step} layer {layer}: vanilla != {kernel}"
+    print(f"rank {comm.rank}: ok", flush=True)
+
+
+if __name__ == "__main__":
+    main()
