@@ -1,0 +1,319 @@
+"""python -m fastsample.train: synchronous data-parallel GraphSAGE on a partitioned graph.
+
+Launch under mpirun / mpiexec / srun (or as one process). Each step, on every rank:
+sample L layers around this rank's next training seeds (hybrid: locally on the replicated
+topology; vanilla: 2 rounds per lower layer), gather the input features (2 rounds),
+forward/backward, all-reduce the gradients (one flat bucket), optimizer step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from fastsample.comm import BACKENDS, Communicator, create
+from fastsample.distributed import FeatureGather
+from fastsample.distributed.vanilla import VanillaSampler
+from fastsample.model import Block, GraphSAGE
+from fastsample.partition import load_partition
+from fastsample.sampling import KERNELS, resolve_kernel, sample
+from fastsample.sampling.rng import layer_key
+
+# Settings every rank must share (checked at start-up); the rest may differ per rank.
+SHARED = ("data", "mode", "sampler", "backend", "fanouts", "batch_size", "hidden", "layers", "dropout",
+          "lr", "weight_decay", "epochs", "seed", "eval_every", "resume")
+EVAL_SALT = 0x5EED  # eval draws its samples from a key space of its own
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m fastsample.train", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data", required=True, help="partition directory (python -m fastsample.partition)")
+    p.add_argument("--mode", choices=["hybrid", "vanilla"], default="hybrid",
+                   help="hybrid: topology replicated, 2 rounds per step; vanilla: topology partitioned, 2L")
+    p.add_argument("--sampler", choices=[*KERNELS, "auto"], default="auto", help="hybrid mode's sampling kernel")
+    p.add_argument("--backend", choices=BACKENDS, default="mpi", help="collectives: mpi (mpi4py) or torch.distributed")
+    p.add_argument("--fanouts", default="15,10,5",
+                   help="per layer, input layer first; -1 = all neighbours (write --fanouts=-1,-1)")
+    p.add_argument("--batch-size", type=int, default=1000, help="training seeds per rank per step")
+    p.add_argument("--hidden", type=int, default=256)
+    p.add_argument("--layers", type=int, default=None, help="GNN layers (default: number of fanouts)")
+    p.add_argument("--dropout", type=float, default=0.5)
+    p.add_argument("--lr", type=float, default=0.006)
+    p.add_argument("--weight-decay", type=float, default=0.0, help="Adam's L2 penalty")
+    p.add_argument("--epochs", type=int, default=10)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                   help="where the model runs; sampling and the gather stay on the CPU")
+    p.add_argument("--eval-every", type=int, default=1, help="evaluate val/test every N epochs (0: never)")
+    p.add_argument("--checkpoint-dir", help="save model and optimizer after every epoch (rank 0)")
+    p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --checkpoint-dir")
+    p.add_argument("--log-json", help="rank 0 appends one JSON object per epoch to this file")
+    p.add_argument("--threads", type=int, default=None, help="threads per rank (default: OMP_NUM_THREADS or all)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    args = p.parse_args(argv)
+    try:
+        args.fanouts = [int(f) for f in args.fanouts.split(",")]
+    except ValueError:
+        p.error(f"--fanouts: expected comma-separated integers (got {args.fanouts!r})")
+    if args.layers is None:
+        args.layers = len(args.fanouts)
+    checks = [(args.layers == len(args.fanouts), f"--layers {args.layers} needs {args.layers} fanouts, got {args.fanouts}"),
+              (all(f == -1 or f > 0 for f in args.fanouts), f"--fanouts must be positive or -1 (got {args.fanouts})"),
+              (args.batch_size > 0, f"--batch-size must be positive (got {args.batch_size})"),
+              (args.epochs >= 0, f"--epochs must be >= 0 (got {args.epochs})"),
+              (0 <= args.dropout < 1, f"--dropout must be in [0, 1) (got {args.dropout})"),
+              (not args.resume or args.checkpoint_dir, "--resume needs --checkpoint-dir")]
+    for ok, msg in checks:
+        if not ok:
+            p.error(msg)
+    return args
+
+
+def _atomic_save(obj, path: Path) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+class Trainer:
+    """Holds every component; built in order by __init__, run by run()."""
+
+    comm: Communicator
+    shard: object  # RankPartition
+    gather: FeatureGather
+    model: GraphSAGE
+    optimizer: torch.optim.Optimizer
+    steps_per_epoch: int
+    start_epoch: int
+
+    def __init__(self, args: argparse.Namespace, comm: Communicator):
+        self.args, self.comm, self.rank = args, comm, comm.rank
+        self.device = torch.device(args.device)
+        self.build_data()
+        self.build_model()
+        self.build_checkpoint()
+
+    # ---------------------------------------------------------------- building
+
+    def build_data(self) -> None:
+        a = self.args
+        self.shard = load_partition(a.data, self.rank, self.comm.size, mode=a.mode)
+        self.lo = int(self.shard.offsets[self.rank])
+        meta = self.shard.meta
+        self.num_classes = meta["dataset"]["num_classes"]
+        self.gather = FeatureGather(self.comm, self.shard.offsets, self.shard.features)
+        if a.mode == "hybrid":
+            kernel = resolve_kernel(a.sampler)
+
+            def sampler(seeds, key_seed, epoch, step):
+                return sample(self.shard.graph, seeds, a.fanouts, seed=key_seed, epoch=epoch, step=step,
+                              rank=self.rank, kernel=kernel)
+        else:
+            vanilla = VanillaSampler(self.comm, self.shard.offsets, self.shard.local_graph)
+
+            def sampler(seeds, key_seed, epoch, step):
+                return vanilla.sample(seeds, a.fanouts, seed=key_seed, epoch=epoch, step=step)
+        self.sampler = sampler
+        # every rank runs the same number of steps: the most any rank needs
+        self.steps_per_epoch = max(math.ceil(p["train"] / a.batch_size) for p in meta["parts"])
+        self.eval_steps = {s: max(math.ceil(p[s] / a.batch_size) for p in meta["parts"]) for s in ("val", "test")}
+
+    def build_model(self) -> None:
+        a = self.args
+        torch.manual_seed(a.seed)  # identical initial weights on every rank
+        self.model = GraphSAGE(self.shard.features.shape[1], a.hidden, self.num_classes, a.layers,
+                               a.dropout).to(self.device)
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=a.lr, weight_decay=a.weight_decay)
+        self.params = [p for p in self.model.parameters()]
+
+    def build_checkpoint(self) -> None:
+        a = self.args
+        self.start_epoch = 0
+        if not a.checkpoint_dir:
+            return
+        self.ckpt_dir = Path(a.checkpoint_dir)
+        if self.rank == 0:
+            self.ckpt_dir.mkdir(parents=True, exist_ok=True)
+        if a.resume:
+            found = sorted(self.ckpt_dir.glob("epoch-*.pt"), key=lambda f: int(f.stem.split("-")[1]))
+            if not found:
+                raise FileNotFoundError(f"--resume: no checkpoint (epoch-*.pt) in {self.ckpt_dir}")
+            state = torch.load(found[-1], map_location=self.device, weights_only=False)
+            mismatched = [k for k in ("fanouts", "hidden", "layers", "mode", "seed", "batch_size")
+                          if state["config"].get(k) != vars(a)[k]]
+            if mismatched:
+                raise ValueError(f"{found[-1]}: saved with different {', '.join(mismatched)}")
+            self.model.load_state_dict(state["model"])
+            self.optimizer.load_state_dict(state["optimizer"])
+            self.start_epoch = state["epoch"] + 1
+
+    # ---------------------------------------------------------------- one step
+
+    def blocks_and_inputs(self, seeds, key_seed, epoch, step):
+        t0 = time.perf_counter()
+        mfgs = self.sampler(seeds, key_seed, epoch, step)
+        t1 = time.perf_counter()
+        x = torch.from_numpy(self.gather(mfgs[0].src_ids))
+        t2 = time.perf_counter()
+        blocks = [Block.from_mfg(m, self.device) for m in mfgs]
+        return blocks, x.to(self.device, non_blocking=True), t1 - t0, t2 - t1
+
+    def train_step(self, seeds, epoch, step, timers) -> tuple[float, float, float]:
+        """Returns this step's global (loss sum, correct, count) over all ranks."""
+        a = self.args
+        blocks, x, ts, tg = self.blocks_and_inputs(seeds, a.seed, epoch, step)
+        t0 = time.perf_counter()
+        # dropout masks from the step's own seed: reproducible across modes, and on resume
+        torch.manual_seed(layer_key(a.seed, epoch, step, self.rank, 0) & 0x7FFFFFFFFFFFFFFF)
+        self.model.train()
+        y = torch.from_numpy(np.asarray(self.shard.labels[np.asarray(seeds) - self.lo], dtype=np.int64))
+        self.optimizer.zero_grad(set_to_none=False)
+        logits = self.model(blocks, x)
+        if len(seeds):
+            loss = torch.nn.functional.cross_entropy(logits, y.to(self.device))
+            loss.backward()
+            stats = [float(loss) * len(seeds), float((logits.argmax(1).cpu() == y).sum()), len(seeds)]
+        else:
+            stats = [0.0, 0.0, 0.0]
+        t1 = time.perf_counter()
+        flat = torch.cat([p.grad.reshape(-1).cpu() for p in self.params] + [torch.tensor(stats)]).numpy()
+        self.comm.all_reduce(flat)  # one bucket: gradients and the step's loss statistics
+        flat[:-3] /= self.comm.size
+        at = 0
+        for p in self.params:
+            p.grad.copy_(torch.from_numpy(flat[at:at + p.numel()]).view_as(p))
+            at += p.numel()
+        self.optimizer.step()
+        t2 = time.perf_counter()
+        for key, dt in (("sample_s", ts), ("gather_s", tg), ("compute_s", t1 - t0), ("allreduce_s", t2 - t1)):
+            timers[key] += dt
+        return tuple(float(v) for v in flat[-3:])
+
+    @torch.no_grad()
+    def evaluate(self, split: str, epoch: int) -> float:
+        self.model.eval()
+        ids = np.asarray(getattr(self.shard, split))
+        B = self.args.batch_size
+        stats = np.zeros(2)
+        for step in range(self.eval_steps[split]):
+            seeds = ids[step * B:(step + 1) * B]
+            blocks, x, _, _ = self.blocks_and_inputs(seeds, self.args.seed + EVAL_SALT, epoch, step)
+            if len(seeds):
+                pred = self.model(blocks, x).argmax(1).cpu().numpy()
+                stats += [(pred == self.shard.labels[seeds - self.lo]).sum(), len(seeds)]
+        self.comm.all_reduce(stats)
+        return float(stats[0] / max(stats[1], 1))
+
+    # ---------------------------------------------------------------- the run
+
+    def run(self) -> list[dict]:
+        a, comm = self.args, self.comm
+        lead = self.rank == 0
+        if lead:
+            meta = self.shard.meta
+            print(f"fastsample.train: {meta['dataset']['name']} ({meta['dataset']['num_nodes']:,} nodes), "
+                  f"{comm.size} ranks x {torch.get_num_threads()} threads, mode {a.mode}, sampler "
+                  f"{a.sampler if a.mode == 'hybrid' else 'vanilla (numba)'}, backend {comm.name}, fanouts "
+                  f"{a.fanouts}, batch {a.batch_size}/rank ({a.batch_size * comm.size} global), "
+                  f"{self.steps_per_epoch} steps/epoch, epochs {self.start_epoch}..{a.epochs - 1}", flush=True)
+        history = []
+        train_ids = np.asarray(self.shard.train)
+        for epoch in range(self.start_epoch, a.epochs):
+            t_epoch = time.perf_counter()
+            timers = dict.fromkeys(("sample_s", "gather_s", "compute_s", "allreduce_s"), 0.0)
+            comm.counters.reset()
+            order = train_ids[np.random.default_rng([a.seed, epoch, self.rank]).permutation(len(train_ids))]
+            losses, totals = [], np.zeros(3)
+            steps = tqdm(range(self.steps_per_epoch), desc=f"epoch {epoch}", disable=not lead or a.quiet,
+                         leave=False)
+            for step in steps:
+                seeds = np.sort(order[step * a.batch_size:(step + 1) * a.batch_size])
+                loss_sum, correct, count = self.train_step(seeds, epoch, step, timers)
+                losses.append(loss_sum / max(count, 1))
+                totals += (loss_sum, correct, count)
+                steps.set_postfix(loss=f"{losses[-1]:.4f}")
+            traffic = comm.counters.reset()
+            record = {"epoch": epoch, "loss": totals[0] / max(totals[2], 1),
+                      "train_acc": totals[1] / max(totals[2], 1), "val_acc": None, "test_acc": None,
+                      "epoch_s": time.perf_counter() - t_epoch, **timers,
+                      "bytes_sent": traffic.bytes_sent, "rounds_per_step": traffic.rounds / max(self.steps_per_epoch, 1),
+                      "step_losses": losses}
+            if a.eval_every and (epoch + 1) % a.eval_every == 0:
+                record["val_acc"] = self.evaluate("val", epoch)
+                record["test_acc"] = self.evaluate("test", epoch)
+            self.save_checkpoint(epoch)
+            history.append(record)
+            if lead:
+                self.report(record)
+        return history
+
+    def save_checkpoint(self, epoch: int) -> None:
+        if self.args.checkpoint_dir and self.rank == 0:
+            _atomic_save({"epoch": epoch, "model": self.model.state_dict(),
+                          "optimizer": self.optimizer.state_dict(), "config": vars(self.args)},
+                         self.ckpt_dir / f"epoch-{epoch}.pt")
+
+    def report(self, r: dict) -> None:
+        acc = "" if r["val_acc"] is None else f" val {r['val_acc']:.4f} test {r['test_acc']:.4f}"
+        tqdm.write(f"epoch {r['epoch']:3d}  loss {r['loss']:.4f}  train {r['train_acc']:.4f}{acc}  "
+                   f"{r['epoch_s']:.1f}s (sample {r['sample_s']:.1f} gather {r['gather_s']:.1f} compute "
+                   f"{r['compute_s']:.1f} allreduce {r['allreduce_s']:.1f})  sent {r['bytes_sent'] / 2**20:.1f} MiB  "
+                   f"{r['rounds_per_step']:.0f} rounds/step")
+        if self.args.log_json:
+            with open(self.args.log_json, "a") as f:
+                f.write(json.dumps(r) + "\n")
+
+
+def startup(args, comm: Communicator) -> Trainer:
+    """Build the trainer on every rank and agree on the outcome: a failure on any rank
+    (bad partition, mismatched settings, missing file) stops all of them with its message,
+    so a start-up error never leaves other ranks waiting in a collective."""
+    error, trainer = None, None
+    try:
+        settings = {k: vars(args)[k] for k in SHARED}
+        everyone = comm.allgather_object(settings)
+        differ = sorted({k for s in everyone for k in SHARED if s[k] != everyone[0][k]})
+        if differ:
+            raise ValueError(f"ranks were started with different {', '.join(differ)}")
+        if args.threads:
+            torch.set_num_threads(args.threads)
+        trainer = Trainer(args, comm)
+    except Exception as e:  # reported below, on every rank
+        error = f"{type(e).__name__}: {e}" if not isinstance(e, (ValueError, FileNotFoundError)) else str(e)
+    errors = comm.allgather_object(error)
+    first = next((f"rank {r}: {e}" for r, e in enumerate(errors) if e), None)
+    if first:
+        raise SystemExit(f"python -m fastsample.train: error: {first}")
+    return trainer
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    comm = create(args.backend)
+    trainer = startup(args, comm)
+    try:
+        trainer.run()
+    except Exception:
+        # A rank that fails mid-run would leave the others blocked in a collective: say why,
+        # then end the whole job.
+        sys.stderr.write(f"rank {comm.rank}: error during training:\n{traceback.format_exc()}")
+        sys.stderr.flush()
+        if comm.size > 1:
+            comm.abort(1)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
