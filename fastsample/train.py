@@ -31,7 +31,7 @@ from fastsample.sampling.rng import layer_key
 
 # Settings every rank must share (checked at start-up); the rest may differ per rank.
 SHARED = ("data", "mode", "sampler", "backend", "fanouts", "batch_size", "hidden", "layers", "dropout",
-          "lr", "weight_decay", "epochs", "seed", "eval_every", "resume")
+          "lr", "weight_decay", "epochs", "max_steps", "seed", "eval_every", "resume")
 EVAL_SALT = 0x5EED  # eval draws its samples from a key space of its own
 
 
@@ -52,6 +52,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--lr", type=float, default=0.006)
     p.add_argument("--weight-decay", type=float, default=0.0, help="Adam's L2 penalty")
     p.add_argument("--epochs", type=int, default=10)
+    p.add_argument("--max-steps", type=int, default=None,
+                   help="cap the steps per epoch (timing runs on large graphs); default: a full epoch")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
                    help="where the model runs; sampling and the gather stay on the CPU")
@@ -127,6 +129,8 @@ class Trainer:
         self.sampler = sampler
         # every rank runs the same number of steps: the most any rank needs
         self.steps_per_epoch = max(math.ceil(p["train"] / a.batch_size) for p in meta["parts"])
+        if a.max_steps is not None:
+            self.steps_per_epoch = min(self.steps_per_epoch, a.max_steps)
         self.eval_steps = {s: max(math.ceil(p[s] / a.batch_size) for p in meta["parts"]) for s in ("val", "test")}
 
     def build_model(self) -> None:
@@ -183,7 +187,7 @@ class Trainer:
         if len(seeds):
             loss = torch.nn.functional.cross_entropy(logits, y.to(self.device))
             loss.backward()
-            stats = [float(loss) * len(seeds), float((logits.argmax(1).cpu() == y).sum()), len(seeds)]
+            stats = [loss.detach().item() * len(seeds), float((logits.argmax(1).cpu() == y).sum()), len(seeds)]
         else:
             stats = [0.0, 0.0, 0.0]
         t1 = time.perf_counter()

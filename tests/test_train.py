@@ -1,0 +1,121 @@
+"""Training end to end: identical across samplers and modes, accurate, and robust."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from conftest import REPO, mpiexec, run_module
+from fastsample.data.synth import SynthConfig, write_synthetic
+from fastsample.partition import partition_dataset
+from fastsample.sampling import native_available
+
+ARGS = ["--fanouts", "4,3", "--batch-size", "40", "--hidden", "16", "--epochs", "2", "--quiet",
+        "--eval-every", "0", "--threads", "1"]
+
+
+@pytest.fixture(scope="module")
+def parts(tmp_path_factory):
+    root = tmp_path_factory.mktemp("train")
+    write_synthetic(root / "g", SynthConfig(num_nodes=3000, avg_degree=8, num_classes=4, feature_dim=8,
+                                            train_frac=0.1, seed=9), progress=False)
+    for p in (1, 2, 3):
+        partition_dataset(root / "g", root / f"p{p}", p, progress=False)
+    return root
+
+
+def train(root, ranks, *extra, log):
+    args = ["-m", "fastsample.train", "--data", root / f"p{ranks}", "--log-json", log, *ARGS, *extra]
+    if ranks == 1:
+        proc = run_module(*args[1:])
+    else:
+        proc = mpiexec(ranks, *args, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return [json.loads(line) for line in open(log)]
+
+
+@pytest.mark.parametrize("ranks", [1, 2, 3])
+def test_losses_identical_across_samplers_and_modes(parts, tmp_path, ranks):
+    variants = [("hybrid", "numba"), ("hybrid", "twostep"), ("vanilla", "numba")]
+    if native_available():
+        variants.append(("hybrid", "native"))
+    runs = {}
+    for mode, sampler in variants:
+        log = tmp_path / f"{mode}-{sampler}.json"
+        runs[(mode, sampler)] = train(parts, ranks, "--mode", mode, "--sampler", sampler, log=log)
+    ref = runs[("hybrid", "numba")]
+    assert len(ref) == 2 and all(len(r["step_losses"]) > 1 for r in ref)
+    for key, records in runs.items():
+        got = [loss for r in records for loss in r["step_losses"]]
+        want = [loss for r in ref for loss in r["step_losses"]]
+        assert got == want, f"{key} per-step losses differ from hybrid/numba with {ranks} ranks"
+        rounds = records[0]["rounds_per_step"]
+        assert rounds == (2 if key[0] == "hybrid" else 2 * 2), f"{key}: {rounds} rounds per step"
+
+
+def test_cora_accuracy(planetoid_dir, tmp_path):
+    run_module("fastsample.data", "planetoid", planetoid_dir, "--name", "cora", tmp_path / "cora", "--quiet",
+               check=True)
+    partition_dataset(tmp_path / "cora", tmp_path / "p1", 1, progress=False)
+    log = tmp_path / "cora.json"
+    proc = run_module("fastsample.train", "--data", tmp_path / "p1", "--fanouts", "10,10", "--batch-size", "64",
+                      "--hidden", "64", "--lr", "0.01", "--weight-decay", "5e-4", "--epochs", "30", "--quiet",
+                      "--log-json", log)
+    assert proc.returncode == 0, proc.stderr
+    records = [json.loads(line) for line in open(log)]
+    best = max(records, key=lambda r: r["val_acc"])
+    assert best["test_acc"] >= 0.78, f"test accuracy {best['test_acc']} at the best validation epoch"
+
+
+def test_partition_for_another_rank_count_stops_every_rank(parts):
+    proc = mpiexec(2, "-m", "fastsample.train", "--data", parts / "p3", *ARGS, timeout=120)
+    assert proc.returncode != 0
+    assert proc.stderr.count("partition built for 3 ranks, but the job has 2") == 2, proc.stderr
+
+
+def test_mismatched_settings_are_reported(parts):
+    script = ("import sys; from mpi4py import MPI; from fastsample.train import main; "
+              "sys.exit(main(sys.argv[1:] + ['--lr', str(0.01 * (1 + MPI.COMM_WORLD.Get_rank()))]))")
+    proc = mpiexec(2, "-c", script, "--data", parts / "p2", *ARGS, timeout=120)
+    assert proc.returncode != 0
+    assert "ranks were started with different lr" in proc.stderr, proc.stderr
+
+
+def test_killing_a_rank_ends_the_job(parts, tmp_path):
+    exe = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    log = tmp_path / "kill.json"
+    job = subprocess.Popen([exe, "-n", "2", sys.executable, "-m", "fastsample.train", "--data", parts / "p2",
+                            "--log-json", log, *ARGS, "--epochs", "1000"],
+                           cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        deadline = time.time() + 120
+        while not (log.exists() and log.read_text().strip()) and time.time() < deadline:
+            time.sleep(0.5)
+        assert log.exists(), "the job never finished an epoch"
+        pids = subprocess.run(["pgrep", "-f", f"fastsample.train --data {parts / 'p2'}"], capture_output=True,
+                              text=True).stdout.split()
+        ranks = [p for p in pids if int(p) != job.pid]
+        assert ranks, "no rank processes found"
+        os.kill(int(ranks[-1]), signal.SIGKILL)
+        started = time.time()
+        code = job.wait(timeout=60)
+        assert code != 0, "a job that lost a rank must fail"
+        assert time.time() - started < 60
+    finally:
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+
+
+def test_resumed_run_continues_with_the_same_losses(parts, tmp_path):
+    full = train(parts, 2, "--epochs", "4", "--checkpoint-dir", tmp_path / "a", log=tmp_path / "full.json")
+    train(parts, 2, "--epochs", "2", "--checkpoint-dir", tmp_path / "b", log=tmp_path / "first.json")
+    resumed = train(parts, 2, "--epochs", "4", "--checkpoint-dir", tmp_path / "b", "--resume",
+                    log=tmp_path / "second.json")
+    assert [r["epoch"] for r in resumed] == [2, 3]
+    assert [r["step_losses"] for r in resumed] == [r["step_losses"] for r in full[2:]]
+    assert np.isfinite(resumed[-1]["loss"])
