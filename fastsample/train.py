@@ -26,7 +26,7 @@ from fastsample.distributed import FeatureGather
 from fastsample.distributed.vanilla import VanillaSampler
 from fastsample.model import Block, GraphSAGE
 from fastsample.partition import load_partition
-from fastsample.sampling import KERNELS, resolve_kernel, sample
+from fastsample.sampling import KERNELS, resolve_kernel, sample, set_num_threads
 from fastsample.sampling.rng import layer_key
 
 # Settings every rank must share (checked at start-up); the rest may differ per rank.
@@ -61,7 +61,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--checkpoint-dir", help="save model and optimizer after every epoch (rank 0)")
     p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --checkpoint-dir")
     p.add_argument("--log-json", help="rank 0 appends one JSON object per epoch to this file")
-    p.add_argument("--threads", type=int, default=None, help="threads per rank (default: OMP_NUM_THREADS or all)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="threads per rank for the model and the samplers (default: OMP_NUM_THREADS or all cores)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     args = p.parse_args(argv)
     try:
@@ -171,7 +172,9 @@ class Trainer:
         x = torch.from_numpy(self.gather(mfgs[0].src_ids))
         t2 = time.perf_counter()
         blocks = [Block.from_mfg(m, self.device) for m in mfgs]
-        return blocks, x.to(self.device, non_blocking=True), t1 - t0, t2 - t1
+        if self.device.type == "cuda":  # pinned host memory lets the copy run asynchronously
+            x = x.pin_memory().to(self.device, non_blocking=True)
+        return blocks, x, t1 - t0, t2 - t1
 
     def train_step(self, seeds, epoch, step, timers) -> tuple[float, float, float]:
         """Returns this step's global (loss sum, correct, count) over all ranks."""
@@ -290,8 +293,9 @@ def startup(args, comm: Communicator) -> Trainer:
         differ = sorted({k for s in everyone for k in SHARED if s[k] != everyone[0][k]})
         if differ:
             raise ValueError(f"ranks were started with different {', '.join(differ)}")
-        if args.threads:
+        if args.threads:  # every pool: torch's, and the samplers' (OpenMP, Numba)
             torch.set_num_threads(args.threads)
+            set_num_threads(args.threads)
         trainer = Trainer(args, comm)
     except Exception as e:  # reported below, on every rank
         error = f"{type(e).__name__}: {e}" if not isinstance(e, (ValueError, FileNotFoundError)) else str(e)
