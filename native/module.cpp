@@ -6,6 +6,7 @@
 
 #include <vector>
 
+#include "aggregate.hpp"
 #include "fused_sample.hpp"
 
 namespace nb = nanobind;
@@ -38,6 +39,9 @@ nb::list sample_fused(In<Off> indptr, In<Id> indices, In<Id> seeds, In<int64_t> 
   return out;
 }
 
+using Rows = nb::ndarray<float, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
+using ConstRows = nb::ndarray<const float, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
+
 NB_MODULE(_native, m) {
   m.doc() = "fastsample C++/OpenMP kernels";
   m.def("max_threads", []() { return omp_get_max_threads(); },
@@ -53,4 +57,20 @@ NB_MODULE(_native, m) {
         nb::arg("seeds"), nb::arg("fanouts"), nb::arg("layer_keys"), nb::arg("num_threads") = 0);
   m.def("sample_fused", &sample_fused<int64_t, int64_t>, nb::arg("indptr"), nb::arg("indices"),
         nb::arg("seeds"), nb::arg("fanouts"), nb::arg("layer_keys"), nb::arg("num_threads") = 0);
+
+  m.def("mean_aggregate",
+        [](In<int64_t> indptr, In<int32_t> indices, ConstRows h, Rows out) {
+          nb::gil_scoped_release release;
+          mean_aggregate(indptr.data(), indices.data(), indptr.shape(0) - 1, h.data(), h.shape(1), out.data(), 0);
+        },
+        nb::arg("indptr"), nb::arg("indices"), nb::arg("h"), nb::arg("out"),
+        "out[i] = mean of h[indices[indptr[i]:indptr[i+1]]] (0 without edges); see aggregate.cpp");
+  m.def("mean_aggregate_backward",
+        [](In<int64_t> indptr, In<int32_t> indices, ConstRows grad_out, Rows grad_h) {
+          nb::gil_scoped_release release;
+          mean_aggregate_backward(indptr.data(), indices.data(), indptr.shape(0) - 1, grad_h.shape(0),
+                                  grad_out.data(), grad_out.shape(1), grad_h.data(), 0);
+        },
+        nb::arg("indptr"), nb::arg("indices"), nb::arg("grad_out"), nb::arg("grad_h"),
+        "grad_h = A^T grad_out for mean_aggregate's A; see aggregate.cpp");
 }
