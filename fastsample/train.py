@@ -31,7 +31,7 @@ from fastsample.sampling.rng import layer_key
 
 # Settings every rank must share (checked at start-up); the rest may differ per rank.
 SHARED = ("data", "mode", "sampler", "backend", "fanouts", "batch_size", "hidden", "layers", "dropout",
-          "lr", "weight_decay", "epochs", "max_steps", "seed", "eval_every", "resume")
+          "lr", "weight_decay", "epochs", "max_steps", "seed", "eval_every", "resume", "net_model")
 EVAL_SALT = 0x5EED  # eval draws its samples from a key space of its own
 
 
@@ -61,6 +61,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--checkpoint-dir", help="save model and optimizer after every epoch (rank 0)")
     p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --checkpoint-dir")
     p.add_argument("--log-json", help="rank 0 appends one JSON object per epoch to this file")
+    p.add_argument("--net-model", metavar="LATENCY_US,GBPS",
+                   help="add a modelled network's cost to every collective (benchmarks on one machine; "
+                   "see fastsample/comm/netmodel.py), e.g. 10,25")
     p.add_argument("--threads", type=int, default=None,
                    help="threads per rank for the model and the samplers (default: OMP_NUM_THREADS or all cores)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -71,6 +74,12 @@ def parse_args(argv=None) -> argparse.Namespace:
         p.error(f"--fanouts: expected comma-separated integers (got {args.fanouts!r})")
     if args.layers is None:
         args.layers = len(args.fanouts)
+    if args.net_model:
+        try:
+            args.net_model = [float(v) for v in args.net_model.split(",")]
+            assert len(args.net_model) == 2
+        except (ValueError, AssertionError):
+            p.error(f"--net-model: expected LATENCY_US,GBPS (got {args.net_model!r})")
     checks = [(args.layers == len(args.fanouts), f"--layers {args.layers} needs {args.layers} fanouts, got {args.fanouts}"),
               (all(f == -1 or f > 0 for f in args.fanouts), f"--fanouts must be positive or -1 (got {args.fanouts})"),
               (args.batch_size > 0, f"--batch-size must be positive (got {args.batch_size})"),
@@ -128,6 +137,9 @@ class Trainer:
             def sampler(seeds, key_seed, epoch, step):
                 return vanilla.sample(seeds, a.fanouts, seed=key_seed, epoch=epoch, step=step)
         self.sampler = sampler
+        # Warm-up (loads the Numba kernels, touches the maps) before anything is timed; every
+        # rank calls it at the same point, so vanilla's collectives stay aligned. Own key.
+        sampler(np.asarray(self.shard.train)[:1], a.seed + EVAL_SALT + 1, 0, 0)
         # every rank runs the same number of steps: the most any rank needs
         self.steps_per_epoch = max(math.ceil(p["train"] / a.batch_size) for p in meta["parts"])
         if a.max_steps is not None:
@@ -238,6 +250,8 @@ class Trainer:
         train_ids = np.asarray(self.shard.train)
         for epoch in range(self.start_epoch, a.epochs):
             t_epoch = time.perf_counter()
+            if hasattr(comm, "modelled_s"):
+                comm.modelled_s = 0.0
             timers = dict.fromkeys(("sample_s", "gather_s", "compute_s", "allreduce_s"), 0.0)
             comm.counters.reset()
             order = train_ids[np.random.default_rng([a.seed, epoch, self.rank]).permutation(len(train_ids))]
@@ -251,11 +265,12 @@ class Trainer:
                 totals += (loss_sum, correct, count)
                 steps.set_postfix(loss=f"{losses[-1]:.4f}")
             traffic = comm.counters.reset()
+            modelled = getattr(comm, "modelled_s", None)
             record = {"epoch": epoch, "loss": totals[0] / max(totals[2], 1),
                       "train_acc": totals[1] / max(totals[2], 1), "val_acc": None, "test_acc": None,
                       "epoch_s": time.perf_counter() - t_epoch, **timers,
                       "bytes_sent": traffic.bytes_sent, "rounds_per_step": traffic.rounds / max(self.steps_per_epoch, 1),
-                      "step_losses": losses}
+                      "net_modelled_s": modelled, "step_losses": losses}
             if a.eval_every and (epoch + 1) % a.eval_every == 0:
                 record["val_acc"] = self.evaluate("val", epoch)
                 record["test_acc"] = self.evaluate("test", epoch)
@@ -309,6 +324,10 @@ def startup(args, comm: Communicator) -> Trainer:
 def main(argv=None) -> int:
     args = parse_args(argv)
     comm = create(args.backend)
+    if args.net_model:
+        from fastsample.comm.netmodel import ModeledNetwork
+
+        comm = ModeledNetwork(comm, *args.net_model)
     trainer = startup(args, comm)
     try:
         trainer.run()

@@ -19,3 +19,9 @@ def test_missing_backend_packages_are_named():
         create("ccl")
     with pytest.raises(ValueError, match="--backend must be one of"):
         create("tcp")
+
+
+def test_network_model_charges_its_formula_on_every_rank():
+    proc = mpiexec(2, REPO / "tests" / "netmodel_worker.py")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.count(": ok") == 2, proc.stdout

@@ -69,8 +69,8 @@ class Communicator(ABC):
                       recv_elems: np.ndarray) -> None: ...
 
     @abstractmethod
-    def all_reduce(self, array: np.ndarray) -> None:
-        """Sum ``array`` over ranks, in place."""
+    def all_reduce(self, array: np.ndarray, op: str = "sum") -> None:
+        """Reduce ``array`` over ranks in place: op "sum" or "max"."""
 
     @abstractmethod
     def broadcast_object(self, obj, root: int = 0): ...

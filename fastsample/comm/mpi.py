@@ -34,8 +34,8 @@ class MPICommunicator(Communicator):
         self.comm.Alltoallv([send.reshape(-1), (send_elems, _displacements(send_elems))],
                             [recv.reshape(-1), (recv_elems, _displacements(recv_elems))])
 
-    def all_reduce(self, array):
-        self.comm.Allreduce(self.MPI.IN_PLACE, array, op=self.MPI.SUM)
+    def all_reduce(self, array, op="sum"):
+        self.comm.Allreduce(self.MPI.IN_PLACE, array, op={"sum": self.MPI.SUM, "max": self.MPI.MAX}[op])
 
     def broadcast_object(self, obj, root=0):
         return self.comm.bcast(obj, root=root)

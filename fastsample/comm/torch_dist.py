@@ -78,9 +78,9 @@ class TorchCommunicator(MPICommunicator):
         if self.device is not None:
             recv.reshape(-1)[:] = out.cpu().numpy()
 
-    def all_reduce(self, array):
+    def all_reduce(self, array, op="sum"):
         t = self._t(array)
-        self.dist.all_reduce(t)
+        self.dist.all_reduce(t, op={"sum": self.dist.ReduceOp.SUM, "max": self.dist.ReduceOp.MAX}[op])
         if self.device is not None:
             array[...] = t.cpu().numpy()
 
