@@ -137,9 +137,6 @@ class Trainer:
             def sampler(seeds, key_seed, epoch, step):
                 return vanilla.sample(seeds, a.fanouts, seed=key_seed, epoch=epoch, step=step)
         self.sampler = sampler
-        # Warm-up (loads the Numba kernels, touches the maps) before anything is timed; every
-        # rank calls it at the same point, so vanilla's collectives stay aligned. Own key.
-        sampler(np.asarray(self.shard.train)[:1], a.seed + EVAL_SALT + 1, 0, 0)
         # every rank runs the same number of steps: the most any rank needs
         self.steps_per_epoch = max(math.ceil(p["train"] / a.batch_size) for p in meta["parts"])
         if a.max_steps is not None:
@@ -239,6 +236,10 @@ class Trainer:
     def run(self) -> list[dict]:
         a, comm = self.args, self.comm
         lead = self.rank == 0
+        # Warm-up (loads the Numba kernels, touches the maps) before anything is timed. It
+        # is here, after start-up's agreement, because vanilla sampling is collective: in
+        # the constructor, a rank that failed to load would leave the others waiting in it.
+        self.sampler(np.asarray(self.shard.train)[:1], a.seed + EVAL_SALT + 1, 0, 0)
         if lead:
             meta = self.shard.meta
             print(f"fastsample.train: {meta['dataset']['name']} ({meta['dataset']['num_nodes']:,} nodes), "

@@ -129,3 +129,14 @@ def test_gloo_backend_trains_like_mpi(parts, tmp_path):
     # gloo's ring all-reduce may sum in another order than MPI: equal to float rounding
     assert np.allclose(a, b, rtol=1e-4, atol=1e-6), np.abs(a - b).max()
     assert gloo[0]["rounds_per_step"] == 2
+
+
+def test_missing_part_stops_a_vanilla_job_without_hanging(parts, tmp_path):
+    import shutil
+
+    copy = tmp_path / "p2"
+    shutil.copytree(parts / "p2", copy)
+    shutil.rmtree(copy / "part-1")
+    proc = mpiexec(2, "-m", "fastsample.train", "--data", copy, "--mode", "vanilla", *ARGS, timeout=120)
+    assert proc.returncode != 0
+    assert proc.stderr.count("part-1: missing") == 2, proc.stderr
