@@ -251,8 +251,6 @@ class Trainer:
         train_ids = np.asarray(self.shard.train)
         for epoch in range(self.start_epoch, a.epochs):
             t_epoch = time.perf_counter()
-            if hasattr(comm, "modelled_s"):
-                comm.modelled_s = 0.0
             timers = dict.fromkeys(("sample_s", "gather_s", "compute_s", "allreduce_s"), 0.0)
             comm.counters.reset()
             order = train_ids[np.random.default_rng([a.seed, epoch, self.rank]).permutation(len(train_ids))]
@@ -266,12 +264,11 @@ class Trainer:
                 totals += (loss_sum, correct, count)
                 steps.set_postfix(loss=f"{losses[-1]:.4f}")
             traffic = comm.counters.reset()
-            modelled = getattr(comm, "modelled_s", None)
             record = {"epoch": epoch, "loss": totals[0] / max(totals[2], 1),
                       "train_acc": totals[1] / max(totals[2], 1), "val_acc": None, "test_acc": None,
                       "epoch_s": time.perf_counter() - t_epoch, **timers,
                       "bytes_sent": traffic.bytes_sent, "rounds_per_step": traffic.rounds / max(self.steps_per_epoch, 1),
-                      "net_modelled_s": modelled, "step_losses": losses}
+                      "net_modelled_s": traffic.modelled_s if a.net_model else None, "step_losses": losses}
             if a.eval_every and (epoch + 1) % a.eval_every == 0:
                 record["val_acc"] = self.evaluate("val", epoch)
                 record["test_acc"] = self.evaluate("test", epoch)

@@ -24,10 +24,10 @@ def main() -> None:
     busiest = max(busiest, 1000 * sum(s + 1 for s in range(P)))
     expected = ((P - 1) * alpha + 8 * P / beta) + ((P - 1) * alpha + busiest / beta) \
         + (2 * (P - 1) * alpha + 2 * (P - 1) / P * 4000 / beta)
-    assert abs(comm.modelled_s - expected) < 1e-9, (comm.modelled_s, expected)
+    assert abs(comm.counters.modelled_s - expected) < 1e-9, (comm.counters.modelled_s, expected)
     assert wall >= 0.95 * expected, (wall, expected)
     assert np.all(grads == P)
-    print(f"rank {r}: ok modelled {comm.modelled_s:.4f}s wall {wall:.4f}s", flush=True)
+    print(f"rank {r}: ok modelled {comm.counters.modelled_s:.4f}s wall {wall:.4f}s", flush=True)
 
 
 if __name__ == "__main__":

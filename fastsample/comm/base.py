@@ -17,12 +17,14 @@ import numpy as np
 
 @dataclass
 class Counters:
-    """Traffic since the last reset: data rounds (all-to-all exchanges), bytes."""
+    """Traffic since the last reset: data rounds (all-to-all exchanges), bytes, and the
+    time a modelled network charged for them (comm/netmodel.py; 0 without one)."""
 
     rounds: int = 0
     bytes_sent: int = 0
     bytes_received: int = 0
     by_kind: dict = field(default_factory=dict)
+    modelled_s: float = 0.0
 
     def add(self, kind: str, sent: int, received: int) -> None:
         self.rounds += 1
@@ -31,9 +33,11 @@ class Counters:
         self.by_kind[kind] = self.by_kind.get(kind, 0) + 1
 
     def reset(self) -> "Counters":
-        snapshot = Counters(self.rounds, self.bytes_sent, self.bytes_received, dict(self.by_kind))
+        snapshot = Counters(self.rounds, self.bytes_sent, self.bytes_received, dict(self.by_kind),
+                            self.modelled_s)
         self.rounds = self.bytes_sent = self.bytes_received = 0
         self.by_kind = {}
+        self.modelled_s = 0.0
         return snapshot
 
 

@@ -34,14 +34,13 @@ class ModeledNetwork(Communicator):
         self.inner, self.rank, self.size = inner, inner.rank, inner.size
         self.name = f"{inner.name}+net({latency_us:g}us,{gbps:g}Gbit/s)"
         self.alpha, self.beta = latency_us * 1e-6, gbps * 1e9 / 8
-        self.modelled_s = 0.0
         self._debt = 0.0
 
     def _wait(self, steps: int, nbytes: float) -> None:
         if self.size == 1:
             return
         t = steps * self.alpha + nbytes / self.beta
-        self.modelled_s += t
+        self.counters.modelled_s += t
         self._debt += t
         if self._debt >= 0.002:
             time.sleep(self._debt)
