@@ -108,11 +108,14 @@ def open_array(path: Path, name: str, mmap: bool = True) -> np.ndarray:
         raise DatasetError(f"{file}: unreadable or truncated .npy file ({e})") from e
 
 
-def _expect(file: Path, arr: np.ndarray, shape: tuple, dtypes: tuple[str, ...]) -> None:
+def expect_array(file: Path, arr: np.ndarray, shape: tuple, dtypes: tuple[str, ...],
+                 source: str = "meta.json", error=DatasetError) -> None:
+    """Raise ``error`` naming ``file`` unless ``arr`` has one of ``dtypes`` and ``shape``
+    (as ``source``, the describing JSON file, implies)."""
     if arr.dtype.name not in dtypes:
-        raise DatasetError(f"{file}: dtype {arr.dtype.name}, expected {' or '.join(dtypes)}")
+        raise error(f"{file}: dtype {arr.dtype.name}, expected {' or '.join(dtypes)} as {source} implies")
     if arr.shape != shape:
-        raise DatasetError(f"{file}: shape {arr.shape}, expected {shape} (from meta.json)")
+        raise error(f"{file}: shape {arr.shape}, expected {shape} as {source} implies")
 
 
 def read_json(file: Path, error=DatasetError) -> dict:
@@ -162,13 +165,13 @@ def load_dataset(path: str | os.PathLike, mmap: bool = True) -> Dataset:
     dtypes = meta["dtypes"]
 
     indptr = open_array(path, "indptr", mmap)
-    _expect(path / "indptr.npy", indptr, (n + 1,), (offset_dtype(m).name, "int64"))
+    expect_array(path / "indptr.npy", indptr, (n + 1,), (offset_dtype(m).name, "int64"))
     indices = open_array(path, "indices", mmap)
-    _expect(path / "indices.npy", indices, (m,), (id_dtype(n).name, "int64"))
+    expect_array(path / "indices.npy", indices, (m,), (id_dtype(n).name, "int64"))
     features = open_array(path, "features", mmap)
-    _expect(path / "features.npy", features, (n, f), FEATURE_DTYPES)
+    expect_array(path / "features.npy", features, (n, f), FEATURE_DTYPES)
     labels = open_array(path, "labels", mmap)
-    _expect(path / "labels.npy", labels, (n,), (LABEL_DTYPE.name,))
+    expect_array(path / "labels.npy", labels, (n,), (LABEL_DTYPE.name,))
     for name, arr in (("indptr", indptr), ("indices", indices), ("features", features)):
         if dtypes.get(name) != arr.dtype.name:
             raise DatasetError(

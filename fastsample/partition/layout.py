@@ -24,7 +24,8 @@ import numpy as np
 from tqdm import tqdm
 
 from fastsample.atomic import AtomicDirectory
-from fastsample.graph import SPLITS, CSCGraph, DatasetError, load_dataset, open_array, read_json, validate_csc
+from fastsample.graph import (SPLITS, CSCGraph, DatasetError, expect_array, load_dataset, open_array,
+                              read_json, validate_csc)
 from fastsample.partition.assign import balance_splits, edge_cut, metis_parts, random_parts, rebalance
 from fastsample.partition.relabel import owner_of, relabel_graph, relabel_order
 
@@ -218,8 +219,7 @@ def load_partition(path, rank: int, world_size: int, mode: str = "hybrid") -> Ra
         raise PartitionError(f"{pk}: missing (partition.json lists {P} parts)")
 
     def expect(arr, file, shape, dtype):
-        if arr.shape != shape or arr.dtype.name != dtype:
-            raise PartitionError(f"{file}: {arr.dtype.name} {arr.shape}, partition.json implies {dtype} {shape}")
+        expect_array(file, arr, shape, (dtype,), source="partition.json", error=PartitionError)
 
     features = open_array(pk, "features")
     expect(features, pk / "features.npy", (hi - lo, d["feature_dim"]), d["dtypes"]["features"])
