@@ -55,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("out", help="dataset directory to write")
     s.add_argument("--preset", choices=sorted(PRESETS), default="small",
                    help="starting parameters: tiny (2k nodes), small (100k, the default), "
-                   "products (2.4M nodes, ~120M edges, like ogbn-products)")
+                   "medium (500k nodes, ~10M edges), products (2.4M nodes, ~120M edges, like ogbn-products)")
     for flag, (_, typ, text) in SYNTH_FLAGS.items():
         s.add_argument(f"--{flag}", type=typ, help=text + " (default: from the preset)")
 

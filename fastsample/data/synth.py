@@ -69,10 +69,12 @@ class SynthConfig:
                 raise ValueError(f"synthetic graph: {name} must be {rule} (got {getattr(self, name)!r})")
 
 
-# Named presets; `products` is ogbn-products scale (2.4M nodes, ~120M directed edges).
+# Named presets; `products` is ogbn-products scale (2.4M nodes, ~120M directed edges);
+# `medium` (500k nodes, ~10M edges) is the model/epoch benchmark workload (bench/model.py).
 PRESETS = {
     "tiny": SynthConfig(num_nodes=2_000, avg_degree=10, num_classes=4, feature_dim=16),
     "small": SynthConfig(),
+    "medium": SynthConfig(num_nodes=500_000, avg_degree=22, num_classes=47, feature_dim=100),
     "products": SynthConfig(num_nodes=2_400_000, avg_degree=52, num_classes=47, feature_dim=100),
 }
 
