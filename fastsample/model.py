@@ -5,11 +5,20 @@ Layer l maps source rows h_src (num_src, d_in) to destination rows (num_dst, d_o
     out = W_self h_src[:num_dst] + W_neigh mean_{u in N(v)} h_src[u] + b
 
 (DGL's SAGEConv 'mean', same weights, same outputs.) The mean is taken before the
-projection, at width d_in, with no per-edge message tensors and no Python loops:
-  * "native": the C++/OpenMP kernel (native/aggregate.cpp) as an autograd Function,
-    forward and backward, deterministic, skipping the input gradient when none is needed;
-  * "torch": a sparse CSR x dense product, the plain-PyTorch reference (also the path on
-    GPUs and without the native module).
+projection, at width d_in, with no per-edge message tensors. Two paths:
+  * "native" (CPU, float32): each layer is one autograd Function (_NativeSAGE) on the
+    C++/OpenMP kernels of native/aggregate.cpp. Forward writes the mean beside h_dst in one
+    buffer Z = [h_dst | mean] and projects it with one matmul, then applies ReLU and dropout
+    in place (native/activation.cpp: counter-based keep bits, ~10x cheaper than torch's
+    bernoulli_). Backward is one matmul for both weights (Z^T g), one for Z's gradient, and
+    one native pass that scatters the mean's gradient to the sources, adds the self term,
+    and applies the lower layer's ReLU/dropout mask (read off this layer's input, which is
+    that layer's output). No temporaries beyond Z and the gradients themselves.
+  * "torch": nn.Linear + a sparse CSR x dense product, the plain-PyTorch reference the
+    tests compare against (also the path on GPUs and without the native module). On the
+    CPU with the native module built it drops out with the native masks, so both paths
+    give the same numbers; otherwise it uses nn.Dropout.
+Both paths hold the same parameters (self_lin.weight/bias, neigh_lin.weight).
 """
 
 from __future__ import annotations
@@ -31,21 +40,45 @@ except ImportError:
 AGGREGATIONS = ("auto", "native", "torch")
 
 
-class _NativeMean(torch.autograd.Function):
+class _NativeSAGE(torch.autograd.Function):
+    """One layer on the native kernels; see the module docstring.
+
+    `drop` is None (no activation) or the dropout probability applied after ReLU (0 in
+    eval), its keep bits drawn from `seed` (native/activation.cpp). `in_scale` is None when h is a plain input, else the keep-scale 1/(1-p) of the
+    ReLU+dropout that produced h: the gradient this layer returns for h is then already the
+    gradient of the lower layer's pre-activation, and that layer's backward takes it as is.
+    So an activated output must feed exactly one _NativeSAGE with in_scale set, which is
+    how GraphSAGE wires them and why this class is private.
+    """
+
     @staticmethod
-    def forward(ctx, h, block):
-        out = torch.empty(block.num_dst, h.shape[1], dtype=h.dtype)
-        _native.mean_aggregate(block.indptr, block.indices, h.contiguous(), out)
-        ctx.block, ctx.num_src = block, h.shape[0]
+    def forward(ctx, h, w_self, bias, w_neigh, block, drop, seed, in_scale):
+        d, n = h.shape[1], block.num_dst
+        z = torch.empty(n, 2 * d, dtype=h.dtype)
+        z[:, :d] = h[:n]
+        _native.mean_aggregate(block.indptr, block.indices, h, z[:, d:])
+        w = torch.cat([w_self, w_neigh], 1)
+        out = torch.addmm(bias, z, w.t())
+        if drop is not None:
+            _native.relu_dropout(out, drop, seed)
+        ctx.save_for_backward(z, w, h if in_scale is not None else None)
+        ctx.block, ctx.num_src, ctx.in_scale = block, h.shape[0], in_scale
         return out
 
     @staticmethod
-    def backward(ctx, grad_out):
-        if not ctx.needs_input_grad[0]:
-            return None, None
-        grad_h = torch.empty(ctx.num_src, grad_out.shape[1], dtype=grad_out.dtype)
-        _native.mean_aggregate_backward(ctx.block.indptr, ctx.block.indices, grad_out.contiguous(), grad_h)
-        return grad_h, None
+    def backward(ctx, g):
+        z, w, mask = ctx.saved_tensors
+        d = z.shape[1] // 2
+        g = g.contiguous()
+        grad_w = g.t() @ z
+        grad_h = None
+        if ctx.needs_input_grad[0]:
+            gz = g @ w
+            grad_h = torch.empty(ctx.num_src, d, dtype=g.dtype)
+            scale = 1.0 if ctx.in_scale is None else ctx.in_scale
+            _native.mean_aggregate_backward(ctx.block.indptr, ctx.block.indices, gz[:, d:], gz[:, :d], mask,
+                                            scale, grad_h)
+        return grad_h, grad_w[:, :d], g.sum(0), grad_w[:, d:], None, None, None, None
 
 
 @dataclass
@@ -79,26 +112,23 @@ class Block:
                                                     check_invariants=False).to(self.device)
         return self._adj
 
-    def mean(self, h: torch.Tensor, aggregation: str = "auto") -> torch.Tensor:
-        native = aggregation == "native" or (aggregation == "auto" and _native is not None)
-        if native and h.device.type == "cpu" and h.dtype == torch.float32:
-            if _native is None:
-                raise RuntimeError("aggregation 'native': fastsample._native is not built")
-            return _NativeMean.apply(h, self)
+    def mean(self, h: torch.Tensor) -> torch.Tensor:
+        """The reference mean: sparse CSR x dense."""
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
             return self.adj @ h
 
 
 class SAGEConv(nn.Module):
-    def __init__(self, in_dim: int, out_dim: int, aggregation: str = "auto"):
+    """The reference layer (plain PyTorch); GraphSAGE runs the same parameters natively."""
+
+    def __init__(self, in_dim: int, out_dim: int):
         super().__init__()
         self.self_lin = nn.Linear(in_dim, out_dim)
         self.neigh_lin = nn.Linear(in_dim, out_dim, bias=False)
-        self.aggregation = aggregation
 
     def forward(self, block: Block, h_src: torch.Tensor) -> torch.Tensor:
-        return self.self_lin(h_src[: block.num_dst]) + self.neigh_lin(block.mean(h_src, self.aggregation))
+        return self.self_lin(h_src[: block.num_dst]) + self.neigh_lin(block.mean(h_src))
 
 
 class GraphSAGE(nn.Module):
@@ -109,15 +139,43 @@ class GraphSAGE(nn.Module):
             raise ValueError(f"--layers must be >= 1 (got {num_layers})")
         if aggregation not in AGGREGATIONS:
             raise ValueError(f"aggregation must be one of {', '.join(AGGREGATIONS)} (got {aggregation!r})")
+        if aggregation == "native" and _native is None:
+            raise RuntimeError("aggregation 'native': fastsample._native is not built")
         dims = [in_dim] + [hidden] * (num_layers - 1) + [num_classes]
-        self.layers = nn.ModuleList(SAGEConv(a, b, aggregation) for a, b in zip(dims[:-1], dims[1:]))
+        self.layers = nn.ModuleList(SAGEConv(a, b) for a, b in zip(dims[:-1], dims[1:]))
         self.dropout = nn.Dropout(dropout)
+        self.aggregation = aggregation
 
     def forward(self, blocks: list[Block], x: torch.Tensor) -> torch.Tensor:
         """blocks[i] feeds layer i (blocks[0] consumes the input features x)."""
+        native_kernels = _native is not None and x.device.type == "cpu" and x.dtype == torch.float32
+        if native_kernels and self.aggregation != "torch":
+            return self._forward_native(blocks, x)
         h = x
         for i, (layer, block) in enumerate(zip(self.layers, blocks)):
             h = layer(block, h)
             if i < len(self.layers) - 1:
-                h = self.dropout(torch.relu(h))
+                h = torch.relu(h)
+                if native_kernels and self.training and self.dropout.p > 0:  # the native path's draws
+                    mask = torch.empty_like(h)
+                    _native.dropout_mask(mask, self.dropout.p, self._dropout_seed())
+                    h = h * mask
+                else:
+                    h = self.dropout(h)
         return h
+
+    def _forward_native(self, blocks: list[Block], x: torch.Tensor) -> torch.Tensor:
+        p = self.dropout.p if self.training else 0.0
+        h, in_scale = x.contiguous(), None
+        for i, (layer, block) in enumerate(zip(self.layers, blocks)):
+            drop = p if i < len(self.layers) - 1 else None
+            seed = self._dropout_seed() if drop else 0
+            h = _NativeSAGE.apply(h, layer.self_lin.weight, layer.self_lin.bias, layer.neigh_lin.weight, block,
+                                  drop, seed, in_scale)
+            in_scale = None if drop is None else 1.0 / (1.0 - drop)
+        return h
+
+    @staticmethod
+    def _dropout_seed() -> int:
+        """From torch's generator, so torch.manual_seed fixes the native dropout masks."""
+        return int(torch.randint(0, 2**62, (1,)).item())

@@ -4,13 +4,20 @@
 namespace fastsample {
 
 // out[i, :] = mean of h[indices[j], :] over j in indptr[i]..indptr[i+1]) (0 if no edge).
+// h is (num_src, width) row-major; out rows are out_stride apart (>= width), so the mean
+// can be written into one half of a wider buffer.
 void mean_aggregate(const int64_t* indptr, const int32_t* indices, int64_t num_dst, const float* h,
-                    int64_t width, float* out, int num_threads);
+                    int64_t width, float* out, int64_t out_stride, int num_threads);
 
-// grad_h = A^T grad_out for the same mean: grad_h[u, :] = sum over edges i -> u of
-// grad_out[i, :] / deg(i). grad_h has num_src rows and is fully overwritten.
+// The input gradient of a GraphSAGE layer, in one pass over the sources:
+//   grad_h[u, :] = grad_self[u, :] (u < num_dst, if grad_self)
+//                + sum over edges i -> u of grad_agg[i, :] / deg(i)
+// and then, if mask: grad_h[u, f] = mask[u, f] > 0 ? scale * grad_h[u, f] : 0 (the backward
+// of ReLU followed by dropout with keep-scale `scale`, read off their output `mask`).
+// grad_agg and grad_self rows are *_stride apart; grad_h (num_src, width) is overwritten.
 void mean_aggregate_backward(const int64_t* indptr, const int32_t* indices, int64_t num_dst,
-                             int64_t num_src, const float* grad_out, int64_t width, float* grad_h,
-                             int num_threads);
+                             int64_t num_src, const float* grad_agg, int64_t agg_stride,
+                             const float* grad_self, int64_t self_stride, int64_t width, const float* mask, float scale,
+                             float* grad_h, int num_threads);
 
 }  // namespace fastsample

@@ -2,10 +2,14 @@
 // Validation and dtype policy live in the Python wrappers (fastsample/sampling/).
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
 #include <omp.h>
 
+#include <optional>
+#include <string>
 #include <vector>
 
+#include "activation.hpp"
 #include "aggregate.hpp"
 #include "fused_sample.hpp"
 
@@ -41,7 +45,15 @@ nb::list sample_fused(In<Off> indptr, In<Id> indices, In<Id> seeds, In<int64_t> 
 
 using Rows = nb::ndarray<float, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
 using ConstRows = nb::ndarray<const float, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
+// Row-strided views (a column block of a wider matrix); elements within a row contiguous.
+using StridedRows = nb::ndarray<float, nb::ndim<2>, nb::device::cpu>;
+using ConstStridedRows = nb::ndarray<const float, nb::ndim<2>, nb::device::cpu>;
 
+template <typename A>
+int64_t row_stride(const A& a, const char* name) {
+  if (a.shape(1) > 1 && a.stride(1) != 1) throw nb::value_error((std::string(name) + ": rows must be contiguous").c_str());
+  return a.stride(0);
+}
 NB_MODULE(_native, m) {
   m.doc() = "fastsample C++/OpenMP kernels";
   m.def("max_threads", []() { return omp_get_max_threads(); },
@@ -59,18 +71,42 @@ NB_MODULE(_native, m) {
         nb::arg("seeds"), nb::arg("fanouts"), nb::arg("layer_keys"), nb::arg("num_threads") = 0);
 
   m.def("mean_aggregate",
-        [](In<int64_t> indptr, In<int32_t> indices, ConstRows h, Rows out) {
+        [](In<int64_t> indptr, In<int32_t> indices, ConstRows h, StridedRows out) {
+          const int64_t stride = row_stride(out, "out");
           nb::gil_scoped_release release;
-          mean_aggregate(indptr.data(), indices.data(), indptr.shape(0) - 1, h.data(), h.shape(1), out.data(), 0);
+          mean_aggregate(indptr.data(), indices.data(), indptr.shape(0) - 1, h.data(), h.shape(1), out.data(),
+                         stride, 0);
         },
         nb::arg("indptr"), nb::arg("indices"), nb::arg("h"), nb::arg("out"),
-        "out[i] = mean of h[indices[indptr[i]:indptr[i+1]]] (0 without edges); see aggregate.cpp");
+        "out[i] = mean of h[indices[indptr[i]:indptr[i+1]]] (0 without edges); out may be a column "
+        "block of a wider matrix; see aggregate.cpp");
   m.def("mean_aggregate_backward",
-        [](In<int64_t> indptr, In<int32_t> indices, ConstRows grad_out, Rows grad_h) {
+        [](In<int64_t> indptr, In<int32_t> indices, ConstStridedRows grad_agg, std::optional<ConstStridedRows> grad_self,
+           std::optional<ConstRows> mask, float scale, Rows grad_h) {
+          const int64_t agg_stride = row_stride(grad_agg, "grad_agg");
+          const int64_t self_stride = grad_self ? row_stride(*grad_self, "grad_self") : 0;
           nb::gil_scoped_release release;
           mean_aggregate_backward(indptr.data(), indices.data(), indptr.shape(0) - 1, grad_h.shape(0),
-                                  grad_out.data(), grad_out.shape(1), grad_h.data(), 0);
+                                  grad_agg.data(), agg_stride, grad_self ? grad_self->data() : nullptr,
+                                  self_stride, grad_h.shape(1), mask ? mask->data() : nullptr, scale,
+                                  grad_h.data(), 0);
         },
-        nb::arg("indptr"), nb::arg("indices"), nb::arg("grad_out"), nb::arg("grad_h"),
-        "grad_h = A^T grad_out for mean_aggregate's A; see aggregate.cpp");
+        nb::arg("indptr"), nb::arg("indices"), nb::arg("grad_agg"), nb::arg("grad_self").none(),
+        nb::arg("mask").none(), nb::arg("scale"), nb::arg("grad_h"),
+        "grad_h = A^T grad_agg (+ grad_self on the first rows), masked where mask <= 0 and "
+        "scaled; see aggregate.cpp");
+  m.def("relu_dropout",
+        [](Rows x, double p, uint64_t seed) {
+          nb::gil_scoped_release release;
+          relu_dropout(x.data(), static_cast<int64_t>(x.shape(0) * x.shape(1)), p, seed, 0);
+        },
+        nb::arg("x"), nb::arg("p"), nb::arg("seed"),
+        "x = dropout(relu(x)) in place, keep bits a hash of (seed, element); see activation.cpp");
+  m.def("dropout_mask",
+        [](Rows mask, double p, uint64_t seed) {
+          nb::gil_scoped_release release;
+          dropout_mask(mask.data(), static_cast<int64_t>(mask.shape(0) * mask.shape(1)), p, seed, 0);
+        },
+        nb::arg("mask"), nb::arg("p"), nb::arg("seed"),
+        "mask = 1/(1-p) where relu_dropout keeps an element, else 0 (same seed, same draws)");
 }

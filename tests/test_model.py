@@ -20,24 +20,40 @@ def blocks_for(fanouts, seed=0):
     return [Block.from_mfg(m) for m in sample(graph, seeds, fanouts, kernel="numba")]
 
 
-@pytest.mark.parametrize("fanouts", [[5, 3], [-1, 4], [3, -1]])
-def test_native_outputs_and_gradients_match_reference(fanouts):
+@pytest.mark.parametrize("fanouts,dropout", [([5, 3], 0.0), ([-1, 4], 0.0), ([3, -1], 0.0), ([4, 3, 2], 0.0),
+                                             ([4, 3, 2], 0.5), ([-1, 3], 0.3)])
+def test_native_outputs_and_gradients_match_reference(fanouts, dropout):
+    # The native layers fuse ReLU + dropout into their forward and fold their backward
+    # into the next layer's input gradient; with dropout the masks must be the very same
+    # draws as nn.Dropout's (same seed) and the keep-scale must reach the gradient.
     blocks = blocks_for(fanouts)
     assert any((np.diff(b.indptr) == 0).any() for b in blocks), "want isolated destinations"
     x = torch.randn(blocks[0].num_src, 7, dtype=torch.float32)
     runs = {}
     for agg in ("torch", "native"):
         torch.manual_seed(1)
-        model = GraphSAGE(7, 16, 5, len(fanouts), dropout=0.0, aggregation=agg)
+        model = GraphSAGE(7, 16, 5, len(fanouts), dropout=dropout, aggregation=agg)
         xi = x.clone().requires_grad_()
         out = model(blocks, xi)
         (out ** 2).sum().backward()
         runs[agg] = (out.detach(), xi.grad, [p.grad for p in model.parameters()])
     (o1, g1, p1), (o2, g2, p2) = runs["torch"], runs["native"]
+    assert o1.abs().sum() > 0 and g1.abs().sum() > 0
     torch.testing.assert_close(o2, o1, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(g2, g1, rtol=1e-5, atol=1e-6)
     for a, b in zip(p2, p1):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_native_eval_mode_ignores_dropout():
+    blocks = blocks_for([4, 3])
+    x = torch.randn(blocks[0].num_src, 7)
+    torch.manual_seed(1)
+    native = GraphSAGE(7, 16, 5, 2, dropout=0.5, aggregation="native").eval()
+    reference = GraphSAGE(7, 16, 5, 2, dropout=0.5, aggregation="torch").eval()
+    reference.load_state_dict(native.state_dict())
+    with torch.no_grad():
+        torch.testing.assert_close(native(blocks, x), reference(blocks, x), rtol=1e-5, atol=1e-6)
 
 
 def test_empty_batch_runs():
