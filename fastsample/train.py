@@ -21,6 +21,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from fastsample.allocator import retain_freed_memory
 from fastsample.comm import BACKENDS, Communicator, create
 from fastsample.distributed import FeatureGather
 from fastsample.distributed.vanilla import VanillaSampler
@@ -66,6 +67,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                    "see fastsample/comm/netmodel.py), e.g. 10,25")
     p.add_argument("--threads", type=int, default=None,
                    help="threads per rank for the model and the samplers (default: OMP_NUM_THREADS or all cores)")
+    p.add_argument("--allocator", choices=["retain", "system"], default="retain",
+                   help="retain: keep freed memory mapped for reuse (no per-step page faults; the process "
+                   "keeps its peak heap; see fastsample/allocator.py); system: malloc's defaults")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     args = p.parse_args(argv)
     try:
@@ -321,6 +325,8 @@ def startup(args, comm: Communicator) -> Trainer:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.allocator == "retain":
+        retain_freed_memory()
     comm = create(args.backend)
     if args.net_model:
         from fastsample.comm.netmodel import ModeledNetwork
