@@ -55,12 +55,13 @@ class _NativeSAGE(torch.autograd.Function):
     def forward(ctx, h, w_self, bias, w_neigh, block, drop, seed, in_scale):
         d, n = h.shape[1], block.num_dst
         z = torch.empty(n, 2 * d, dtype=h.dtype)
-        z[:, :d] = h[:n]
-        _native.mean_aggregate(block.indptr, block.indices, h, z[:, d:])
+        _native.mean_aggregate(block.indptr, block.indices, h, z)  # z = [h[:n] | mean]
         w = torch.cat([w_self, w_neigh], 1)
-        out = torch.addmm(bias, z, w.t())
-        if drop is not None:
-            _native.relu_dropout(out, drop, seed)
+        if drop is None:
+            out = torch.addmm(bias, z, w.t())
+        else:  # bias, ReLU and dropout in one pass (addmm would first copy the bias everywhere)
+            out = z @ w.t()
+            _native.bias_relu_dropout(out, bias.detach(), drop, seed)
         ctx.save_for_backward(z, w, h if in_scale is not None else None)
         ctx.block, ctx.num_src, ctx.in_scale = block, h.shape[0], in_scale
         return out

@@ -3,15 +3,14 @@
 
 namespace fastsample {
 
-// Dropout's keep decision for element k, a pure function of (seed, k): kept with
-// probability 1 - p (to 2^-24). Counter-based, so any thread may draw any element and the
-// fused kernel and the mask below draw the same.
-uint32_t dropout_threshold(double p);
+// x = dropout(relu(x + bias)) in place, x (rows, width) row-major, bias (width,): element
+// k is kept (and scaled by 1 / (1 - p)) iff it is positive and keep(seed, k): a pure
+// function of (seed, k), true with probability 1 - p (to 2^-24). Counter-based, so any
+// thread may draw any element, and dropout_mask below draws the same.
+void bias_relu_dropout(float* x, int64_t rows, int64_t width, const float* bias, double p, uint64_t seed,
+                       int num_threads);
 
-// x = dropout(relu(x)) in place: x[k] = x[k] > 0 and keep(seed, k) ? x[k] * scale : 0.
-void relu_dropout(float* x, int64_t n, double p, uint64_t seed, int num_threads);
-
-// mask[k] = keep(seed, k) ? scale : 0, scale = 1 / (1 - p).
+// mask[k] = keep(seed, k) ? 1 / (1 - p) : 0.
 void dropout_mask(float* mask, int64_t n, double p, uint64_t seed, int num_threads);
 
 }  // namespace fastsample

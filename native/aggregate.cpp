@@ -35,12 +35,17 @@ inline void prefetch_row(const float* row, int64_t width) {
 }  // namespace
 
 FS_CLONES void mean_aggregate(const int64_t* indptr, const int32_t* indices, int64_t num_dst, const float* h,
-                    int64_t width, float* out, int64_t out_stride, int num_threads) {
+                    int64_t width, float* out, bool with_self, int num_threads) {
   if (num_threads <= 0) num_threads = omp_get_max_threads();
   const int64_t num_edges = indptr[num_dst];
+  const int64_t out_stride = with_self ? 2 * width : width;
 #pragma omp parallel for schedule(dynamic, 64) num_threads(num_threads)
   for (int64_t i = 0; i < num_dst; ++i) {
     float* o = out + i * out_stride;
+    if (with_self) {
+      std::copy(h + i * width, h + (i + 1) * width, o);
+      o += width;
+    }
     std::fill(o, o + width, 0.0f);
     const int64_t begin = indptr[i], end = indptr[i + 1];
     for (int64_t j = begin; j < end; ++j) {

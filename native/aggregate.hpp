@@ -3,11 +3,11 @@
 
 namespace fastsample {
 
-// out[i, :] = mean of h[indices[j], :] over j in indptr[i]..indptr[i+1]) (0 if no edge).
-// h is (num_src, width) row-major; out rows are out_stride apart (>= width), so the mean
-// can be written into one half of a wider buffer.
+// out[i, :] = mean of h[indices[j], :] over j in indptr[i]..indptr[i+1]) (0 if no edge),
+// h (num_src, width) row-major. With_self, out is (num_dst, 2 * width) and row i is
+// [h[i, :] | mean]: a GraphSAGE layer's whole input to its projection, in one pass.
 void mean_aggregate(const int64_t* indptr, const int32_t* indices, int64_t num_dst, const float* h,
-                    int64_t width, float* out, int64_t out_stride, int num_threads);
+                    int64_t width, float* out, bool with_self, int num_threads);
 
 // The input gradient of a GraphSAGE layer, in one pass over the sources:
 //   grad_h[u, :] = grad_self[u, :] (u < num_dst, if grad_self)

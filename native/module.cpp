@@ -46,7 +46,7 @@ nb::list sample_fused(In<Off> indptr, In<Id> indices, In<Id> seeds, In<int64_t> 
 using Rows = nb::ndarray<float, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
 using ConstRows = nb::ndarray<const float, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
 // Row-strided views (a column block of a wider matrix); elements within a row contiguous.
-using StridedRows = nb::ndarray<float, nb::ndim<2>, nb::device::cpu>;
+using ConstVec = nb::ndarray<const float, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 using ConstStridedRows = nb::ndarray<const float, nb::ndim<2>, nb::device::cpu>;
 
 template <typename A>
@@ -71,15 +71,18 @@ NB_MODULE(_native, m) {
         nb::arg("seeds"), nb::arg("fanouts"), nb::arg("layer_keys"), nb::arg("num_threads") = 0);
 
   m.def("mean_aggregate",
-        [](In<int64_t> indptr, In<int32_t> indices, ConstRows h, StridedRows out) {
-          const int64_t stride = row_stride(out, "out");
+        [](In<int64_t> indptr, In<int32_t> indices, ConstRows h, Rows out) {
+          const bool with_self = out.shape(1) == 2 * h.shape(1);
+          if (!with_self && out.shape(1) != h.shape(1)) throw nb::value_error("out: width must be h's or twice h's");
+          if (static_cast<int64_t>(out.shape(0)) != indptr.shape(0) - 1) throw nb::value_error("out: one row per destination");
+          if (with_self && h.shape(0) < out.shape(0)) throw nb::value_error("h: fewer sources than destinations");
           nb::gil_scoped_release release;
           mean_aggregate(indptr.data(), indices.data(), indptr.shape(0) - 1, h.data(), h.shape(1), out.data(),
-                         stride, 0);
+                         with_self, 0);
         },
         nb::arg("indptr"), nb::arg("indices"), nb::arg("h"), nb::arg("out"),
-        "out[i] = mean of h[indices[indptr[i]:indptr[i+1]]] (0 without edges); out may be a column "
-        "block of a wider matrix; see aggregate.cpp");
+        "out[i] = mean of h[indices[indptr[i]:indptr[i+1]]] (0 without edges); if out is twice "
+        "h's width, out[i] = [h[i] | mean]; see aggregate.cpp");
   m.def("mean_aggregate_backward",
         [](In<int64_t> indptr, In<int32_t> indices, ConstStridedRows grad_agg, std::optional<ConstStridedRows> grad_self,
            std::optional<ConstRows> mask, float scale, Rows grad_h) {
@@ -95,13 +98,14 @@ NB_MODULE(_native, m) {
         nb::arg("mask").none(), nb::arg("scale"), nb::arg("grad_h"),
         "grad_h = A^T grad_agg (+ grad_self on the first rows), masked where mask <= 0 and "
         "scaled; see aggregate.cpp");
-  m.def("relu_dropout",
-        [](Rows x, double p, uint64_t seed) {
+  m.def("bias_relu_dropout",
+        [](Rows x, ConstVec bias, double p, uint64_t seed) {
+          if (bias.shape(0) != x.shape(1)) throw nb::value_error("bias: one entry per column of x");
           nb::gil_scoped_release release;
-          relu_dropout(x.data(), static_cast<int64_t>(x.shape(0) * x.shape(1)), p, seed, 0);
+          bias_relu_dropout(x.data(), x.shape(0), x.shape(1), bias.data(), p, seed, 0);
         },
-        nb::arg("x"), nb::arg("p"), nb::arg("seed"),
-        "x = dropout(relu(x)) in place, keep bits a hash of (seed, element); see activation.cpp");
+        nb::arg("x"), nb::arg("bias"), nb::arg("p"), nb::arg("seed"),
+        "x = dropout(relu(x + bias)) in place, keep bits a hash of (seed, element); see activation.cpp");
   m.def("dropout_mask",
         [](Rows mask, double p, uint64_t seed) {
           nb::gil_scoped_release release;
