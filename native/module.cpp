@@ -12,6 +12,7 @@
 #include "activation.hpp"
 #include "aggregate.hpp"
 #include "fused_sample.hpp"
+#include "rows.hpp"
 
 namespace nb = nanobind;
 using namespace fastsample;
@@ -113,4 +114,15 @@ NB_MODULE(_native, m) {
         },
         nb::arg("mask"), nb::arg("p"), nb::arg("seed"),
         "mask = 1/(1-p) where relu_dropout keeps an element, else 0 (same seed, same draws)");
+  m.def("copy_rows",
+        [](ConstRows src, In<int64_t> src_rows, Rows dst, std::optional<In<int64_t>> dst_rows) {
+          if (src.shape(1) != dst.shape(1)) throw nb::value_error("src and dst: different row widths");
+          if (dst_rows && dst_rows->shape(0) != src_rows.shape(0)) throw nb::value_error("dst_rows: one per src_rows");
+          if (!dst_rows && dst.shape(0) < src_rows.shape(0)) throw nb::value_error("dst: fewer rows than src_rows");
+          nb::gil_scoped_release release;
+          copy_rows(src.data(), src_rows.data(), dst.data(), dst_rows ? dst_rows->data() : nullptr,
+                    src_rows.shape(0), src.shape(1), 0);
+        },
+        nb::arg("src"), nb::arg("src_rows"), nb::arg("dst"), nb::arg("dst_rows").none() = nb::none(),
+        "dst[dst_rows[i] (or i)] = src[src_rows[i]]; row ids are not checked (the caller's are in range)");
 }

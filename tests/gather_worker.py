@@ -21,7 +21,11 @@ def main() -> None:
     cases = [rng.permutation(n)[: 200 * (comm.rank + 1)],      # mixed owners, sizes differ by rank
              np.arange(shard.offsets[comm.rank], shard.offsets[comm.rank + 1])[:50],  # own rows only
              np.empty(0, dtype=np.int64)]                    # nothing at all
+    half = FeatureGather(comm, shard.offsets, np.asarray(shard.features, dtype=np.float16))  # numpy path
     for ids in cases:
+        rows = half(ids)
+        assert rows.dtype == np.float32 and np.array_equal(rows, reference[ids].astype(np.float16)), \
+            f"rank {comm.rank}: wrong float16 rows"
         comm.counters.reset()
         rows = gather(ids)
         assert np.array_equal(rows, reference[ids]), f"rank {comm.rank}: wrong rows"

@@ -1,0 +1,30 @@
+// Row copies for the feature gather (fastsample/distributed/gather.py).
+//
+// numpy's fancy indexing reads each random row without looking ahead: ~200 ns a 400-byte
+// row from a 100 MB shard, latency-bound. Prefetching the rows a few iterations ahead
+// overlaps the misses (the same trick as the mean aggregation's gathers).
+#include "rows.hpp"
+
+#include <omp.h>
+
+#include <cstring>
+
+namespace fastsample {
+
+void copy_rows(const float* src, const int64_t* src_rows, float* dst, const int64_t* dst_rows, int64_t n,
+               int64_t width, int num_threads) {
+  if (num_threads <= 0) num_threads = omp_get_max_threads();
+  constexpr int64_t kAhead = 8;
+  const size_t bytes = static_cast<size_t>(width) * sizeof(float);
+#pragma omp parallel for schedule(static) num_threads(num_threads)
+  for (int64_t i = 0; i < n; ++i) {
+    if (i + kAhead < n) {
+      const float* next = src + src_rows[i + kAhead] * width;
+      for (int64_t f = 0; f < width; f += 16) __builtin_prefetch(next + f);
+    }
+    const int64_t d = dst_rows != nullptr ? dst_rows[i] : i;
+    std::memcpy(dst + d * width, src + src_rows[i] * width, bytes);
+  }
+}
+
+}  // namespace fastsample
