@@ -8,9 +8,9 @@ Layer l maps source rows h_src (num_src, d_in) to destination rows (num_dst, d_o
 projection, at width d_in, with no per-edge message tensors. Two paths:
   * "native" (CPU, float32): each layer is one autograd Function (_NativeSAGE) on the
     C++/OpenMP kernels of native/aggregate.cpp. Forward writes the mean beside h_dst in one
-    buffer Z = [h_dst | mean] and projects it with one matmul, then applies ReLU and dropout
-    in place (native/activation.cpp: counter-based keep bits, ~10x cheaper than torch's
-    bernoulli_). Backward is one matmul for both weights (Z^T g), one for Z's gradient, and
+    buffer Z = [h_dst | mean] and projects it with one matmul, then adds the bias and applies
+    ReLU and dropout in one pass, in place (native/activation.cpp: counter-based keep bits,
+    ~20x cheaper than torch's bernoulli_). Backward is one matmul for both weights (Z^T g), one for Z's gradient, and
     one native pass that scatters the mean's gradient to the sources, adds the self term,
     and applies the lower layer's ReLU/dropout mask (read off this layer's input, which is
     that layer's output). No temporaries beyond Z and the gradients themselves.
@@ -43,9 +43,10 @@ AGGREGATIONS = ("auto", "native", "torch")
 class _NativeSAGE(torch.autograd.Function):
     """One layer on the native kernels; see the module docstring.
 
-    `drop` is None (no activation) or the dropout probability applied after ReLU (0 in
-    eval), its keep bits drawn from `seed` (native/activation.cpp). `in_scale` is None when h is a plain input, else the keep-scale 1/(1-p) of the
-    ReLU+dropout that produced h: the gradient this layer returns for h is then already the
+    `drop` is None (no activation) or the dropout probability applied after bias + ReLU
+    (0 in eval), its keep bits drawn from `seed` (native/activation.cpp). `in_scale` is
+    None when h is a plain input, else the keep-scale 1/(1-p) of the ReLU+dropout that
+    produced h: the gradient this layer returns for h is then already the
     gradient of the lower layer's pre-activation, and that layer's backward takes it as is.
     So an activated output must feed exactly one _NativeSAGE with in_scale set, which is
     how GraphSAGE wires them and why this class is private.
