@@ -7,6 +7,7 @@
 // (Wellons' lowbias32), which vectorises (16 lanes with AVX-512) and needs no state; the
 // seed comes from torch's generator, so torch.manual_seed still fixes the masks.
 #include "activation.hpp"
+#include "clones.hpp"
 
 #include <omp.h>
 
@@ -14,12 +15,6 @@
 
 namespace fastsample {
 namespace {
-
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-#define FS_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define FS_CLONES
-#endif
 
 inline uint32_t lowbias32(uint32_t x) {
   x ^= x >> 16;

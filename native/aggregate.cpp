@@ -9,6 +9,7 @@
 // same pass. No atomics and a fixed summation order: results do not depend on the thread
 // count. Memory touched: the inputs, the outputs, and the transpose (O(E)).
 #include "aggregate.hpp"
+#include "clones.hpp"
 
 #include <omp.h>
 
@@ -17,14 +18,6 @@
 
 namespace fastsample {
 namespace {
-
-// Built for the baseline ISA and for AVX2/AVX-512, picked at load time (GCC ifunc): the
-// row loops are the whole kernel, and a portable build must still run on any x86-64.
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-#define FS_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define FS_CLONES
-#endif
 
 constexpr int64_t kAhead = 8;  // edges prefetched ahead: covers ~a memory latency of row sums
 
