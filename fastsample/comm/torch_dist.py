@@ -1,13 +1,18 @@
 """Communicator over torch.distributed: gloo (CPU), ccl (oneCCL, CPU) or nccl (GPU).
 
 The process group is bootstrapped from the MPI launch, so no MASTER_ADDR/PORT needs to
-be set by hand: rank 0 picks a free TCP port and broadcasts its address over MPI. MPI
-stays up for bootstrapping and for abort (torch.distributed has no job-wide abort).
+be set by hand: rank 0 picks a free TCP port and broadcasts its address over MPI. The
+address is rank 0's host name resolved, or MASTER_ADDR where rank 0 has it set (for
+hosts whose name does not resolve to an address the other ranks can reach, e.g. ranks
+in network namespaces: bench/netns.py). MPI stays up for bootstrapping and for abort
+(torch.distributed has no job-wide abort). gloo picks its interface from the host name
+unless GLOO_SOCKET_IFNAME names one.
 """
 
 from __future__ import annotations
 
 import atexit
+import os
 import socket
 
 import numpy as np
@@ -47,7 +52,8 @@ class TorchCommunicator(MPICommunicator):
         if self.rank == 0:
             with socket.socket() as s:
                 s.bind(("", 0))
-                address = (socket.gethostbyname(socket.gethostname()), s.getsockname()[1])
+                host = os.environ.get("MASTER_ADDR") or socket.gethostbyname(socket.gethostname())
+                address = (host, s.getsockname()[1])
         host, port = self.comm.bcast(address, root=0)
         dist.init_process_group(backend, init_method=f"tcp://{host}:{port}", rank=self.rank,
                                 world_size=self.size)
