@@ -10,6 +10,7 @@
 // count. Memory touched: the inputs, the outputs, and the transpose (O(E)).
 #include "aggregate.hpp"
 #include "clones.hpp"
+#include "prefetch.hpp"
 
 #include <omp.h>
 
@@ -20,10 +21,6 @@ namespace fastsample {
 namespace {
 
 constexpr int64_t kAhead = 8;  // edges prefetched ahead: covers ~a memory latency of row sums
-
-inline void prefetch_row(const float* row, int64_t width) {
-  for (int64_t f = 0; f < width; f += 16) __builtin_prefetch(row + f);
-}
 
 }  // namespace
 
@@ -42,7 +39,7 @@ FS_CLONES void mean_aggregate(const int64_t* indptr, const int32_t* indices, int
     std::fill(o, o + width, 0.0f);
     const int64_t begin = indptr[i], end = indptr[i + 1];
     for (int64_t j = begin; j < end; ++j) {
-      if (j + kAhead < num_edges) prefetch_row(h + static_cast<int64_t>(indices[j + kAhead]) * width, width);
+      if (j + kAhead < num_edges) prefetch_lines(h + static_cast<int64_t>(indices[j + kAhead]) * width, width);
       const float* row = h + static_cast<int64_t>(indices[j]) * width;
 #pragma omp simd
       for (int64_t f = 0; f < width; ++f) o[f] += row[f];
@@ -83,7 +80,7 @@ FS_CLONES void mean_aggregate_backward(const int64_t* indptr, const int32_t* ind
       std::fill(g, g + width, 0.0f);
     for (int64_t k = tptr[u]; k < tptr[u + 1]; ++k) {
       const int32_t i = tdst[k];
-      if (k + kAhead < tptr[u + 1]) prefetch_row(grad_agg + static_cast<int64_t>(tdst[k + kAhead]) * agg_stride, width);
+      if (k + kAhead < tptr[u + 1]) prefetch_lines(grad_agg + static_cast<int64_t>(tdst[k + kAhead]) * agg_stride, width);
       const float* row = grad_agg + static_cast<int64_t>(i) * agg_stride;
       const float s = inv[i];
 #pragma omp simd

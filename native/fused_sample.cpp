@@ -30,6 +30,7 @@
 
 #include "choice.hpp"
 #include "node_map.hpp"
+#include "prefetch.hpp"
 
 namespace fastsample {
 namespace {
@@ -66,7 +67,7 @@ class Pipeline {
     s.all = s.k == degree;
     const Id* nbrs = indices_ + s.start;
     if (s.all) {
-      for (int64_t i = 0; i < s.k; i += 64 / sizeof(Id)) __builtin_prefetch(nbrs + i);
+      prefetch_lines(nbrs, s.k);
     } else {
       choose_positions(node_key(key_, v), degree, s.k, pos);
       for (int64_t i = 0; i < s.k; ++i) __builtin_prefetch(nbrs + pos[i]);

@@ -4,6 +4,7 @@
 // row from a 100 MB shard, latency-bound. Prefetching the rows a few iterations ahead
 // overlaps the misses (the same trick as the mean aggregation's gathers).
 #include "rows.hpp"
+#include "prefetch.hpp"
 
 #include <omp.h>
 
@@ -18,10 +19,7 @@ void copy_rows(const float* src, const int64_t* src_rows, float* dst, const int6
   const size_t bytes = static_cast<size_t>(width) * sizeof(float);
 #pragma omp parallel for schedule(static) num_threads(num_threads)
   for (int64_t i = 0; i < n; ++i) {
-    if (i + kAhead < n) {
-      const float* next = src + src_rows[i + kAhead] * width;
-      for (int64_t f = 0; f < width; f += 16) __builtin_prefetch(next + f);
-    }
+    if (i + kAhead < n) prefetch_lines(src + src_rows[i + kAhead] * width, width);
     const int64_t d = dst_rows != nullptr ? dst_rows[i] : i;
     std::memcpy(dst + d * width, src + src_rows[i] * width, bytes);
   }
