@@ -12,14 +12,11 @@ is reused (seen here), and bench/sampling.py flags such results.
 import json
 import os
 import sys
-import types
-import warnings
 
-os.environ.setdefault("DGLBACKEND", "pytorch")
-warnings.filterwarnings("ignore")
-sys.modules.setdefault("dgl.graphbolt", types.ModuleType("dgl.graphbolt"))  # no build for this torch
+from dgl_import import import_dgl
 
-import dgl  # noqa: E402
+dgl = import_dgl()
+
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 

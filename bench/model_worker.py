@@ -11,11 +11,8 @@ and the losses (all impls must agree: same blocks, same weights).
 """
 
 import json
-import os
 import sys
 import time
-import types
-import warnings
 
 import numpy as np
 import torch
@@ -45,10 +42,9 @@ def fastsample_model(job, batches, aggregation):
 
 
 def dgl_model(job, batches):
-    os.environ.setdefault("DGLBACKEND", "pytorch")
-    warnings.filterwarnings("ignore")
-    sys.modules.setdefault("dgl.graphbolt", types.ModuleType("dgl.graphbolt"))  # no build for this torch
-    import dgl
+    from dgl_import import import_dgl
+
+    dgl = import_dgl()
     from dgl.nn import SAGEConv
 
     dims = [job["in_dim"]] + [job["hidden"]] * (job["layers"] - 1) + [job["classes"]]
