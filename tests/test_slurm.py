@@ -1,4 +1,5 @@
-"""jobs/train.sbatch on a real single-node Slurm (slurmctld + slurmd + munge, this machine)."""
+"""jobs/partition.sbatch then jobs/train.sbatch on a real single-node Slurm (slurmctld +
+slurmd + munge, this machine), submitted as jobs/README.md says."""
 
 import os
 import shutil
@@ -13,7 +14,6 @@ import pytest
 
 from conftest import REPO
 from fastsample.data.synth import SynthConfig, write_synthetic
-from fastsample.partition import partition_dataset
 
 DAEMONS = ("slurmctld", "slurmd", "munged", "sbatch", "sinfo", "runuser")
 
@@ -42,6 +42,9 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 MpiDefault=none
 ReturnToService=2
+# More CPUs than the machine has, so that the partition and training jobs could run side
+# by side: only the dependency, not a full node, may keep training from starting early.
+SlurmdParameters=config_overrides
 NodeName={host} CPUs={cpus} RealMemory=2000 State=UNKNOWN
 PartitionName=debug Nodes={host} Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
 """
@@ -58,7 +61,7 @@ def slurm(tmp_path_factory):
     for sub in ("state", "spool"):
         (d / sub).mkdir()
     host = socket.gethostname().split(".")[0]
-    (d / "slurm.conf").write_text(CONF.format(host=host, d=d, cpus=os.cpu_count()))
+    (d / "slurm.conf").write_text(CONF.format(host=host, d=d, cpus=max(4, os.cpu_count())))
     env = {**os.environ, "SLURM_CONF": str(d / "slurm.conf")}
     started_munge = False
     if not _munge_works():
@@ -98,19 +101,47 @@ def slurm(tmp_path_factory):
             os.kill(int(pidfile.read_text().split()[0]), signal.SIGTERM)
 
 
-def test_train_sbatch_runs_two_tasks_to_a_finished_epoch(slurm, tmp_path):
+# jobs/README.md's submission, word for word but for the test's paths and a small job.
+SUBMIT = """\
+set -euo pipefail
+mkdir -p logs
+jid=$(FASTSAMPLE_DATASET=$DATASET FASTSAMPLE_OUT=$OUT FASTSAMPLE_PARTS=2 \\
+      sbatch --parsable jobs/partition.sbatch)
+echo "partition $jid"
+tid=$(FASTSAMPLE_DATA=$OUT sbatch --parsable --wait --dependency=afterok:$jid --ntasks=2 \\
+    jobs/train.sbatch --fanouts 5,5 --batch-size 64 --hidden 16 --epochs 1 --quiet)
+echo "train $tid"
+"""
+
+
+def _job_times(env, job: str) -> dict:
+    out = subprocess.run(["scontrol", "show", "job", job], env=env, capture_output=True, text=True).stdout
+    return dict(f.split("=", 1) for f in out.split() if f.split("=", 1)[0] in ("StartTime", "EndTime", "JobState"))
+
+
+def test_partition_then_train_chained_as_documented(slurm, tmp_path):
     env, _ = slurm
     write_synthetic(tmp_path / "g", SynthConfig(num_nodes=2000, avg_degree=8, num_classes=4, feature_dim=8,
                                                 seed=2), progress=False)
-    partition_dataset(tmp_path / "g", tmp_path / "p2", 2, progress=False)
-    (tmp_path / "logs").mkdir()
-    job_env = {**env, "FASTSAMPLE_DATA": str(tmp_path / "p2"), "FASTSAMPLE_PYTHON": sys.executable}
-    proc = subprocess.run(["sbatch", "--wait", "--parsable", "--ntasks=2", f"--chdir={tmp_path}",
-                           str(REPO / "jobs" / "train.sbatch"), "--fanouts", "5,5", "--batch-size", "64",
-                           "--hidden", "16", "--epochs", "1", "--quiet"],
-                          env=job_env, capture_output=True, text=True, timeout=600)
-    logs = list((tmp_path / "logs").glob("fastsample-train-*.out"))
-    text = logs[0].read_text() if logs else "(no log written)"
-    assert proc.returncode == 0, f"sbatch: {proc.stdout}{proc.stderr}\n{text}"
-    assert "2 tasks x 1 threads" in text, text
-    assert "epoch   0  loss" in text and "val " in text, f"no finished epoch in the job log:\n{text}"
+    job_env = {**env, "DATASET": str(tmp_path / "g"), "OUT": str(tmp_path / "p2"),
+               "FASTSAMPLE_PYTHON": sys.executable}
+    had_logs = (REPO / "logs").exists()
+    proc = subprocess.run(["bash", "-c", SUBMIT], cwd=REPO, env=job_env, capture_output=True, text=True,
+                          timeout=600)
+    ids = dict(line.split() for line in proc.stdout.splitlines() if line.split()[:1] in (["partition"], ["train"]))
+    logs = {kind: REPO / "logs" / f"fastsample-{kind}-{job}.out" for kind, job in ids.items()}
+    texts = {kind: f.read_text() if f.exists() else "(no log written)" for kind, f in logs.items()}
+    try:
+        assert proc.returncode == 0 and set(ids) == {"partition", "train"}, f"{proc.stdout}{proc.stderr}\n{texts}"
+        part, train = _job_times(env, ids["partition"]), _job_times(env, ids["train"])
+        assert part["JobState"] == "COMPLETED" and train["JobState"] == "COMPLETED", (part, train)
+        assert part["EndTime"] <= train["StartTime"], f"training started before its partition: {part} {train}"
+        assert (tmp_path / "p2" / "partition.json").is_file()
+        text = texts["train"]
+        assert "2 tasks x 1 threads" in text, text
+        assert "epoch   0  loss" in text and "val " in text, f"no finished epoch in the job log:\n{text}"
+    finally:
+        for f in logs.values():
+            f.unlink(missing_ok=True)
+        if not had_logs and not any((REPO / "logs").iterdir()):
+            (REPO / "logs").rmdir()
