@@ -14,11 +14,19 @@ import uuid
 from pathlib import Path
 
 
+class AlreadyExists(FileExistsError):
+    """The target exists and overwriting was not asked for."""
+
+    def __init__(self, path: Path):
+        super().__init__(f"{path}: already exists (pass overwrite=True to replace it)")
+        self.path = path
+
+
 class AtomicDirectory:
     def __init__(self, path: str | os.PathLike, overwrite: bool = False):
         self.path = Path(path)
         if self.path.exists() and not overwrite:
-            raise FileExistsError(f"{self.path}: already exists (pass --overwrite to replace it)")
+            raise AlreadyExists(self.path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.tmp = self.path.parent / f".{self.path.name}.tmp-{uuid.uuid4().hex[:8]}"
         self.tmp.mkdir()

@@ -178,52 +178,56 @@ def load_dataset(path: str | os.PathLike, mmap: bool = True) -> Dataset:
                 f"{path / (name + '.npy')}: dtype {arr.dtype.name} but meta.json says {dtypes.get(name)}")
 
     validate_csc(indptr, indices, n, where=path)
-    if n and len(labels):
-        lo, hi = int(labels.min()), int(labels.max())
-        if lo < -1 or hi >= meta["num_classes"]:
-            raise DatasetError(
-                f"{path / 'labels.npy'}: labels span [{lo}, {hi}], expected -1 (unlabelled) "
-                f"or 0..{meta['num_classes'] - 1}")
-
-    splits = {}
-    seen = np.zeros(n, dtype=bool)
-    for name in SPLITS:
-        file = path / f"{name}.npy"
-        ids = open_array(path, name, mmap)
-        if ids.ndim != 1 or ids.dtype.kind != "i":
-            raise DatasetError(f"{file}: expected a 1-D integer array, got {ids.dtype} {ids.shape}")
+    splits = {name: open_array(path, name, mmap) for name in SPLITS}
+    for name, ids in splits.items():
         expected = meta.get("splits", {}).get(name)
         if expected is not None and expected != len(ids):
-            raise DatasetError(f"{file}: {len(ids)} ids but meta.json says {expected}")
-        if len(ids):
-            lo, hi = int(ids.min()), int(ids.max())
-            if lo < 0 or hi >= n:
-                raise DatasetError(f"{file}: node ids span [{lo}, {hi}], outside 0..{n - 1}")
-            if seen[ids].any():
-                raise DatasetError(f"{file}: repeats a node id or overlaps an earlier split")
-            seen[ids] = True
-            if (labels[ids] < 0).any():
-                raise DatasetError(f"{file}: contains unlabelled nodes (label -1)")
-        splits[name] = ids
+            raise DatasetError(f"{path / (name + '.npy')}: {len(ids)} ids but meta.json says {expected}")
+    validate_node_data(n, meta["num_classes"], labels, splits, name=lambda k: str(path / f"{k}.npy"))
     return Dataset(path, meta, CSCGraph(indptr, indices), features, labels, **splits)
 
 
-def validate_csc(indptr: np.ndarray, indices: np.ndarray, num_nodes: int, where="graph") -> None:
-    """Check that (indptr, indices) is a CSC over num_nodes nodes; raise DatasetError."""
-    where = Path(where)
+def validate_csc(indptr: np.ndarray, indices: np.ndarray, num_nodes: int, where="graph", name=None) -> None:
+    """Check that (indptr, indices) is a CSC over num_nodes nodes; raise DatasetError
+    naming the array by ``name(key)`` (default: its file under ``where``)."""
+    name = name or (lambda key: str(Path(where) / f"{key}.npy"))
     if len(indptr) != num_nodes + 1:
-        raise DatasetError(f"{where / 'indptr.npy'}: length {len(indptr)}, expected {num_nodes + 1}")
+        raise DatasetError(f"{name('indptr')}: length {len(indptr)}, expected {num_nodes + 1}")
     if indptr[0] != 0 or indptr[-1] != len(indices):
         raise DatasetError(
-            f"{where / 'indptr.npy'}: must start at 0 and end at len(indices)={len(indices)} "
+            f"{name('indptr')}: must start at 0 and end at len(indices)={len(indices)} "
             f"(got {indptr[0]} .. {indptr[-1]})")
     if num_nodes and (np.diff(indptr) < 0).any():
-        raise DatasetError(f"{where / 'indptr.npy'}: not monotone non-decreasing")
+        raise DatasetError(f"{name('indptr')}: not monotone non-decreasing")
     if len(indices):
         lo, hi = int(indices.min()), int(indices.max())
         if lo < 0 or hi >= num_nodes:
-            raise DatasetError(
-                f"{where / 'indices.npy'}: node ids span [{lo}, {hi}], outside 0..{num_nodes - 1}")
+            raise DatasetError(f"{name('indices')}: node ids span [{lo}, {hi}], outside 0..{num_nodes - 1}")
+
+
+def validate_node_data(num_nodes: int, num_classes: int, labels: np.ndarray, splits: dict, name) -> None:
+    """The checks every dataset passes, on load and before a write: labels are -1 or a
+    class, splits are 1-D integer ids in range, disjoint and labelled. Raises
+    DatasetError naming the array by ``name(key)``."""
+    if num_nodes and len(labels):
+        lo, hi = int(labels.min()), int(labels.max())
+        if lo < -1 or hi >= num_classes:
+            raise DatasetError(f"{name('labels')}: labels span [{lo}, {hi}], expected -1 (unlabelled) "
+                               f"or 0..{num_classes - 1}")
+    seen = np.zeros(num_nodes, dtype=bool)
+    for split in SPLITS:
+        ids = splits[split]
+        if ids.ndim != 1 or ids.dtype.kind not in "iu":
+            raise DatasetError(f"{name(split)}: expected a 1-D integer array, got {ids.dtype} {ids.shape}")
+        if len(ids):
+            lo, hi = int(ids.min()), int(ids.max())
+            if lo < 0 or hi >= num_nodes:
+                raise DatasetError(f"{name(split)}: node ids span [{lo}, {hi}], outside 0..{num_nodes - 1}")
+            if seen[ids].any():
+                raise DatasetError(f"{name(split)}: repeats a node id or overlaps an earlier split")
+            seen[ids] = True
+            if (labels[ids] < 0).any():
+                raise DatasetError(f"{name(split)}: contains unlabelled nodes (label -1)")
 
 
 # ---------------------------------------------------------------- writing
@@ -268,10 +272,40 @@ class DatasetWriter(AtomicDirectory):
 
 def write_dataset(path, graph: CSCGraph, features, labels, train, val, test, *,
                   name: str, num_classes: int, overwrite: bool = False, **extra) -> dict:
-    """Write in-memory arrays as a dataset directory (atomically); returns meta.json."""
+    """Validate in-memory arrays, then write them as a dataset directory (atomically).
+
+    The checks are load_dataset's (shapes, dtypes, ids in range, disjoint labelled
+    splits, labels below num_classes); a rejected write raises DatasetError naming the
+    argument and leaves nothing on disk. Ids and offsets are stored as int32 where they
+    fit (see id_dtype, offset_dtype). Returns meta.json's contents.
+    """
+    def arg(key):
+        return f"write_dataset({key}=...)"
+
+    if not isinstance(num_classes, (int, np.integer)) or num_classes <= 0:
+        raise DatasetError(f"{arg('num_classes')}: expected a positive integer, got {num_classes!r}")
+    indptr, indices = np.asarray(graph.indptr), np.asarray(graph.indices)
+    for key, arr in (("graph.indptr", indptr), ("graph.indices", indices)):
+        if arr.ndim != 1 or arr.dtype.kind not in "iu":
+            raise DatasetError(f"{arg(key)}: expected a 1-D integer array, got {arr.dtype} {arr.shape}")
+    n = len(indptr) - 1
+    if n < 0:
+        raise DatasetError(f"{arg('graph.indptr')}: empty; a graph of N nodes has N + 1 offsets")
+    validate_csc(indptr, indices, n, name=lambda key: arg(f"graph.{key}"))
+    features, labels = np.asarray(features), np.asarray(labels)
+    if features.dtype.name not in FEATURE_DTYPES or features.ndim != 2 or len(features) != n:
+        raise DatasetError(f"{arg('features')}: {features.dtype} {features.shape}, expected {' or '.join(FEATURE_DTYPES)} "
+                           f"({n}, feature_dim) for the graph's {n} nodes")
+    if labels.ndim != 1 or len(labels) != n or labels.dtype.kind not in "iu":
+        raise DatasetError(f"{arg('labels')}: {labels.dtype} {labels.shape}, expected integers ({n},)")
+    splits = {"train": np.asarray(train), "val": np.asarray(val), "test": np.asarray(test)}
+    validate_node_data(n, int(num_classes), labels, splits, name=arg)
+
+    ids = id_dtype(n)
     with DatasetWriter(path, overwrite=overwrite) as writer:
-        for key, arr in (("indptr", graph.indptr), ("indices", graph.indices),
-                         ("features", features), ("labels", np.asarray(labels, LABEL_DTYPE)),
-                         ("train", train), ("val", val), ("test", test)):
+        for key, arr in (("indptr", indptr.astype(offset_dtype(len(indices)), copy=False)),
+                         ("indices", indices.astype(ids, copy=False)), ("features", features),
+                         ("labels", labels.astype(LABEL_DTYPE, copy=False)),
+                         *((k, v.astype(ids, copy=False)) for k, v in splits.items())):
             writer.save(key, arr)
-        return writer.commit(name=name, num_classes=num_classes, **extra)
+        return writer.commit(name=name, num_classes=int(num_classes), **extra)

@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 
 from conftest import run_module
-from fastsample.graph import DatasetError, DatasetWriter, id_dtype, load_dataset, offset_dtype
+from fastsample.data.edges import edges_to_csc
+from fastsample.graph import (CSCGraph, DatasetError, DatasetWriter, id_dtype, load_dataset, offset_dtype,
+                              write_dataset)
 
 
 def test_round_trip_is_memory_mapped_with_narrow_dtypes(small_dataset):
@@ -88,8 +90,54 @@ def test_interrupted_write_leaves_nothing(tmp_path):
 
 
 def test_existing_directory_is_not_overwritten_silently(small_dataset):
-    with pytest.raises(FileExistsError, match="--overwrite"):
+    # the library speaks Python, the CLI its flags
+    with pytest.raises(FileExistsError, match=r"already exists \(pass overwrite=True"):
         DatasetWriter(small_dataset)
+    proc = run_module("fastsample.data", "synth", "--preset", "tiny", small_dataset, "--quiet")
+    assert proc.returncode == 2 and proc.stderr == (f"python -m fastsample.data synth: error: {small_dataset}: "
+                                                    "already exists (pass --overwrite to replace it)\n")
+
+
+def _arrays(n=30, seed=0):
+    rng = np.random.default_rng(seed)
+    graph = edges_to_csc(rng.integers(0, n, 90), rng.integers(0, n, 90), n, symmetric=True)
+    return dict(graph=CSCGraph(graph.indptr.astype(np.int64), graph.indices.astype(np.int64)),
+                features=rng.standard_normal((n, 3)).astype(np.float32), labels=rng.integers(0, 3, n),
+                train=np.arange(0, 10, dtype=np.int64), val=np.arange(10, 15), test=np.arange(15, 25))
+
+
+def test_write_dataset_stores_ids_as_int32_and_round_trips(tmp_path):
+    a = _arrays()
+    write_dataset(tmp_path / "ds", **a, name="mine", num_classes=3)
+    ds = load_dataset(tmp_path / "ds")
+    assert ds.graph.indices.dtype == np.int32 and ds.graph.indptr.dtype == np.int32 and ds.train.dtype == np.int32
+    assert np.array_equal(ds.graph.indices, a["graph"].indices) and np.array_equal(ds.test, a["test"])
+    assert np.array_equal(ds.labels, a["labels"]) and ds.labels.dtype == np.int64
+
+
+def _bad(a, key, value):
+    return {**a, key: value}
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda a: _bad(a, "labels", np.full(30, 3)), r"write_dataset\(labels=...\): labels span \[3, 3\], expected -1"),
+    (lambda a: _bad(a, "labels", np.zeros(29, np.int64)), r"labels=...\): int64 \(29,\), expected integers \(30,\)"),
+    (lambda a: _bad(a, "labels", np.zeros(30)), r"labels=...\): float64"),
+    (lambda a: _bad(a, "features", np.zeros((30, 3))), r"features=...\): float64 \(30, 3\), expected float32 or float16"),
+    (lambda a: _bad(a, "features", np.zeros((31, 3), np.float32)), r"features=...\): float32 \(31, 3\)"),
+    (lambda a: _bad(a, "val", np.arange(5, 12)), r"val=...\): repeats a node id or overlaps"),
+    (lambda a: _bad(a, "test", np.array([29, 30])), r"test=...\): node ids span \[29, 30\], outside 0..29"),
+    (lambda a: _bad(a, "train", np.array([0.0, 1.0])), r"train=...\): expected a 1-D integer array"),
+    (lambda a: {**_bad(a, "labels", np.where(np.arange(30) == 3, -1, a["labels"]))}, r"train=...\): contains unlabelled"),
+    (lambda a: _bad(a, "graph", CSCGraph(a["graph"].indptr, a["graph"].indices + 1)), r"graph.indices=...\): node ids span"),
+    (lambda a: _bad(a, "graph", CSCGraph(a["graph"].indptr[::-1].copy(), a["graph"].indices)), r"graph.indptr=...\): must start at 0"),
+    (lambda a: _bad(a, "num_classes", 0), r"num_classes=...\): expected a positive integer"),
+])
+def test_write_dataset_rejects_bad_arrays_before_writing(tmp_path, change, message):
+    out = tmp_path / "nested" / "ds"
+    with pytest.raises(DatasetError, match=message):
+        write_dataset(out, **change({**_arrays(), "num_classes": 3}), name="mine")
+    assert list(tmp_path.iterdir()) == [], "a rejected write must leave nothing on disk"
 
 
 def test_info_cli_exits_nonzero_with_one_line_naming_the_file(small_dataset):
