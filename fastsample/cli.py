@@ -1,14 +1,62 @@
-"""Conventions shared by the command-line tools: how they fail and how they report."""
+"""Conventions shared by the command-line tools: how they parse, fail and report."""
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
 import resource
 import sys
+
+from fastsample.atomic import AlreadyExists
+
+# Where launchers put a process's rank: MPICH/Intel MPI (Hydra), Open MPI, PMIx, MVAPICH.
+_RANK_VARIABLES = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "MV2_COMM_WORLD_RANK")
+
+
+def launch_rank() -> int:
+    """This process's rank as its launcher set it, before MPI is initialised (0 alone).
+
+    Slurm's SLURM_PROCID counts only inside an srun step: a batch script has it too."""
+    for var in _RANK_VARIABLES:
+        if os.environ.get(var, "").isdigit():
+            return int(os.environ[var])
+    if "SLURM_STEP_ID" in os.environ and os.environ.get("SLURM_PROCID", "").isdigit():
+        return int(os.environ["SLURM_PROCID"])
+    return 0
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """--help keeps the description's layout and shows each option's default (options
+    without one, or whose help already says it, are left alone)."""
+
+    def _get_help_string(self, action):
+        if action.default is None or action.default is False or "default" in (action.help or ""):
+            return action.help
+        return super()._get_help_string(action)
+
+
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose help and errors are printed by rank 0 only (every rank of a
+    job parses the same arguments, so every rank exits with the same status, but one
+    message is enough), and whose errors are one line, without the usage block."""
+
+    def __init__(self, *args, **kw):
+        kw.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kw)
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+    def _print_message(self, message, file=None):
+        if launch_rank() == 0:
+            super()._print_message(message, file)
 
 
 def fail(prog: str, error: Exception) -> int:
     """One line on stderr naming the tool and the problem; exit status 2."""
+    if isinstance(error, AlreadyExists):  # the library says overwrite=True; the CLI's word is a flag
+        error = f"{error.path}: already exists (pass --overwrite to replace it)"
     print(f"{prog}: error: {error}", file=sys.stderr)
     return 2
 

@@ -22,6 +22,7 @@ import torch
 from tqdm import tqdm
 
 from fastsample.allocator import retain_freed_memory
+from fastsample.cli import Parser
 from fastsample.comm import BACKENDS, Communicator, create
 from fastsample.distributed import FeatureGather
 from fastsample.distributed.vanilla import VanillaSampler
@@ -36,9 +37,8 @@ SHARED = ("data", "mode", "sampler", "backend", "fanouts", "batch_size", "hidden
 EVAL_SALT = 0x5EED  # eval draws its samples from a key space of its own
 
 
-def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m fastsample.train", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+def build_parser() -> Parser:
+    p = Parser(prog="python -m fastsample.train", description=__doc__)
     p.add_argument("--data", required=True, help="partition directory (python -m fastsample.partition)")
     p.add_argument("--mode", choices=["hybrid", "vanilla"], default="hybrid",
                    help="hybrid: topology replicated, 2 rounds per step; vanilla: topology partitioned, 2L")
@@ -46,22 +46,26 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--backend", choices=BACKENDS, default="mpi", help="collectives: mpi (mpi4py) or torch.distributed")
     p.add_argument("--fanouts", default="15,10,5",
                    help="per layer, input layer first; -1 = all neighbours (write --fanouts=-1,-1)")
-    p.add_argument("--batch-size", type=int, default=1000, help="training seeds per rank per step")
-    p.add_argument("--hidden", type=int, default=256)
+    p.add_argument("--batch-size", type=int, default=1000,
+                   help="training seeds per rank per step (small graphs such as Cora want ~32-64)")
+    p.add_argument("--hidden", type=int, default=256, help="width of the hidden GraphSAGE layers")
     p.add_argument("--layers", type=int, default=None, help="GNN layers (default: number of fanouts)")
-    p.add_argument("--dropout", type=float, default=0.5)
-    p.add_argument("--lr", type=float, default=0.006)
+    p.add_argument("--dropout", type=float, default=0.5, help="dropout probability after each hidden layer")
+    p.add_argument("--lr", type=float, default=0.006, help="Adam's learning rate")
     p.add_argument("--weight-decay", type=float, default=0.0, help="Adam's L2 penalty")
-    p.add_argument("--epochs", type=int, default=10)
+    p.add_argument("--epochs", type=int, default=10, help="epochs to train (with --resume: in all)")
     p.add_argument("--max-steps", type=int, default=None,
                    help="cap the steps per epoch (timing runs on large graphs); default: a full epoch")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0,
+                   help="fixes initial weights, sampling, shuffling and dropout: runs with the same seed "
+                   "give the same losses")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
                    help="where the model runs; sampling and the gather stay on the CPU")
     p.add_argument("--eval-every", type=int, default=1, help="evaluate val/test every N epochs (0: never)")
     p.add_argument("--checkpoint-dir", help="save model and optimizer after every epoch (rank 0)")
     p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --checkpoint-dir")
-    p.add_argument("--log-json", help="rank 0 appends one JSON object per epoch to this file")
+    p.add_argument("--log-json", help="rank 0 appends one JSON object per epoch to this file (its "
+                   "directory must exist)")
     p.add_argument("--net-model", metavar="LATENCY_US,GBPS",
                    help="add a modelled network's cost to every collective (benchmarks on one machine; "
                    "see fastsample/comm/netmodel.py), e.g. 10,25")
@@ -70,7 +74,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--allocator", choices=["retain", "system"], default="retain",
                    help="retain: keep freed memory mapped for reuse (no per-step page faults; the process "
                    "keeps its peak heap; see fastsample/allocator.py); system: malloc's defaults")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress bar (it is shown only when stderr is a terminal anyway)")
+    return p
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = build_parser()
     args = p.parse_args(argv)
     try:
         args.fanouts = [int(f) for f in args.fanouts.split(",")]
@@ -81,18 +91,24 @@ def parse_args(argv=None) -> argparse.Namespace:
     if args.net_model:
         try:
             args.net_model = [float(v) for v in args.net_model.split(",")]
-            assert len(args.net_model) == 2
-        except (ValueError, AssertionError):
-            p.error(f"--net-model: expected LATENCY_US,GBPS (got {args.net_model!r})")
+        except ValueError:
+            args.net_model = None
+        if args.net_model is None or len(args.net_model) != 2:
+            p.error(f"--net-model: expected LATENCY_US,GBPS, e.g. 10,25")
     checks = [(args.layers == len(args.fanouts), f"--layers {args.layers} needs {args.layers} fanouts, got {args.fanouts}"),
               (all(f == -1 or f > 0 for f in args.fanouts), f"--fanouts must be positive or -1 (got {args.fanouts})"),
               (args.batch_size > 0, f"--batch-size must be positive (got {args.batch_size})"),
-              (args.epochs >= 0, f"--epochs must be >= 0 (got {args.epochs})"),
+              (args.epochs > 0, f"--epochs must be positive (got {args.epochs})"),
+              (args.threads is None or args.threads > 0, f"--threads must be positive (got {args.threads})"),
+              (args.eval_every >= 0, f"--eval-every must be >= 0 (got {args.eval_every})"),
               (0 <= args.dropout < 1, f"--dropout must be in [0, 1) (got {args.dropout})"),
               (not args.resume or args.checkpoint_dir, "--resume needs --checkpoint-dir")]
     for ok, msg in checks:
         if not ok:
             p.error(msg)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        p.error(f"--device cuda: no CUDA device is available (torch {torch.__version__}, "
+                f"{'built without CUDA' if torch.version.cuda is None else f'CUDA {torch.version.cuda}'})")
     return args
 
 
@@ -100,6 +116,48 @@ def _atomic_save(obj, path: Path) -> None:
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     torch.save(obj, tmp)
     os.replace(tmp, path)
+
+
+def load_checkpoint(path: Path, device) -> dict:
+    """A checkpoint, read with torch's weights-only unpickler: tensors and plain values
+    only, so a tampered file cannot run code. Anything else is one ValueError naming it."""
+    try:
+        state = torch.load(path, map_location=device, weights_only=True)
+    except Exception as e:
+        lines = [line.strip() for line in str(e).splitlines() if line.strip()] or [type(e).__name__]
+        why = next((line for line in lines if "GLOBAL" in line or "Unsupported global" in line), lines[0])
+        raise ValueError(f"{path}: refused: not a plain checkpoint of tensors and values ({why})") from None
+    if not isinstance(state, dict) or not {"epoch", "model", "optimizer", "config"} <= state.keys():
+        raise ValueError(f"{path}: not a fastsample checkpoint (expected epoch, model, optimizer, config)")
+    return state
+
+
+def check_outputs(args) -> None:
+    """Rank 0 writes the log and the checkpoints: check both places before any work, so a
+    bad path is a start-up error, not a crash after the first epoch."""
+    if args.log_json:
+        log = Path(args.log_json)
+        if not log.parent.is_dir():
+            raise FileNotFoundError(f"--log-json {log}: directory {log.parent} does not exist")
+        if log.is_dir() or not os.access(log if log.exists() else log.parent, os.W_OK):
+            raise PermissionError(f"--log-json {log}: cannot write there")
+    if args.checkpoint_dir:
+        ckpt = Path(args.checkpoint_dir)
+        if args.resume:  # read, never created
+            if not ckpt.is_dir():
+                raise FileNotFoundError(f"--resume: checkpoint directory {ckpt} does not exist")
+            return
+        try:
+            ckpt.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise OSError(f"--checkpoint-dir {ckpt}: cannot create it ({e.strerror})") from None
+        if not os.access(ckpt, os.W_OK):
+            raise PermissionError(f"--checkpoint-dir {ckpt}: cannot write there")
+
+
+def seconds(t: float) -> str:
+    """A duration with sensible precision: 3.2ms, 640ms, 12.34s."""
+    return f"{t * 1e3:.1f}ms" if t < 0.01 else f"{t * 1e3:.0f}ms" if t < 1 else f"{t:.2f}s"
 
 
 class Trainer:
@@ -130,7 +188,7 @@ class Trainer:
         self.num_classes = meta["dataset"]["num_classes"]
         self.gather = FeatureGather(self.comm, self.shard.offsets, self.shard.features)
         if a.mode == "hybrid":
-            kernel = resolve_kernel(a.sampler)
+            kernel = self.kernel = resolve_kernel(a.sampler)
 
             def sampler(seeds, key_seed, epoch, step):
                 return sample(self.shard.graph, seeds, a.fanouts, seed=key_seed, epoch=epoch, step=step,
@@ -161,13 +219,11 @@ class Trainer:
         if not a.checkpoint_dir:
             return
         self.ckpt_dir = Path(a.checkpoint_dir)
-        if self.rank == 0:
-            self.ckpt_dir.mkdir(parents=True, exist_ok=True)
         if a.resume:
             found = sorted(self.ckpt_dir.glob("epoch-*.pt"), key=lambda f: int(f.stem.split("-")[1]))
             if not found:
                 raise FileNotFoundError(f"--resume: no checkpoint (epoch-*.pt) in {self.ckpt_dir}")
-            state = torch.load(found[-1], map_location=self.device, weights_only=False)
+            state = load_checkpoint(found[-1], self.device)
             mismatched = [k for k in ("fanouts", "hidden", "layers", "mode", "seed", "batch_size")
                           if state["config"].get(k) != vars(a)[k]]
             if mismatched:
@@ -175,6 +231,9 @@ class Trainer:
             self.model.load_state_dict(state["model"])
             self.optimizer.load_state_dict(state["optimizer"])
             self.start_epoch = state["epoch"] + 1
+            if self.start_epoch >= a.epochs:
+                raise ValueError(f"--resume: {found[-1].name} already ends epoch {state['epoch']}; "
+                                 f"--epochs {a.epochs} leaves nothing to train (raise --epochs)")
 
     # ---------------------------------------------------------------- one step
 
@@ -248,9 +307,14 @@ class Trainer:
             meta = self.shard.meta
             print(f"fastsample.train: {meta['dataset']['name']} ({meta['dataset']['num_nodes']:,} nodes), "
                   f"{comm.size} ranks x {torch.get_num_threads()} threads, mode {a.mode}, sampler "
-                  f"{a.sampler if a.mode == 'hybrid' else 'vanilla (numba)'}, backend {comm.name}, fanouts "
+                  f"{self.kernel if a.mode == 'hybrid' else 'vanilla (numba)'}, backend {comm.name}, fanouts "
                   f"{a.fanouts}, batch {a.batch_size}/rank ({a.batch_size * comm.size} global), "
                   f"{self.steps_per_epoch} steps/epoch, epochs {self.start_epoch}..{a.epochs - 1}", flush=True)
+            if self.steps_per_epoch == 1 and a.max_steps is None:
+                most = max(p["train"] for p in meta["parts"])
+                print(f"fastsample.train: warning: an epoch is a single step (at most {most:,} training nodes "
+                      f"per rank, --batch-size {a.batch_size}); the model gets one update per epoch. Use a "
+                      "smaller --batch-size on small graphs (e.g. 32-64 for Cora).", file=sys.stderr, flush=True)
         history = []
         train_ids = np.asarray(self.shard.train)
         for epoch in range(self.start_epoch, a.epochs):
@@ -259,8 +323,9 @@ class Trainer:
             comm.counters.reset()
             order = train_ids[np.random.default_rng([a.seed, epoch, self.rank]).permutation(len(train_ids))]
             losses, totals = [], np.zeros(3)
-            steps = tqdm(range(self.steps_per_epoch), desc=f"epoch {epoch}", disable=not lead or a.quiet,
-                         leave=False)
+            # a bar only on a terminal: in a file (a Slurm log) its redraws are noise
+            steps = tqdm(range(self.steps_per_epoch), desc=f"epoch {epoch}", leave=False,
+                         disable=not lead or a.quiet or not sys.stderr.isatty())
             for step in steps:
                 seeds = np.sort(order[step * a.batch_size:(step + 1) * a.batch_size])
                 loss_sum, correct, count = self.train_step(seeds, epoch, step, timers)
@@ -280,6 +345,8 @@ class Trainer:
             history.append(record)
             if lead:
                 self.report(record)
+        if lead and history:
+            print(summary(history), flush=True)
         return history
 
     def save_checkpoint(self, epoch: int) -> None:
@@ -291,12 +358,25 @@ class Trainer:
     def report(self, r: dict) -> None:
         acc = "" if r["val_acc"] is None else f" val {r['val_acc']:.4f} test {r['test_acc']:.4f}"
         tqdm.write(f"epoch {r['epoch']:3d}  loss {r['loss']:.4f}  train {r['train_acc']:.4f}{acc}  "
-                   f"{r['epoch_s']:.1f}s (sample {r['sample_s']:.1f} gather {r['gather_s']:.1f} compute "
-                   f"{r['compute_s']:.1f} allreduce {r['allreduce_s']:.1f})  sent {r['bytes_sent'] / 2**20:.1f} MiB  "
+                   f"{seconds(r['epoch_s'])} (sample {seconds(r['sample_s'])} gather {seconds(r['gather_s'])} "
+                   f"compute {seconds(r['compute_s'])} allreduce {seconds(r['allreduce_s'])})  "
+                   f"sent {r['bytes_sent'] / 2**20:.1f} MiB (rank 0, this epoch)  "
                    f"{r['rounds_per_step']:.0f} rounds/step")
         if self.args.log_json:
             with open(self.args.log_json, "a") as f:
                 f.write(json.dumps(r) + "\n")
+
+
+def summary(history: list[dict]) -> str:
+    """One closing line: best validation accuracy, the test accuracy at that epoch, mean epoch time."""
+    mean = seconds(sum(r["epoch_s"] for r in history) / len(history))
+    span = f"epochs {history[0]['epoch']}..{history[-1]['epoch']}"
+    evaluated = [r for r in history if r["val_acc"] is not None]
+    if not evaluated:
+        return f"done: {span}, mean epoch {mean}, no evaluation (--eval-every 0)"
+    best = max(evaluated, key=lambda r: r["val_acc"])  # the first epoch that reached it
+    return (f"done: {span}, best val {best['val_acc']:.4f} at epoch {best['epoch']} (test there "
+            f"{best['test_acc']:.4f}), mean epoch {mean}")
 
 
 def startup(args, comm: Communicator) -> Trainer:
@@ -313,13 +393,17 @@ def startup(args, comm: Communicator) -> Trainer:
         if args.threads:  # every pool: torch's, and the samplers' (OpenMP, Numba)
             torch.set_num_threads(args.threads)
             set_num_threads(args.threads)
+        if comm.rank == 0:
+            check_outputs(args)
         trainer = Trainer(args, comm)
-    except Exception as e:  # reported below, on every rank
-        error = f"{type(e).__name__}: {e}" if not isinstance(e, (ValueError, FileNotFoundError)) else str(e)
+    except Exception as e:  # agreed on below
+        error = str(e) if isinstance(e, (ValueError, OSError)) else f"{type(e).__name__}: {e}"
     errors = comm.allgather_object(error)
     first = next((f"rank {r}: {e}" for r, e in enumerate(errors) if e), None)
-    if first:
-        raise SystemExit(f"python -m fastsample.train: error: {first}")
+    if first:  # every rank stops; one prints
+        if comm.rank == 0:
+            print(f"python -m fastsample.train: error: {first}", file=sys.stderr, flush=True)
+        raise SystemExit(2)
     return trainer
 
 

@@ -75,7 +75,9 @@ def test_cora_accuracy(planetoid_dir, tmp_path):
 def test_partition_for_another_rank_count_stops_every_rank(parts):
     proc = mpiexec(2, "-m", "fastsample.train", "--data", parts / "p3", *ARGS, timeout=120)
     assert proc.returncode != 0
-    assert proc.stderr.count("partition built for 3 ranks, but the job has 2") == 2, proc.stderr
+    # every rank stops, one prints
+    assert proc.stderr.count("partition built for 3 ranks, but the job has 2") == 1, proc.stderr
+    assert proc.stderr.count("\n") == 1, proc.stderr
 
 
 def test_mismatched_settings_are_reported(parts):
@@ -83,7 +85,7 @@ def test_mismatched_settings_are_reported(parts):
               "sys.exit(main(sys.argv[1:] + ['--lr', str(0.01 * (1 + MPI.COMM_WORLD.Get_rank()))]))")
     proc = mpiexec(2, "-c", script, "--data", parts / "p2", *ARGS, timeout=120)
     assert proc.returncode != 0
-    assert "ranks were started with different lr" in proc.stderr, proc.stderr
+    assert proc.stderr.count("ranks were started with different lr") == 1, proc.stderr
 
 
 def test_killing_a_rank_ends_the_job(parts, tmp_path):
@@ -139,4 +141,4 @@ def test_missing_part_stops_a_vanilla_job_without_hanging(parts, tmp_path):
     shutil.rmtree(copy / "part-1")
     proc = mpiexec(2, "-m", "fastsample.train", "--data", copy, "--mode", "vanilla", *ARGS, timeout=120)
     assert proc.returncode != 0
-    assert proc.stderr.count("part-1: missing") == 2, proc.stderr
+    assert proc.stderr.count("part-1: missing") == 1 and proc.stderr.count("\n") == 1, proc.stderr

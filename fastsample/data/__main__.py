@@ -7,7 +7,7 @@ import sys
 import time
 from dataclasses import replace
 
-from fastsample.cli import fail, report
+from fastsample.cli import Parser, fail, report
 from fastsample.graph import DatasetError, load_dataset, write_dataset
 
 EPILOG = """\
@@ -41,11 +41,10 @@ SYNTH_FLAGS = {
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from fastsample.data.planetoid import NAMES
     from fastsample.data.synth import PRESETS
 
-    p = argparse.ArgumentParser(
-        prog="python -m fastsample.data", description=__doc__.split(":", 1)[1].strip(),
-        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = Parser(prog="python -m fastsample.data", description=__doc__.split(":", 1)[1].strip(), epilog=EPILOG)
     sub = p.add_subparsers(dest="command", required=True, metavar="{synth,planetoid,ogb,info}")
 
     s = sub.add_parser("synth", help="generate a power-law graph with communities",
@@ -62,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     pl = sub.add_parser("planetoid", help="convert raw Planetoid files (ind.<name>.*)")
     pl.add_argument("raw_dir", help="directory holding ind.<name>.x, .tx, .allx, .y, .ty, .ally, "
                     ".graph, .test.index")
-    pl.add_argument("--name", required=True, help="cora, citeseer or pubmed")
+    pl.add_argument("--name", required=True, type=str.lower, choices=NAMES, help="which graph the files hold")
     pl.add_argument("out", help="dataset directory to write")
 
     og = sub.add_parser("ogb", help="convert an OGB node-property directory (raw/ + split/)")

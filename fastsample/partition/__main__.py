@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 
-from fastsample.cli import fail, report
+from fastsample.cli import Parser, fail, report
 from fastsample.graph import DatasetError
 from fastsample.partition.layout import METHODS, MODES, partition_dataset
 
@@ -51,8 +50,7 @@ def format_report(meta: dict) -> str:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m fastsample.partition", description=__doc__.split(":", 1)[1].strip(),
-                                epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = Parser(prog="python -m fastsample.partition", description=__doc__.split(":", 1)[1].strip(), epilog=EPILOG)
     p.add_argument("dataset", help="dataset directory (python -m fastsample.data ...)")
     p.add_argument("out", help="partition directory to write")
     p.add_argument("--parts", type=int, required=True, help="number of ranks (P)")

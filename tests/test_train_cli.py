@@ -1,0 +1,142 @@
+"""What a user of python -m fastsample.train sees: one message per error, outputs checked
+before any work, safe checkpoints, logs that read well in a file."""
+
+import json
+import os
+
+import pytest
+import torch
+
+from conftest import mpiexec, run_module
+from fastsample.data.synth import SynthConfig, write_synthetic
+from fastsample.partition import partition_dataset
+from fastsample.train import build_parser
+
+SMALL = ["--fanouts", "4,3", "--batch-size", "40", "--hidden", "16", "--threads", "1"]
+
+
+@pytest.fixture(scope="module")
+def p2(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cli")
+    write_synthetic(root / "g", SynthConfig(num_nodes=1500, avg_degree=6, num_classes=4, feature_dim=8,
+                                            train_frac=0.1, seed=3), progress=False)
+    partition_dataset(root / "g", root / "p2", 2, progress=False)
+    return root / "p2"
+
+
+def train2(*args, timeout=180):
+    return mpiexec(2, "-m", "fastsample.train", *map(str, args), timeout=timeout)
+
+
+# ---------------------------------------------------------------- one message, every rank stops
+
+@pytest.mark.parametrize("args, message", [
+    (["--epochs", "0"], "--epochs must be positive (got 0)"),
+    (["--fanouts", "4,x"], "--fanouts: expected comma-separated integers (got '4,x')"),
+    (["--no-such-flag"], "unrecognized arguments: --no-such-flag"),
+    (["--net-model", "10"], "--net-model: expected LATENCY_US,GBPS, e.g. 10,25"),
+])
+def test_argument_errors_are_one_line_from_one_rank(p2, args, message):
+    proc = train2("--data", p2, *SMALL, *args)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr == f"python -m fastsample.train: error: {message} (see --help)\n", proc.stderr
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is available here")
+def test_device_cuda_without_cuda_is_one_line(p2):
+    proc = run_module("fastsample.train", "--data", p2, "--device", "cuda")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "--device cuda: no CUDA device is available" in proc.stderr
+
+
+def test_help_shows_every_default_and_every_option_has_help():
+    parser = build_parser()
+    formatter = parser._get_formatter()
+    for action in parser._actions:
+        if action.dest == "help":
+            continue
+        assert action.help, f"{action.option_strings} has no help text"
+        if action.default is not None and action.default is not False:
+            assert "default" in formatter._get_help_string(action), f"{action.option_strings} hides its default"
+    proc = run_module("fastsample.train", "--help")
+    text = " ".join(proc.stdout.split())
+    assert proc.returncode == 0 and "(default: 1000)" in text and "(default: 15,10,5)" in text, text
+
+
+# ---------------------------------------------------------------- output paths, checked at start-up
+
+def test_log_json_in_a_missing_directory_fails_at_start_up(p2, tmp_path):
+    proc = train2("--data", p2, *SMALL, "--epochs", "1", "--log-json", tmp_path / "nodir" / "x.jsonl")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr == (f"python -m fastsample.train: error: rank 0: --log-json {tmp_path / 'nodir' / 'x.jsonl'}: "
+                           f"directory {tmp_path / 'nodir'} does not exist\n"), proc.stderr
+    assert "epoch" not in proc.stdout, "the check must come before any training"
+
+
+def test_checkpoint_dir_that_cannot_be_created_fails_at_start_up(p2, tmp_path):
+    (tmp_path / "file").write_text("not a directory")
+    proc = train2("--data", p2, *SMALL, "--epochs", "1", "--checkpoint-dir", tmp_path / "file" / "ckpt")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert f"--checkpoint-dir {tmp_path / 'file' / 'ckpt'}: cannot create it" in proc.stderr
+
+
+def test_resume_from_a_missing_directory_does_not_create_it(p2, tmp_path):
+    missing = tmp_path / "ckpt"
+    proc = train2("--data", p2, *SMALL, "--epochs", "1", "--checkpoint-dir", missing, "--resume")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert f"checkpoint directory {missing} does not exist" in proc.stderr
+    assert not missing.exists()
+
+
+# ---------------------------------------------------------------- checkpoints
+
+def test_checkpoint_carrying_a_pickled_callable_is_refused(p2, tmp_path):
+    ckpt = tmp_path / "ckpt"
+    proc = train2("--data", p2, *SMALL, "--epochs", "1", "--quiet", "--checkpoint-dir", ckpt)
+    assert proc.returncode == 0, proc.stderr
+    state = torch.load(ckpt / "epoch-0.pt", weights_only=True)  # what we write loads safely
+    assert set(state) == {"epoch", "model", "optimizer", "config"}
+
+    class Payload:
+        def __reduce__(self):
+            return (os.system, (f"touch {tmp_path / 'pwned'}",))
+
+    state["config"]["hidden"] = Payload()
+    torch.save(state, ckpt / "epoch-0.pt")
+    proc = train2("--data", p2, *SMALL, "--epochs", "2", "--checkpoint-dir", ckpt, "--resume")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert f"{ckpt / 'epoch-0.pt'}: refused: not a plain checkpoint" in proc.stderr
+    assert "system" in proc.stderr, proc.stderr
+    assert not (tmp_path / "pwned").exists(), "the payload must never run"
+
+
+# ---------------------------------------------------------------- logs
+
+def test_log_to_a_file_has_no_progress_bar_and_ends_with_a_summary(p2, tmp_path):
+    log = tmp_path / "run.jsonl"
+    proc = train2("--data", p2, *SMALL, "--epochs", "3", "--log-json", log)  # no --quiet: stderr is a pipe
+    assert proc.returncode == 0, proc.stderr
+    assert "\r" not in proc.stdout + proc.stderr, "a progress bar was drawn into a file"
+    lines = proc.stdout.splitlines()
+    assert "sampler native" in lines[0] or "sampler numba" in lines[0], lines[0]
+    assert "sampler auto" not in lines[0]
+    epochs = [line for line in lines if line.startswith("epoch ")]
+    assert len(epochs) == 3 and all("MiB (rank 0, this epoch)" in e for e in epochs), epochs
+    assert all(" 0.0s" not in e and "(sample 0.0 " not in e for e in epochs), epochs
+    records = [json.loads(line) for line in open(log)]
+    best = max(records, key=lambda r: r["val_acc"])
+    mean_ms = sum(r["epoch_s"] for r in records) / 3 * 1e3
+    assert lines[-1].startswith(f"done: epochs 0..2, best val {best['val_acc']:.4f} at epoch {best['epoch']} "
+                                f"(test there {best['test_acc']:.4f}), mean epoch "), lines[-1]
+
+
+def test_single_step_epochs_are_warned_about(p2):
+    proc = train2("--data", p2, *SMALL, "--epochs", "1", "--batch-size", "5000", "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.count("warning: an epoch is a single step") == 1, proc.stderr
+
+
+def test_seconds_reads_well():
+    from fastsample.train import seconds
+
+    assert [seconds(t) for t in (0.00321, 0.0456, 0.64, 1.0, 12.345)] == ["3.2ms", "46ms", "640ms", "1.00s", "12.35s"]
