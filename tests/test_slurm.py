@@ -108,7 +108,7 @@ mkdir -p logs
 jid=$(FASTSAMPLE_DATASET=$DATASET FASTSAMPLE_OUT=$OUT FASTSAMPLE_PARTS=2 \\
       sbatch --parsable jobs/partition.sbatch)
 echo "partition $jid"
-tid=$(FASTSAMPLE_DATA=$OUT sbatch --parsable --wait --dependency=afterok:$jid --ntasks=2 \\
+tid=$(FASTSAMPLE_DATA=$OUT sbatch --parsable --wait --dependency=afterok:$jid --kill-on-invalid-dep=yes --ntasks=2 \\
     jobs/train.sbatch --fanouts 5,5 --batch-size 64 --hidden 16 --epochs 1 --quiet)
 echo "train $tid"
 """
@@ -144,4 +144,27 @@ def test_partition_then_train_chained_as_documented(slurm, tmp_path):
         for f in logs.values():
             f.unlink(missing_ok=True)
         if not had_logs and not any((REPO / "logs").iterdir()):
+            (REPO / "logs").rmdir()
+
+
+def test_failed_partition_cancels_training(slurm, tmp_path):
+    env, _ = slurm
+    job_env = {**env, "DATASET": str(tmp_path / "missing"), "OUT": str(tmp_path / "p2"),
+               "FASTSAMPLE_PYTHON": sys.executable}
+    had_logs = (REPO / "logs").exists()
+    proc = subprocess.run(["bash", "-c", SUBMIT], cwd=REPO, env=job_env, capture_output=True, text=True,
+                          timeout=300)
+    ids = dict(line.split() for line in proc.stdout.splitlines() if line.split()[:1] in (["partition"], ["train"]))
+    log = REPO / "logs" / f"fastsample-partition-{ids.get('partition')}.out"
+    try:
+        assert set(ids) == {"partition", "train"}, f"{proc.stdout}{proc.stderr}"
+        assert "missing" in log.read_text()
+        part, train = _job_times(env, ids["partition"]), _job_times(env, ids["train"])
+        assert part["JobState"] == "FAILED" and train["JobState"] == "CANCELLED", (part, train)
+        assert not (REPO / "logs" / f"fastsample-train-{ids['train']}.out").exists(), "training must not run"
+        out = subprocess.run(["squeue", "-h", "-o", "%i %T %r"], env=env, capture_output=True, text=True).stdout
+        assert out.strip() == "", f"a job was left in the queue:\n{out}"
+    finally:
+        log.unlink(missing_ok=True)  # the cancelled training job never ran, so wrote no log
+        if not had_logs and (REPO / "logs").exists() and not any((REPO / "logs").iterdir()):
             (REPO / "logs").rmdir()
