@@ -29,7 +29,8 @@ def load_batches(path):
 
 
 def fastsample_model(job, batches, aggregation):
-    from fastsample.model import Block, GraphSAGE
+    from fastsample.block import Block
+    from fastsample.model import GraphSAGE
     from fastsample.sampling import set_num_threads
 
     set_num_threads(job["threads"])

@@ -53,11 +53,34 @@ class Parser(argparse.ArgumentParser):
             super()._print_message(message, file)
 
 
+def agree(comm, prog: str, build):
+    """Run ``build()`` on every rank and agree on the outcome: if it failed on any rank,
+    rank 0 prints that rank's message (one line) and every rank exits 2, so a start-up
+    error never leaves other ranks waiting in a collective. Returns build()'s result."""
+    error, result = None, None
+    try:
+        result = build()
+    except Exception as e:  # agreed on below
+        error = describe(e)
+    errors = comm.allgather_object(error)
+    first = next((f"rank {r}: {e}" for r, e in enumerate(errors) if e), None)
+    if first:  # every rank stops; one prints
+        if comm.rank == 0:
+            print(f"{prog}: error: {first}", file=sys.stderr, flush=True)
+        raise SystemExit(2)
+    return result
+
+
+def describe(error: Exception) -> str:
+    """An exception as a CLI's one-line message."""
+    if isinstance(error, AlreadyExists):  # the library says overwrite=True; the CLI's word is a flag
+        return f"{error.path}: already exists (pass --overwrite to replace it)"
+    return str(error) if isinstance(error, (ValueError, OSError)) else f"{type(error).__name__}: {error}"
+
+
 def fail(prog: str, error: Exception) -> int:
     """One line on stderr naming the tool and the problem; exit status 2."""
-    if isinstance(error, AlreadyExists):  # the library says overwrite=True; the CLI's word is a flag
-        error = f"{error.path}: already exists (pass --overwrite to replace it)"
-    print(f"{prog}: error: {error}", file=sys.stderr)
+    print(f"{prog}: error: {describe(error)}", file=sys.stderr)
     return 2
 
 

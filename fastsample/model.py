@@ -23,14 +23,10 @@ Both paths hold the same parameters (self_lin.weight/bias, neigh_lin.weight).
 
 from __future__ import annotations
 
-import warnings
-from dataclasses import dataclass, field
-
-import numpy as np
 import torch
 from torch import nn
 
-from fastsample.sampling import MFG
+from fastsample.block import Block
 
 try:
     from fastsample import _native
@@ -83,44 +79,6 @@ class _NativeSAGE(torch.autograd.Function):
         return grad_h, grad_wt[:d].t(), g.sum(0), grad_wt[d:].t(), None, None, None, None
 
 
-@dataclass
-class Block:
-    """An MFG as the model consumes it (CSC over num_dst destinations)."""
-
-    indptr: np.ndarray  # (num_dst + 1,) int64
-    indices: np.ndarray  # (num_edges,) int32 local source positions
-    num_dst: int
-    num_src: int
-    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
-    _adj: torch.Tensor | None = None
-
-    @classmethod
-    def from_mfg(cls, mfg: MFG, device="cpu") -> "Block":
-        return cls(np.ascontiguousarray(mfg.indptr, dtype=np.int64),
-                   np.ascontiguousarray(mfg.indices, dtype=np.int32), mfg.num_dst, mfg.num_src,
-                   torch.device(device))
-
-    @property
-    def adj(self) -> torch.Tensor:
-        """Sparse CSR (num_dst, num_src) with entries 1/in-degree (the reference path)."""
-        if self._adj is None:
-            indptr = torch.from_numpy(self.indptr)
-            degree = torch.diff(indptr)
-            weights = (1.0 / degree.clamp(min=1).to(torch.float32)).repeat_interleave(degree)
-            with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
-                self._adj = torch.sparse_csr_tensor(indptr, torch.from_numpy(self.indices.astype(np.int64)),
-                                                    weights, size=(self.num_dst, self.num_src),
-                                                    check_invariants=False).to(self.device)
-        return self._adj
-
-    def mean(self, h: torch.Tensor) -> torch.Tensor:
-        """The reference mean: sparse CSR x dense."""
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
-            return self.adj @ h
-
-
 class SAGEConv(nn.Module):
     """The reference layer (plain PyTorch); GraphSAGE runs the same parameters natively."""
 
@@ -165,6 +123,22 @@ class GraphSAGE(nn.Module):
                 else:
                     h = self.dropout(h)
         return h
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.layers)
+
+    def layer(self, i: int, block: Block, h: torch.Tensor) -> torch.Tensor:
+        """Layer i alone as in eval mode (activation included, no dropout): in eval mode,
+        forward(blocks, x) is these applied in turn, which exact layer-wise inference
+        (fastsample/inference.py) relies on."""
+        last = i == len(self.layers) - 1
+        if _native is not None and h.device.type == "cpu" and h.dtype == torch.float32 and self.aggregation != "torch":
+            conv = self.layers[i]
+            return _NativeSAGE.apply(h.contiguous(), conv.self_lin.weight, conv.self_lin.bias, conv.neigh_lin.weight,
+                                     block, None if last else 0.0, 0, None)
+        h = self.layers[i](block, h)
+        return h if last else torch.relu(h)
 
     def _forward_native(self, blocks: list[Block], x: torch.Tensor) -> torch.Tensor:
         p = self.dropout.p if self.training else 0.0

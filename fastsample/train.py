@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 import time
@@ -22,24 +21,29 @@ import torch
 from tqdm import tqdm
 
 from fastsample.allocator import retain_freed_memory
-from fastsample.cli import Parser
+from fastsample.cli import Parser, agree
 from fastsample.comm import BACKENDS, Communicator, create
-from fastsample.distributed import FeatureGather
-from fastsample.distributed.vanilla import VanillaSampler
-from fastsample.model import Block, GraphSAGE
+from fastsample.distributed import average_gradients
+from fastsample.inference import check_layerwise, layerwise
+from fastsample.loader import Batch, NodeLoader
+from fastsample.model import GraphSAGE
 from fastsample.partition import load_partition
-from fastsample.sampling import KERNELS, resolve_kernel, sample, set_num_threads
+from fastsample.sampling import KERNELS, set_num_threads
 from fastsample.sampling.rng import layer_key
 
 # Settings every rank must share (checked at start-up); the rest may differ per rank.
-SHARED = ("data", "mode", "sampler", "backend", "fanouts", "batch_size", "hidden", "layers", "dropout",
-          "lr", "weight_decay", "epochs", "max_steps", "seed", "eval_every", "resume", "net_model")
+SHARED = ("data", "model", "mode", "sampler", "backend", "fanouts", "batch_size", "hidden", "layers", "dropout",
+          "lr", "weight_decay", "epochs", "max_steps", "seed", "eval", "eval_every", "eval_batch_size", "resume", "net_model")
 EVAL_SALT = 0x5EED  # eval draws its samples from a key space of its own
 
 
 def build_parser() -> Parser:
     p = Parser(prog="python -m fastsample.train", description=__doc__)
     p.add_argument("--data", required=True, help="partition directory (python -m fastsample.partition)")
+    p.add_argument("--model", default="sage",
+                   help="sage: the built-in GraphSAGE (native kernels on the CPU); or FILE.py:FUNCTION, a factory "
+                   "FUNCTION(in_dim, num_classes, args) -> torch.nn.Module whose forward(blocks, x) follows "
+                   "fastsample/block.py (e.g. examples/pyg_gat.py:build)")
     p.add_argument("--mode", choices=["hybrid", "vanilla"], default="hybrid",
                    help="hybrid: topology replicated, 2 rounds per step; vanilla: topology partitioned, 2L")
     p.add_argument("--sampler", choices=[*KERNELS, "auto"], default="auto", help="hybrid mode's sampling kernel")
@@ -62,6 +66,10 @@ def build_parser() -> Parser:
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
                    help="where the model runs; sampling and the gather stay on the CPU")
     p.add_argument("--eval-every", type=int, default=1, help="evaluate val/test every N epochs (0: never)")
+    p.add_argument("--eval", choices=["sampled", "full"], default="sampled",
+                   help="sampled: val/test nodes with the training fanouts (fast, noisy); full: exact "
+                   "layer-wise inference over every node with all neighbours (fastsample/inference.py)")
+    p.add_argument("--eval-batch-size", type=int, default=4096, help="nodes per rank per batch of --eval full")
     p.add_argument("--checkpoint-dir", help="save model and optimizer after every epoch (rank 0)")
     p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --checkpoint-dir")
     p.add_argument("--log-json", help="rank 0 appends one JSON object per epoch to this file (its "
@@ -94,13 +102,14 @@ def parse_args(argv=None) -> argparse.Namespace:
         except ValueError:
             args.net_model = None
         if args.net_model is None or len(args.net_model) != 2:
-            p.error(f"--net-model: expected LATENCY_US,GBPS, e.g. 10,25")
+            p.error("--net-model: expected LATENCY_US,GBPS, e.g. 10,25")
     checks = [(args.layers == len(args.fanouts), f"--layers {args.layers} needs {args.layers} fanouts, got {args.fanouts}"),
               (all(f == -1 or f > 0 for f in args.fanouts), f"--fanouts must be positive or -1 (got {args.fanouts})"),
               (args.batch_size > 0, f"--batch-size must be positive (got {args.batch_size})"),
               (args.epochs > 0, f"--epochs must be positive (got {args.epochs})"),
               (args.threads is None or args.threads > 0, f"--threads must be positive (got {args.threads})"),
               (args.eval_every >= 0, f"--eval-every must be >= 0 (got {args.eval_every})"),
+              (args.eval_batch_size > 0, f"--eval-batch-size must be positive (got {args.eval_batch_size})"),
               (0 <= args.dropout < 1, f"--dropout must be in [0, 1) (got {args.dropout})"),
               (not args.resume or args.checkpoint_dir, "--resume needs --checkpoint-dir")]
     for ok, msg in checks:
@@ -121,6 +130,8 @@ def _atomic_save(obj, path: Path) -> None:
 def load_checkpoint(path: Path, device) -> dict:
     """A checkpoint, read with torch's weights-only unpickler: tensors and plain values
     only, so a tampered file cannot run code. Anything else is one ValueError naming it."""
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"{path}: no such checkpoint file")
     try:
         state = torch.load(path, map_location=device, weights_only=True)
     except Exception as e:
@@ -130,6 +141,38 @@ def load_checkpoint(path: Path, device) -> dict:
     if not isinstance(state, dict) or not {"epoch", "model", "optimizer", "config"} <= state.keys():
         raise ValueError(f"{path}: not a fastsample checkpoint (expected epoch, model, optimizer, config)")
     return state
+
+
+def make_model(args, in_dim: int, num_classes: int) -> torch.nn.Module:
+    """The model the settings name (--model; a checkpoint's config holds the same fields)."""
+    if args.model == "sage":
+        return GraphSAGE(in_dim, args.hidden, num_classes, args.layers, args.dropout)
+    model = load_factory(args.model)(in_dim, num_classes, args)
+    if not isinstance(model, torch.nn.Module):
+        raise ValueError(f"--model {args.model}: returned {type(model).__name__}, not a torch.nn.Module")
+    return model
+
+
+def load_factory(spec: str):
+    """FILE.py:FUNCTION -> the function (a user's model factory)."""
+    import importlib.util
+
+    file, _, name = spec.rpartition(":")
+    if not file or not name:
+        raise ValueError(f"--model {spec}: expected sage or FILE.py:FUNCTION")
+    path = Path(file)
+    if not path.is_file():
+        raise FileNotFoundError(f"--model {spec}: {path} does not exist")
+    module_spec = importlib.util.spec_from_file_location(f"fastsample_user_model_{path.stem}", path)
+    module = importlib.util.module_from_spec(module_spec)
+    try:
+        module_spec.loader.exec_module(module)
+    except Exception as e:
+        raise ValueError(f"--model {spec}: importing {path} failed ({type(e).__name__}: {e})") from e
+    factory = getattr(module, name, None)
+    if not callable(factory):
+        raise ValueError(f"--model {spec}: {path} defines no function {name!r}")
+    return factory
 
 
 def check_outputs(args) -> None:
@@ -165,8 +208,8 @@ class Trainer:
 
     comm: Communicator
     shard: object  # RankPartition
-    gather: FeatureGather
-    model: GraphSAGE
+    loaders: dict[str, NodeLoader]  # train, val, test
+    model: torch.nn.Module
     optimizer: torch.optim.Optimizer
     steps_per_epoch: int
     start_epoch: int
@@ -183,35 +226,23 @@ class Trainer:
     def build_data(self) -> None:
         a = self.args
         self.shard = load_partition(a.data, self.rank, self.comm.size, mode=a.mode)
-        self.lo = int(self.shard.offsets[self.rank])
-        meta = self.shard.meta
-        self.num_classes = meta["dataset"]["num_classes"]
-        self.gather = FeatureGather(self.comm, self.shard.offsets, self.shard.features)
-        if a.mode == "hybrid":
-            kernel = self.kernel = resolve_kernel(a.sampler)
-
-            def sampler(seeds, key_seed, epoch, step):
-                return sample(self.shard.graph, seeds, a.fanouts, seed=key_seed, epoch=epoch, step=step,
-                              rank=self.rank, kernel=kernel)
-        else:
-            vanilla = VanillaSampler(self.comm, self.shard.offsets, self.shard.local_graph)
-
-            def sampler(seeds, key_seed, epoch, step):
-                return vanilla.sample(seeds, a.fanouts, seed=key_seed, epoch=epoch, step=step)
-        self.sampler = sampler
-        # every rank runs the same number of steps: the most any rank needs
-        self.steps_per_epoch = max(math.ceil(p["train"] / a.batch_size) for p in meta["parts"])
-        if a.max_steps is not None:
-            self.steps_per_epoch = min(self.steps_per_epoch, a.max_steps)
-        self.eval_steps = {s: max(math.ceil(p[s] / a.batch_size) for p in meta["parts"]) for s in ("val", "test")}
+        self.num_classes = self.shard.meta["dataset"]["num_classes"]
+        common = dict(comm=self.comm, kernel=a.sampler, mode=a.mode, device=self.device)
+        self.loaders = {"train": NodeLoader(self.shard, a.fanouts, a.batch_size, "train", shuffle=True, seed=a.seed,
+                                            max_steps=a.max_steps, **common)}
+        for split in ("val", "test"):  # eval draws its samples from a key space of its own
+            self.loaders[split] = NodeLoader(self.shard, a.fanouts, a.batch_size, split, shuffle=False,
+                                             seed=a.seed + EVAL_SALT, **common)
+        self.kernel = self.loaders["train"].kernel
+        self.steps_per_epoch = len(self.loaders["train"])
 
     def build_model(self) -> None:
         a = self.args
         torch.manual_seed(a.seed)  # identical initial weights on every rank
-        self.model = GraphSAGE(self.shard.features.shape[1], a.hidden, self.num_classes, a.layers,
-                               a.dropout).to(self.device)
+        self.model = make_model(a, self.shard.features.shape[1], self.num_classes).to(self.device)
+        if a.eval == "full":
+            check_layerwise(self.model)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=a.lr, weight_decay=a.weight_decay)
-        self.params = [p for p in self.model.parameters()]
 
     def build_checkpoint(self) -> None:
         a = self.args
@@ -224,7 +255,7 @@ class Trainer:
             if not found:
                 raise FileNotFoundError(f"--resume: no checkpoint (epoch-*.pt) in {self.ckpt_dir}")
             state = load_checkpoint(found[-1], self.device)
-            mismatched = [k for k in ("fanouts", "hidden", "layers", "mode", "seed", "batch_size")
+            mismatched = [k for k in ("model", "fanouts", "hidden", "layers", "mode", "seed", "batch_size")
                           if state["config"].get(k) != vars(a)[k]]
             if mismatched:
                 raise ValueError(f"{found[-1]}: saved with different {', '.join(mismatched)}")
@@ -237,62 +268,55 @@ class Trainer:
 
     # ---------------------------------------------------------------- one step
 
-    def blocks_and_inputs(self, seeds, key_seed, epoch, step):
-        t0 = time.perf_counter()
-        mfgs = self.sampler(seeds, key_seed, epoch, step)
-        t1 = time.perf_counter()
-        x = torch.from_numpy(self.gather(mfgs[0].src_ids))
-        t2 = time.perf_counter()
-        blocks = [Block.from_mfg(m, self.device) for m in mfgs]
-        if self.device.type == "cuda":  # pinned host memory lets the copy run asynchronously
-            x = x.pin_memory().to(self.device, non_blocking=True)
-        return blocks, x, t1 - t0, t2 - t1
-
-    def train_step(self, seeds, epoch, step, timers) -> tuple[float, float, float]:
+    def train_step(self, batch: Batch, epoch: int, step: int, timers: dict) -> tuple[float, float, float]:
         """Returns this step's global (loss sum, correct, count) over all ranks."""
         a = self.args
-        blocks, x, ts, tg = self.blocks_and_inputs(seeds, a.seed, epoch, step)
         t0 = time.perf_counter()
         # dropout masks from the step's own seed: reproducible across modes, and on resume
         torch.manual_seed(layer_key(a.seed, epoch, step, self.rank, 0) & 0x7FFFFFFFFFFFFFFF)
         self.model.train()
-        y = torch.from_numpy(np.asarray(self.shard.labels[np.asarray(seeds) - self.lo], dtype=np.int64))
         self.optimizer.zero_grad(set_to_none=False)
-        logits = self.model(blocks, x)
-        if len(seeds):
-            loss = torch.nn.functional.cross_entropy(logits, y.to(self.device))
+        logits = self.model(batch.blocks, batch.x)
+        if len(batch):
+            loss = torch.nn.functional.cross_entropy(logits, batch.y)
             loss.backward()
-            stats = [loss.detach().item() * len(seeds), float((logits.argmax(1).cpu() == y).sum()), len(seeds)]
+            stats = [loss.detach().item() * len(batch), float((logits.argmax(1) == batch.y).sum()), len(batch)]
         else:
             stats = [0.0, 0.0, 0.0]
         t1 = time.perf_counter()
-        flat = torch.cat([p.grad.reshape(-1).cpu() for p in self.params] + [torch.tensor(stats)]).numpy()
-        self.comm.all_reduce(flat)  # one bucket: gradients and the step's loss statistics
-        flat[:-3] /= self.comm.size
-        at = 0
-        for p in self.params:
-            p.grad.copy_(torch.from_numpy(flat[at:at + p.numel()]).view_as(p))
-            at += p.numel()
+        # one bucket: gradients and the step's loss statistics
+        totals = average_gradients(self.model, self.comm, extra=stats)
         self.optimizer.step()
         t2 = time.perf_counter()
-        for key, dt in (("sample_s", ts), ("gather_s", tg), ("compute_s", t1 - t0), ("allreduce_s", t2 - t1)):
+        for key, dt in (("sample_s", batch.sample_s), ("gather_s", batch.gather_s), ("compute_s", t1 - t0),
+                        ("allreduce_s", t2 - t1)):
             timers[key] += dt
-        return tuple(float(v) for v in flat[-3:])
+        return tuple(float(v) for v in totals)
 
     @torch.no_grad()
     def evaluate(self, split: str, epoch: int) -> float:
         self.model.eval()
-        ids = np.asarray(getattr(self.shard, split))
-        B = self.args.batch_size
+        loader = self.loaders[split]
+        loader.set_epoch(epoch)
         stats = np.zeros(2)
-        for step in range(self.eval_steps[split]):
-            seeds = ids[step * B:(step + 1) * B]
-            blocks, x, _, _ = self.blocks_and_inputs(seeds, self.args.seed + EVAL_SALT, epoch, step)
-            if len(seeds):
-                pred = self.model(blocks, x).argmax(1).cpu().numpy()
-                stats += [(pred == self.shard.labels[seeds - self.lo]).sum(), len(seeds)]
+        for batch in loader:
+            if len(batch):
+                pred = self.model(batch.blocks, batch.x).argmax(1)
+                stats += [int((pred == batch.y).sum()), len(batch)]
         self.comm.all_reduce(stats)
         return float(stats[0] / max(stats[1], 1))
+
+    def evaluate_full(self) -> tuple[float, float]:
+        """Validation and test accuracy from exact layer-wise inference (one pass for both)."""
+        out = layerwise(self.model, self.shard, self.comm, self.args.eval_batch_size, self.device,
+                        progress=not self.args.quiet)
+        pred, lo = out.argmax(1), int(self.shard.offsets[self.rank])
+        stats = np.zeros(4)
+        for k, split in enumerate(("val", "test")):
+            ids = np.asarray(getattr(self.shard, split)) - lo
+            stats[2 * k:2 * k + 2] = [(pred[ids] == self.shard.labels[ids]).sum(), len(ids)]
+        self.comm.all_reduce(stats)
+        return float(stats[0] / max(stats[1], 1)), float(stats[2] / max(stats[3], 1))
 
     # ---------------------------------------------------------------- the run
 
@@ -302,7 +326,7 @@ class Trainer:
         # Warm-up (loads the Numba kernels, touches the maps) before anything is timed. It
         # is here, after start-up's agreement, because vanilla sampling is collective: in
         # the constructor, a rank that failed to load would leave the others waiting in it.
-        self.sampler(np.asarray(self.shard.train)[:1], a.seed + EVAL_SALT + 1, 0, 0)
+        self.loaders["train"].warm_up()
         if lead:
             meta = self.shard.meta
             print(f"fastsample.train: {meta['dataset']['name']} ({meta['dataset']['num_nodes']:,} nodes), "
@@ -316,19 +340,18 @@ class Trainer:
                       f"per rank, --batch-size {a.batch_size}); the model gets one update per epoch. Use a "
                       "smaller --batch-size on small graphs (e.g. 32-64 for Cora).", file=sys.stderr, flush=True)
         history = []
-        train_ids = np.asarray(self.shard.train)
+        loader = self.loaders["train"]
         for epoch in range(self.start_epoch, a.epochs):
             t_epoch = time.perf_counter()
             timers = dict.fromkeys(("sample_s", "gather_s", "compute_s", "allreduce_s"), 0.0)
             comm.counters.reset()
-            order = train_ids[np.random.default_rng([a.seed, epoch, self.rank]).permutation(len(train_ids))]
+            loader.set_epoch(epoch)
             losses, totals = [], np.zeros(3)
             # a bar only on a terminal: in a file (a Slurm log) its redraws are noise
-            steps = tqdm(range(self.steps_per_epoch), desc=f"epoch {epoch}", leave=False,
+            steps = tqdm(loader, desc=f"epoch {epoch}", leave=False,
                          disable=not lead or a.quiet or not sys.stderr.isatty())
-            for step in steps:
-                seeds = np.sort(order[step * a.batch_size:(step + 1) * a.batch_size])
-                loss_sum, correct, count = self.train_step(seeds, epoch, step, timers)
+            for step, batch in enumerate(steps):
+                loss_sum, correct, count = self.train_step(batch, epoch, step, timers)
                 losses.append(loss_sum / max(count, 1))
                 totals += (loss_sum, correct, count)
                 steps.set_postfix(loss=f"{losses[-1]:.4f}")
@@ -339,8 +362,11 @@ class Trainer:
                       "bytes_sent": traffic.bytes_sent, "rounds_per_step": traffic.rounds / max(self.steps_per_epoch, 1),
                       "net_modelled_s": traffic.modelled_s if a.net_model else None, "step_losses": losses}
             if a.eval_every and (epoch + 1) % a.eval_every == 0:
-                record["val_acc"] = self.evaluate("val", epoch)
-                record["test_acc"] = self.evaluate("test", epoch)
+                if a.eval == "full":
+                    record["val_acc"], record["test_acc"] = self.evaluate_full()
+                else:
+                    record["val_acc"] = self.evaluate("val", epoch)
+                    record["test_acc"] = self.evaluate("test", epoch)
             self.save_checkpoint(epoch)
             history.append(record)
             if lead:
@@ -380,11 +406,10 @@ def summary(history: list[dict]) -> str:
 
 
 def startup(args, comm: Communicator) -> Trainer:
-    """Build the trainer on every rank and agree on the outcome: a failure on any rank
-    (bad partition, mismatched settings, missing file) stops all of them with its message,
-    so a start-up error never leaves other ranks waiting in a collective."""
-    error, trainer = None, None
-    try:
+    """Build the trainer on every rank; a failure on any rank (bad partition, mismatched
+    settings, missing file) stops all of them with its message (cli.agree)."""
+
+    def build():
         settings = {k: vars(args)[k] for k in SHARED}
         everyone = comm.allgather_object(settings)
         differ = sorted({k for s in everyone for k in SHARED if s[k] != everyone[0][k]})
@@ -395,16 +420,9 @@ def startup(args, comm: Communicator) -> Trainer:
             set_num_threads(args.threads)
         if comm.rank == 0:
             check_outputs(args)
-        trainer = Trainer(args, comm)
-    except Exception as e:  # agreed on below
-        error = str(e) if isinstance(e, (ValueError, OSError)) else f"{type(e).__name__}: {e}"
-    errors = comm.allgather_object(error)
-    first = next((f"rank {r}: {e}" for r, e in enumerate(errors) if e), None)
-    if first:  # every rank stops; one prints
-        if comm.rank == 0:
-            print(f"python -m fastsample.train: error: {first}", file=sys.stderr, flush=True)
-        raise SystemExit(2)
-    return trainer
+        return Trainer(args, comm)
+
+    return agree(comm, "python -m fastsample.train", build)
 
 
 def main(argv=None) -> int:

@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from fastsample.data.edges import edges_to_csc
-from fastsample.model import Block, GraphSAGE
+from fastsample.block import Block
+from fastsample.model import GraphSAGE
 from fastsample.sampling import native_available, sample
 
 pytestmark = pytest.mark.skipif(not native_available(), reason="fastsample._native not built")

@@ -9,6 +9,10 @@ BACKENDS = ("mpi", "gloo", "ccl", "nccl")
 
 
 def create(backend: str = "mpi") -> Communicator:
+    if backend == "local":  # one process, no MPI
+        from fastsample.comm.local import LocalCommunicator
+
+        return LocalCommunicator()
     if backend == "mpi":
         from fastsample.comm.mpi import MPICommunicator
 
@@ -17,7 +21,7 @@ def create(backend: str = "mpi") -> Communicator:
         from fastsample.comm.torch_dist import TorchCommunicator
 
         return TorchCommunicator(backend)
-    raise ValueError(f"--backend must be one of {', '.join(BACKENDS)} (got {backend!r})")
+    raise ValueError(f"backend must be one of {', '.join(BACKENDS)} or local (got {backend!r})")
 
 
 __all__ = ["BACKENDS", "Communicator", "Counters", "create"]

@@ -1,0 +1,200 @@
+"""NodeLoader: mini-batches of sampled MFGs and gathered input features, the one data path
+(the built-in trainer's too).
+
+    from fastsample.loader import NodeLoader
+    loader = NodeLoader("data/cora", fanouts=[10, 10], batch_size=64)     # one process
+    loader = NodeLoader("data/cora-2", fanouts=[10, 10], batch_size=64,    # under mpiexec/srun
+                        comm=fastsample.comm.create("mpi"))
+    for epoch in range(epochs):
+        loader.set_epoch(epoch)
+        for batch in loader:    # the same number of batches on every rank
+            out = model(batch.blocks, batch.x)
+            loss = cross_entropy(out, batch.y)
+
+Each step a rank takes its next ``batch_size`` nodes of the split (shuffled per epoch
+when ``shuffle``), samples the MFGs around them (hybrid: locally on the replicated
+topology; vanilla: 2 rounds per lower layer) and gathers the input rows (2 rounds).
+Sampling follows the RNG contract (fastsample/sampling/rng.py): the same
+(seed, epoch, step, rank) gives the same batch with every kernel and mode. Every rank runs
+``len(loader)`` steps, the most any rank needs; a rank whose split runs out first gets
+empty batches (zero seeds) but still takes part in the collectives.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from fastsample.block import Block
+from fastsample.comm import Communicator
+from fastsample.comm.local import LocalCommunicator
+from fastsample.distributed import FeatureGather
+from fastsample.graph import SPLITS, load_dataset
+from fastsample.partition import RankPartition, load_partition
+from fastsample.sampling import MFG, resolve_kernel, sample
+
+MODES = ("hybrid", "vanilla")
+
+
+@dataclass
+class Batch:
+    """One step's data on one rank.
+
+    seeds:  int64 (B,) global ids of the nodes whose outputs are trained (B may be 0)
+    x:      float32 (blocks[0].num_src, F) input features, writable, on the loader's device
+    y:      int64 (B,) labels of the seeds, on the loader's device
+    mfgs:   the sampled MFGs (numpy, global ids in src_ids), input layer first
+    blocks: the same as Blocks, what a model's forward takes (see fastsample/block.py)
+    sample_s, gather_s: seconds this rank spent sampling and gathering for it
+    """
+
+    seeds: torch.Tensor
+    x: torch.Tensor
+    y: torch.Tensor
+    mfgs: list[MFG]
+    blocks: list[Block]
+    sample_s: float
+    gather_s: float
+
+    def edge_index(self, i: int) -> torch.Tensor:
+        """Layer i's edges, PyG's layout: (2, E_i) int64, row 0 source position, row 1 destination position."""
+        return self.blocks[i].edge_index
+
+    def size(self, i: int) -> tuple[int, int]:
+        """Layer i's (num_src, num_dst)."""
+        return self.blocks[i].size
+
+    def __len__(self) -> int:
+        return len(self.seeds)
+
+
+def open_data(data, comm: Communicator, mode: str = "hybrid") -> RankPartition:
+    """This rank's share of ``data``: a partition directory (python -m fastsample.partition)
+    built for ``comm.size`` ranks, or, for one process, a dataset directory."""
+    if isinstance(data, RankPartition):
+        return data
+    path = Path(data)
+    if (path / "partition.json").is_file():
+        return load_partition(path, comm.rank, comm.size, mode)
+    if not (path / "meta.json").is_file():
+        raise FileNotFoundError(f"{path}: neither a partition (partition.json) nor a dataset (meta.json)")
+    if comm.size != 1:
+        raise ValueError(f"{path}: a dataset directory serves one process; for {comm.size} ranks "
+                         f"partition it first (python -m fastsample.partition {path} OUT --parts {comm.size})")
+    ds = load_dataset(path)
+    n = ds.graph.num_nodes
+    meta = {"dataset": ds.meta, "num_parts": 1, "mode": "both", "offsets": [0, n],
+            "parts": [{s: len(getattr(ds, s)) for s in SPLITS}]}
+    # one rank owns everything: the whole graph is both the replicated and the local topology
+    return RankPartition(path, meta, 0, 1, np.array([0, n], dtype=np.int64), ds.graph, ds.graph, ds.features,
+                         ds.labels, ds.train, ds.val, ds.test)
+
+
+class NodeLoader:
+    """Batches of ``split`` nodes with their sampled MFGs and input features; see the module doc.
+
+    Args:
+        data: a partition directory (a job: one part per rank), a dataset directory (one
+            process), or an already opened RankPartition (to share it between loaders).
+        fanouts: neighbours per layer, input layer first; -1 takes all of them.
+        batch_size: seeds per rank per step.
+        split: "train", "val" or "test".
+        shuffle: a new order every epoch (default: for "train" only).
+        seed: the sampling and shuffling seed (the RNG contract's ``seed``).
+        comm: the job's communicator (fastsample.comm.create); None for one process.
+        kernel: hybrid mode's sampler: "native", "numba", "twostep" or "auto".
+        mode: "hybrid" (topology replicated) or "vanilla" (topology partitioned).
+        device: where batch.x, batch.y and the blocks' tensors go.
+        max_steps: cap on the steps per epoch.
+    """
+
+    def __init__(self, data, fanouts, batch_size: int, split: str = "train", shuffle: bool | None = None,
+                 seed: int = 0, comm: Communicator | None = None, kernel: str = "auto", mode: str = "hybrid",
+                 device="cpu", max_steps: int | None = None):
+        if split not in SPLITS:
+            raise ValueError(f"split must be one of {', '.join(SPLITS)} (got {split!r})")
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)} (got {mode!r})")
+        if not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive integer (got {batch_size!r})")
+        self.fanouts = [int(f) for f in fanouts]
+        if not self.fanouts or any(f == 0 or f < -1 for f in self.fanouts):
+            raise ValueError(f"fanouts must be positive or -1 for all neighbours (got {list(fanouts)})")
+        if max_steps is not None and max_steps < 1:
+            raise ValueError(f"max_steps must be positive (got {max_steps})")
+        self.comm = comm if comm is not None else LocalCommunicator()
+        self.part = open_data(data, self.comm, mode)
+        self.split, self.batch_size, self.seed, self.mode = split, int(batch_size), int(seed), mode
+        self.shuffle = split == "train" if shuffle is None else bool(shuffle)
+        self.device = torch.device(device)
+        self.rank = self.comm.rank
+        self.ids = np.asarray(getattr(self.part, split))
+        self.lo = int(self.part.offsets[self.rank])
+        self.gather = FeatureGather(self.comm, self.part.offsets, self.part.features)
+        if mode == "hybrid":
+            self.kernel = resolve_kernel(kernel)
+            self._vanilla = None
+        else:
+            from fastsample.distributed.vanilla import VanillaSampler
+
+            self.kernel = "vanilla"
+            self._vanilla = VanillaSampler(self.comm, self.part.offsets, self.part.local_graph)
+        # every rank runs the same number of steps: the most any rank needs
+        steps = max(math.ceil(p[split] / self.batch_size) for p in self.part.meta["parts"])
+        self.steps = steps if max_steps is None else min(steps, max_steps)
+        self.epoch = 0
+
+    @property
+    def num_classes(self) -> int:
+        return int(self.part.meta["dataset"]["num_classes"])
+
+    @property
+    def feature_dim(self) -> int:
+        return int(self.part.features.shape[1])
+
+    def set_epoch(self, epoch: int) -> None:
+        """The epoch whose order and samples the next iteration gives (as DistributedSampler)."""
+        self.epoch = int(epoch)
+
+    def __len__(self) -> int:
+        return self.steps
+
+    def __iter__(self):
+        order = self.ids
+        if self.shuffle:
+            order = self.ids[np.random.default_rng([self.seed, self.epoch, self.rank]).permutation(len(self.ids))]
+        B = self.batch_size
+        for step in range(self.steps):
+            yield self.batch(np.sort(order[step * B:(step + 1) * B]), step)
+
+    def sample(self, seeds: np.ndarray, step: int, seed: int | None = None) -> list[MFG]:
+        """The MFGs around ``seeds`` for (seed, this epoch, step, this rank). Collective in vanilla mode."""
+        seed = self.seed if seed is None else seed
+        if self._vanilla is not None:
+            return self._vanilla.sample(seeds, self.fanouts, seed=seed, epoch=self.epoch, step=step)
+        return sample(self.part.graph, seeds, self.fanouts, seed=seed, epoch=self.epoch, step=step, rank=self.rank,
+                      kernel=self.kernel)
+
+    def batch(self, seeds: np.ndarray, step: int) -> Batch:
+        """The batch of ``seeds`` (this rank's own nodes) at ``step``. Collective."""
+        t0 = time.perf_counter()
+        mfgs = self.sample(seeds, step)
+        t1 = time.perf_counter()
+        x = torch.from_numpy(self.gather(mfgs[0].src_ids))
+        t2 = time.perf_counter()
+        blocks = [Block.from_mfg(m, self.device) for m in mfgs]
+        y = torch.from_numpy(np.asarray(self.part.labels[np.asarray(seeds) - self.lo], dtype=np.int64))
+        if self.device.type == "cuda":  # pinned host memory lets the copies run asynchronously
+            x = x.pin_memory().to(self.device, non_blocking=True)
+            y = y.to(self.device)
+        return Batch(torch.from_numpy(np.asarray(seeds, dtype=np.int64)), x, y, mfgs, blocks, t1 - t0, t2 - t1)
+
+    def warm_up(self) -> None:
+        """Load the kernels and touch the maps before anything is timed (samples one node
+        with a key of its own, so no batch's draws are used). Collective in vanilla mode."""
+        self.sample(self.ids[:1], 0, seed=self.seed ^ 0x3A3A3A)

@@ -1,0 +1,80 @@
+"""The trainer's per-step losses and accuracies, recorded from the trainer as it was before
+it ran on fastsample.loader.NodeLoader, so that every later change to the data path can be
+checked against them bitwise (tests/test_loader.py).
+
+    python tests/trainer_reference.py --record     # rewrite tests/data/trainer_reference.json
+
+Record only from a trainer known to be right: the file is the contract. Dense kernels
+round differently on another CPU, so the file names the CPU it was recorded on; the test
+compares bitwise on that CPU and within 1e-5 elsewhere.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+FILE = HERE / "data" / "trainer_reference.json"
+ARGS = ["--fanouts", "4,3", "--batch-size", "40", "--hidden", "16", "--epochs", "2", "--quiet", "--threads", "1",
+        "--eval-every", "1"]
+RUNS = {  # name: (ranks, extra arguments)
+    "p1-hybrid-native": (1, ["--mode", "hybrid", "--sampler", "native"]),
+    "p2-hybrid-native": (2, ["--mode", "hybrid", "--sampler", "native"]),
+    "p2-vanilla": (2, ["--mode", "vanilla"]),
+    "p3-hybrid-numba": (3, ["--mode", "hybrid", "--sampler", "numba", "--dropout", "0.3"]),
+}
+
+
+def cpu_model() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor()
+
+
+def build(root: Path) -> None:
+    from fastsample.data.synth import SynthConfig, write_synthetic
+    from fastsample.partition import partition_dataset
+
+    write_synthetic(root / "g", SynthConfig(num_nodes=3000, avg_degree=8, num_classes=4, feature_dim=8,
+                                            train_frac=0.1, seed=9), progress=False)
+    for p in sorted({r for r, _ in RUNS.values()}):
+        partition_dataset(root / "g", root / f"p{p}", p, progress=False)
+
+
+def run(root: Path, name: str, mpiexec) -> dict:
+    """One recorded run: what its --log-json says, per epoch."""
+    ranks, extra = RUNS[name]
+    log = root / f"{name}.jsonl"
+    log.unlink(missing_ok=True)
+    args = ["-m", "fastsample.train", "--data", root / f"p{ranks}", "--log-json", log, *ARGS, *extra]
+    proc = mpiexec(ranks, *args)
+    if proc.returncode != 0:
+        raise AssertionError(f"{name}: exited {proc.returncode}\n{proc.stdout}{proc.stderr}")
+    records = [json.loads(line) for line in open(log)]
+    return {k: [r[k] for r in records] for k in ("step_losses", "loss", "train_acc", "val_acc", "test_acc")}
+
+
+def _mpiexec(n, *args):
+    exe = Path(sys.executable).parent / "mpiexec"
+    return subprocess.run([str(exe), "-n", str(n), sys.executable, *map(str, args)], capture_output=True,
+                          text=True, timeout=300)
+
+
+if __name__ == "__main__":
+    import tempfile
+
+    if sys.argv[1:] != ["--record"]:
+        sys.exit(__doc__)
+    with tempfile.TemporaryDirectory() as d:
+        build(Path(d))
+        runs = {name: run(Path(d), name, _mpiexec) for name in RUNS}
+    import torch
+
+    FILE.write_text(json.dumps({"cpu": cpu_model(), "torch": torch.__version__, "args": ARGS,
+                                "runs": {k: {"extra": RUNS[k][1], **v} for k, v in runs.items()}}, indent=1) + "\n")
+    print(f"wrote {FILE}")
