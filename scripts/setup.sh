@@ -8,5 +8,5 @@ PYTHON=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q "torch==${TORCH_VERSION:-2.13.0}"
-.venv/bin/python -m pip install -q -e ".[test,bench]"
+.venv/bin/python -m pip install -q -e ".[test,bench,pyg]"
 .venv/bin/python -c "import fastsample, torch; print('fastsample installed; torch', torch.__version__)"

@@ -1,0 +1,98 @@
+"""python -m fastsample.infer: every node's output from a trained checkpoint, exactly.
+
+Runs exact layer-wise inference (all neighbours, fastsample/inference.py) of the model a
+checkpoint of python -m fastsample.train holds, on the same ranks as training (a
+partition for P ranks, launched on P ranks), and writes OUT atomically:
+
+    OUT/part-R.npy    float32 (rows owned by rank R, output width): row k is node offsets[R] + k
+    OUT/orig_ids.npy  the partition's map from its node ids to the dataset's
+    OUT/index.json    num_parts, offsets, width, files, the checkpoint and partition used
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from fastsample.atomic import AtomicDirectory
+from fastsample.cli import Parser, agree
+from fastsample.comm import BACKENDS, create
+from fastsample.inference import check_layerwise, layerwise
+from fastsample.partition import load_partition
+from fastsample.sampling import set_num_threads
+
+PROG = "python -m fastsample.infer"
+
+
+def build_parser() -> Parser:
+    p = Parser(prog=PROG, description=__doc__)
+    p.add_argument("--data", required=True, help="partition directory the model was trained on (or any "
+                   "partition of the same graph, for as many ranks as this job has)")
+    p.add_argument("--checkpoint", required=True, help="a checkpoint file of python -m fastsample.train "
+                   "(CHECKPOINT_DIR/epoch-N.pt)")
+    p.add_argument("--out", required=True, help="directory to write (atomically)")
+    p.add_argument("--batch-size", type=int, default=4096, help="nodes per rank per batch")
+    p.add_argument("--backend", choices=BACKENDS, default="mpi", help="collectives")
+    p.add_argument("--threads", type=int, default=None, help="threads per rank (default: OMP_NUM_THREADS or all cores)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out directory")
+    p.add_argument("--quiet", action="store_true", help="no progress bar (drawn only on a terminal anyway)")
+    return p
+
+
+def main(argv=None) -> int:
+    from fastsample.train import load_checkpoint, make_model
+
+    args = build_parser().parse_args(argv)
+    if args.batch_size < 1:
+        build_parser().error(f"--batch-size must be positive (got {args.batch_size})")
+    comm = create(args.backend)
+    t0 = time.perf_counter()
+
+    def build():
+        if args.threads:
+            torch.set_num_threads(args.threads)
+            set_num_threads(args.threads)
+        part = load_partition(args.data, comm.rank, comm.size, mode="hybrid")
+        state = load_checkpoint(Path(args.checkpoint), "cpu")
+        config = argparse.Namespace(**state["config"])
+        model = make_model(config, part.features.shape[1], part.meta["dataset"]["num_classes"])
+        model.load_state_dict(state["model"])
+        check_layerwise(model)
+        return part, model, config.model
+
+    part, model, model_spec = agree(comm, PROG, build)
+    # only once every rank is ready, so that no failure elsewhere leaves it behind
+    out = agree(comm, PROG, lambda: AtomicDirectory(args.out, overwrite=args.overwrite) if comm.rank == 0 else None)
+    tmp = Path(comm.broadcast_object(str(out.tmp) if out else None))
+    try:
+        def write():
+            h = layerwise(model, part, comm, args.batch_size, progress=not args.quiet)
+            np.save(tmp / f"part-{comm.rank}.npy", h)
+            return h.shape[1]
+
+        width = agree(comm, PROG, write)
+        if out is not None:
+            shutil.copyfile(Path(args.data) / "orig_ids.npy", tmp / "orig_ids.npy")
+            index = {"num_parts": comm.size, "offsets": [int(o) for o in part.offsets], "width": int(width),
+                     "dtype": "float32", "files": [f"part-{r}.npy" for r in range(comm.size)],
+                     "orig_ids": "orig_ids.npy", "checkpoint": str(args.checkpoint), "partition": str(args.data),
+                     "model": model_spec}
+            (tmp / "index.json").write_text(json.dumps(index, indent=2) + "\n")
+            out.commit()
+            print(f"{PROG}: {part.num_nodes:,} nodes x {width} written to {args.out} by {comm.size} ranks in "
+                  f"{time.perf_counter() - t0:.1f} s")
+    finally:
+        if out is not None:
+            out.__exit__(None, None, None)  # removes the temporary directory unless committed
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

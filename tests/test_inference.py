@@ -1,0 +1,98 @@
+"""Exact layer-wise inference equals a single-process full-graph forward, on 1, 2 and 3 ranks."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import REPO, mpiexec
+from fastsample.block import Block
+from fastsample.data.synth import SynthConfig, write_synthetic
+from fastsample.graph import load_dataset
+from fastsample.inference import layerwise
+from fastsample.partition import partition_dataset
+from inference_worker import DIMS, make_model
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory):
+    root = tmp_path_factory.mktemp("inference")
+    write_synthetic(root / "g", SynthConfig(num_nodes=700, avg_degree=6, num_classes=DIMS["classes"],
+                                            feature_dim=DIMS["in_dim"], seed=4), progress=False)
+    for p in (1, 2, 3):
+        partition_dataset(root / "g", root / f"p{p}", p, mode="hybrid", progress=False)
+    return root
+
+
+def full_graph_forward(model, ds) -> np.ndarray:
+    """One block per layer holding every node and every edge: the reference."""
+    n = ds.graph.num_nodes
+    block = Block(np.asarray(ds.graph.indptr, np.int64), np.asarray(ds.graph.indices, np.int32), n, n)
+    model.eval()
+    with torch.no_grad():
+        return model([block] * model.num_layers, torch.from_numpy(np.array(ds.features, np.float32))).numpy()
+
+
+@pytest.mark.parametrize("kind", ["sage", "pyg_sage"])
+def test_layerwise_equals_a_full_graph_forward(root, tmp_path, kind):
+    if kind == "pyg_sage":
+        pytest.importorskip("torch_geometric", reason="the pyg extra is not installed")
+    ds = load_dataset(root / "g")
+    torch.manual_seed(0)
+    model = make_model(kind)
+    torch.save(model.state_dict(), tmp_path / "state.pt")
+    want = full_graph_forward(model, ds)
+    assert np.abs(want).max() > 0.1  # a model that outputs something
+    # one process, from the dataset directory itself (ids are the dataset's)
+    assert np.allclose(layerwise(model, root / "g", batch_size=64), want, rtol=1e-5, atol=1e-5)
+    for p in (1, 2, 3):
+        if p == 1:
+            shards = [layerwise(model, root / "p1", batch_size=64)]
+        else:
+            proc = mpiexec(p, REPO / "tests" / "inference_worker.py", root / f"p{p}", kind, tmp_path / "state.pt",
+                           tmp_path / f"out{p}", 64, timeout=300)
+            assert proc.returncode == 0, proc.stdout + proc.stderr
+            shards = [np.load(tmp_path / f"out{p}-{r}.npy") for r in range(p)]
+        got = np.empty_like(want)
+        got[np.load(root / f"p{p}" / "orig_ids.npy")] = np.concatenate(shards)  # new id -> dataset id
+        assert np.allclose(got, want, rtol=1e-5, atol=1e-5), f"P={p}: max error {np.abs(got - want).max()}"
+
+
+def test_a_model_without_layers_is_refused(root):
+    with pytest.raises(TypeError, match="needs num_layers and layer"):
+        layerwise(torch.nn.Linear(3, 3), root / "g")
+
+
+def test_infer_writes_what_the_trainers_full_evaluation_saw(root, tmp_path):
+    log, ck, out = tmp_path / "log.jsonl", tmp_path / "ck", tmp_path / "out"
+    proc = mpiexec(2, "-m", "fastsample.train", "--data", root / "p2", "--fanouts", "4,4,4", "--hidden", "16",
+                   "--batch-size", "32", "--epochs", "1", "--threads", "1", "--eval", "full", "--eval-batch-size", "50",
+                   "--checkpoint-dir", ck, "--log-json", log, "--quiet", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    proc = mpiexec(2, "-m", "fastsample.infer", "--data", root / "p2", "--checkpoint", ck / "epoch-0.pt", "--out", out,
+                   "--batch-size", "64", "--quiet", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == "" and proc.stdout.count("\n") == 1, proc.stdout + proc.stderr
+    index = json.loads((out / "index.json").read_text())
+    assert index["num_parts"] == 2 and index["width"] == DIMS["classes"] and index["model"] == "sage"
+    h = np.concatenate([np.load(out / f) for f in index["files"]])
+    assert h.shape == (700, DIMS["classes"]) and h.dtype == np.float32
+    # the test accuracy of the written outputs is the one the trainer logged for that epoch
+    ds, orig = load_dataset(root / "g"), np.load(out / "orig_ids.npy")
+    pred = np.empty(700, np.int64)
+    pred[orig] = h.argmax(1)
+    test_acc = float((pred[ds.test] == ds.labels[ds.test]).mean())
+    assert test_acc == json.loads(log.read_text())["test_acc"]
+    # and a second run does not overwrite it unasked
+    proc = mpiexec(2, "-m", "fastsample.infer", "--data", root / "p2", "--checkpoint", ck / "epoch-0.pt", "--out", out,
+                   timeout=300)
+    assert proc.returncode == 2 and proc.stderr == (f"python -m fastsample.infer: error: rank 0: {out}: already "
+                                                    "exists (pass --overwrite to replace it)\n"), proc.stderr
+
+
+def test_infer_on_a_missing_checkpoint_is_one_line_and_writes_nothing(root, tmp_path):
+    proc = mpiexec(2, "-m", "fastsample.infer", "--data", root / "p2", "--checkpoint", tmp_path / "none.pt",
+                   "--out", tmp_path / "out", timeout=120)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "none.pt" in proc.stderr, proc.stderr
+    assert list(tmp_path.iterdir()) == []
