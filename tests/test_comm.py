@@ -17,7 +17,7 @@ def test_missing_backend_packages_are_named():
 
     with pytest.raises(RuntimeError, match="oneccl_bind_pt"):
         create("ccl")
-    with pytest.raises(ValueError, match="--backend must be one of"):
+    with pytest.raises(ValueError, match="backend must be one of mpi, gloo, ccl, nccl or local"):
         create("tcp")
 
 

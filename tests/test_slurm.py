@@ -1,6 +1,7 @@
 """jobs/partition.sbatch then jobs/train.sbatch on a real single-node Slurm (slurmctld +
 slurmd + munge, this machine), submitted as jobs/README.md says."""
 
+import contextlib
 import os
 import shutil
 import signal
@@ -119,52 +120,47 @@ def _job_times(env, job: str) -> dict:
     return dict(f.split("=", 1) for f in out.split() if f.split("=", 1)[0] in ("StartTime", "EndTime", "JobState"))
 
 
-def test_partition_then_train_chained_as_documented(slurm, tmp_path):
-    env, _ = slurm
-    write_synthetic(tmp_path / "g", SynthConfig(num_nodes=2000, avg_degree=8, num_classes=4, feature_dim=8,
-                                                seed=2), progress=False)
-    job_env = {**env, "DATASET": str(tmp_path / "g"), "OUT": str(tmp_path / "p2"),
-               "FASTSAMPLE_PYTHON": sys.executable}
+@contextlib.contextmanager
+def submitted(env, dataset, out):
+    """Run SUBMIT from the repository root; yields (process, {kind: job id}, {kind: log file})
+    and removes the jobs' logs (and logs/, if it made it) afterwards."""
     had_logs = (REPO / "logs").exists()
+    job_env = {**env, "DATASET": str(dataset), "OUT": str(out), "FASTSAMPLE_PYTHON": sys.executable}
     proc = subprocess.run(["bash", "-c", SUBMIT], cwd=REPO, env=job_env, capture_output=True, text=True,
                           timeout=600)
     ids = dict(line.split() for line in proc.stdout.splitlines() if line.split()[:1] in (["partition"], ["train"]))
     logs = {kind: REPO / "logs" / f"fastsample-{kind}-{job}.out" for kind, job in ids.items()}
-    texts = {kind: f.read_text() if f.exists() else "(no log written)" for kind, f in logs.items()}
     try:
-        assert proc.returncode == 0 and set(ids) == {"partition", "train"}, f"{proc.stdout}{proc.stderr}\n{texts}"
+        assert set(ids) == {"partition", "train"}, f"{proc.stdout}{proc.stderr}"
+        yield proc, ids, logs
+    finally:
+        for f in logs.values():
+            f.unlink(missing_ok=True)
+        if not had_logs and (REPO / "logs").exists() and not any((REPO / "logs").iterdir()):
+            (REPO / "logs").rmdir()
+
+
+def test_partition_then_train_chained_as_documented(slurm, tmp_path):
+    env, _ = slurm
+    write_synthetic(tmp_path / "g", SynthConfig(num_nodes=2000, avg_degree=8, num_classes=4, feature_dim=8,
+                                                seed=2), progress=False)
+    with submitted(env, tmp_path / "g", tmp_path / "p2") as (proc, ids, logs):
+        text = logs["train"].read_text() if logs["train"].exists() else "(no log written)"
+        assert proc.returncode == 0, f"{proc.stdout}{proc.stderr}\n{text}"
         part, train = _job_times(env, ids["partition"]), _job_times(env, ids["train"])
         assert part["JobState"] == "COMPLETED" and train["JobState"] == "COMPLETED", (part, train)
         assert part["EndTime"] <= train["StartTime"], f"training started before its partition: {part} {train}"
         assert (tmp_path / "p2" / "partition.json").is_file()
-        text = texts["train"]
         assert "2 tasks x 1 threads" in text, text
         assert "epoch   0  loss" in text and "val " in text, f"no finished epoch in the job log:\n{text}"
-    finally:
-        for f in logs.values():
-            f.unlink(missing_ok=True)
-        if not had_logs and not any((REPO / "logs").iterdir()):
-            (REPO / "logs").rmdir()
 
 
 def test_failed_partition_cancels_training(slurm, tmp_path):
     env, _ = slurm
-    job_env = {**env, "DATASET": str(tmp_path / "missing"), "OUT": str(tmp_path / "p2"),
-               "FASTSAMPLE_PYTHON": sys.executable}
-    had_logs = (REPO / "logs").exists()
-    proc = subprocess.run(["bash", "-c", SUBMIT], cwd=REPO, env=job_env, capture_output=True, text=True,
-                          timeout=300)
-    ids = dict(line.split() for line in proc.stdout.splitlines() if line.split()[:1] in (["partition"], ["train"]))
-    log = REPO / "logs" / f"fastsample-partition-{ids.get('partition')}.out"
-    try:
-        assert set(ids) == {"partition", "train"}, f"{proc.stdout}{proc.stderr}"
-        assert "missing" in log.read_text()
+    with submitted(env, tmp_path / "missing", tmp_path / "p2") as (proc, ids, logs):
+        assert "missing" in logs["partition"].read_text()
         part, train = _job_times(env, ids["partition"]), _job_times(env, ids["train"])
         assert part["JobState"] == "FAILED" and train["JobState"] == "CANCELLED", (part, train)
-        assert not (REPO / "logs" / f"fastsample-train-{ids['train']}.out").exists(), "training must not run"
-        out = subprocess.run(["squeue", "-h", "-o", "%i %T %r"], env=env, capture_output=True, text=True).stdout
-        assert out.strip() == "", f"a job was left in the queue:\n{out}"
-    finally:
-        log.unlink(missing_ok=True)  # the cancelled training job never ran, so wrote no log
-        if not had_logs and (REPO / "logs").exists() and not any((REPO / "logs").iterdir()):
-            (REPO / "logs").rmdir()
+        assert not logs["train"].exists(), "the training job must not run"
+        queue = subprocess.run(["squeue", "-h", "-o", "%i %T %r"], env=env, capture_output=True, text=True).stdout
+        assert queue.strip() == "", f"a job was left in the queue:\n{queue}"
