@@ -164,11 +164,14 @@ class NodeLoader:
     def __len__(self) -> int:
         return self.steps
 
+    def order(self) -> np.ndarray:
+        """This epoch's order of the rank's split nodes: step k takes the k-th batch_size of them."""
+        if not self.shuffle:
+            return self.ids
+        return self.ids[np.random.default_rng([self.seed, self.epoch, self.rank]).permutation(len(self.ids))]
+
     def __iter__(self):
-        order = self.ids
-        if self.shuffle:
-            order = self.ids[np.random.default_rng([self.seed, self.epoch, self.rank]).permutation(len(self.ids))]
-        B = self.batch_size
+        order, B = self.order(), self.batch_size
         for step in range(self.steps):
             yield self.batch(np.sort(order[step * B:(step + 1) * B]), step)
 

@@ -4,7 +4,8 @@
              each owner slices the requested rows from its shard
     round 2  all_to_all the rows back (sizes known from round 1: no count exchange)
              scatter them into request order
-Rows this rank owns are copied from its own shard and never cross the communicator.
+Rows this rank owns are copied from its own shard and never cross the communicator, and
+neither do rows in the rank's hot-feature cache (distributed/cache.py), when it has one.
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ class FeatureGather:
         self.offsets = np.asarray(offsets, dtype=np.int64)
         self.shard = shard
         self.lo = int(self.offsets[comm.rank])
+        self.cache = None  # a FeatureCache, set by build_cache's caller
+        self.rows_local = self.rows_cached = self.rows_remote = 0  # since construction
 
     def __call__(self, ids: np.ndarray) -> np.ndarray:
         """(len(ids), feature_dim) float32 rows of the global ``ids``, in their order."""
@@ -52,8 +55,17 @@ class FeatureGather:
         out = np.empty((len(ids), self.shard.shape[1]), dtype=np.float32)  # float16 shards are widened
         local = np.flatnonzero(mine)
         copy_rows(self.shard, ids[local] - self.lo, out, local)
+        wanted = ~mine
+        if self.cache is not None and len(self.cache.ids):
+            slot = self.cache.lookup(ids)
+            cached = np.flatnonzero(wanted & (slot >= 0))
+            copy_rows(self.cache.rows, slot[cached], out, cached)
+            wanted[cached] = False
+            self.rows_cached += len(cached)
 
-        remote = np.flatnonzero(~mine)
+        remote = np.flatnonzero(wanted)
+        self.rows_local += len(local)
+        self.rows_remote += len(remote)
         order = remote[np.argsort(owner[remote], kind="stable")]
         counts = np.bincount(owner[order], minlength=self.comm.size)
         requested, requested_counts = self.comm.all_to_all_v(ids[order], counts, kind="ids")

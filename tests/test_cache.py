@@ -1,0 +1,65 @@
+"""The hot-feature cache changes the bytes on the wire, never the results."""
+
+import json
+
+import numpy as np
+import pytest
+
+from conftest import mpiexec, run_module
+from fastsample.data.synth import SynthConfig, write_synthetic
+from fastsample.distributed.cache import FeatureCache, build_cache
+from fastsample.loader import NodeLoader
+from fastsample.partition import partition_dataset
+
+ARGS = ["--fanouts", "5,4", "--batch-size", "40", "--hidden", "16", "--epochs", "2", "--quiet", "--threads", "1",
+        "--eval-every", "0"]
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cache")
+    write_synthetic(root / "g", SynthConfig(num_nodes=3000, avg_degree=8, num_classes=4, feature_dim=8,
+                                            train_frac=0.1, seed=5), progress=False)
+    for p in (1, 2, 3):
+        partition_dataset(root / "g", root / f"p{p}", p, progress=False)
+    return root
+
+
+def train(root, ranks, log, *extra):
+    args = ["-m", "fastsample.train", "--data", root / f"p{ranks}", "--log-json", log, *ARGS, *extra]
+    proc = run_module(*args[1:]) if ranks == 1 else mpiexec(ranks, *args, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return [json.loads(line) for line in open(log)]
+
+
+@pytest.mark.parametrize("ranks", [1, 2, 3])
+def test_losses_are_bitwise_the_same_with_a_cache_and_fewer_bytes_move(root, tmp_path, ranks):
+    base = train(root, ranks, tmp_path / "none.json")
+    for mode, policy in (("hybrid", "frequency"), ("hybrid", "degree"), ("vanilla", "frequency")):
+        got = train(root, ranks, tmp_path / f"{mode}-{policy}.json", "--mode", mode, "--cache-fraction", "0.2",
+                    "--cache-policy", policy)
+        assert [r["step_losses"] for r in got] == [r["step_losses"] for r in base], (mode, policy)
+        if ranks > 1:
+            assert all(r["bytes_sent"] < b["bytes_sent"] for r, b in zip(got, base)), (mode, policy)
+            assert all(0 < r["cache_hit_rate"] <= 1 for r in got)
+        else:  # one rank owns every row: nothing to cache
+            assert all(r["cache_hit_rate"] == 0 for r in got)
+
+
+def test_frequency_beats_degree_and_a_bigger_cache_hits_more(root, tmp_path):
+    rates = {(p, f): train(root, 2, tmp_path / f"{p}{f}.json", "--cache-fraction", str(f), "--cache-policy", p)
+             [-1]["cache_hit_rate"] for p in ("degree", "frequency") for f in (0.05, 0.2)}
+    assert rates[("frequency", 0.05)] > rates[("degree", 0.05)], rates
+    assert rates[("frequency", 0.2)] > rates[("frequency", 0.05)] and rates[("degree", 0.2)] > rates[("degree", 0.05)]
+
+
+def test_cache_holds_the_owners_rows_and_never_owned_ones(root):
+    loader = NodeLoader(root / "p1", fanouts=[5, 4], batch_size=40)
+    empty = build_cache(loader, 0.3)
+    assert len(empty.ids) == 0  # one rank owns everything
+    cache = FeatureCache(np.array([3, 9, 20]), np.zeros((3, 8), np.float32))
+    assert cache.lookup(np.array([9, 4, 20, 21, 3, 0])).tolist() == [1, -1, 2, -1, 0, -1]
+    with pytest.raises(ValueError, match="policy must be one of degree, frequency"):
+        build_cache(loader, 0.1, "random")
+    with pytest.raises(ValueError, match=r"fraction must be in \[0, 1\)"):
+        build_cache(loader, 1.0)
