@@ -145,8 +145,8 @@ class NodeLoader:
             self.kernel = "vanilla"
             self._vanilla = VanillaSampler(self.comm, self.part.offsets, self.part.local_graph)
         # every rank runs the same number of steps: the most any rank needs
-        steps = max(math.ceil(p[split] / self.batch_size) for p in self.part.meta["parts"])
-        self.steps = steps if max_steps is None else min(steps, max_steps)
+        self.epoch_steps = max(math.ceil(p[split] / self.batch_size) for p in self.part.meta["parts"])
+        self.steps = self.epoch_steps if max_steps is None else min(self.epoch_steps, max_steps)
         self.epoch = 0
 
     @property

@@ -8,9 +8,9 @@ Which rows (``policy``):
              in-neighbour): cheap, needs no sampling, blind to the fanouts and the seeds.
   frequency  the non-owned nodes that appear most often among the input nodes
              (mfgs[0].src_ids) of this rank's own training batches of the first
-             ``presample_epochs`` epochs. The sampler is deterministic, so these are
-             exactly the batches training will draw in those epochs, and later epochs
-             draw from the same distribution.
+             ``presample_epochs`` whole epochs. The sampler is deterministic, so these
+             are exactly the batches training will draw in those epochs, and later
+             epochs draw from the same distribution.
 The cache is built collectively at start-up: each rank picks its ids, then fetches their
 rows with one gather.
 """
@@ -62,7 +62,7 @@ def _scores(loader, policy: str, presample_epochs: int) -> np.ndarray:
         for e in range(presample_epochs):  # the same collective calls on every rank (vanilla samples collectively)
             loader.set_epoch(e)
             order = loader.order()
-            for step in range(len(loader)):
+            for step in range(loader.epoch_steps):  # a whole epoch, whatever max_steps caps
                 mfgs = loader.sample(np.sort(order[step * B:(step + 1) * B]), step)
                 counts += np.bincount(mfgs[0].src_ids, minlength=n)
     finally:
