@@ -18,6 +18,11 @@ memory, then carries only start-up agreement and abort).
 A run is a fixed number of steps (--steps; 0 = one whole epoch) of `python -m
 fastsample.train` under mpiexec, with --threads per rank, so the table reports time per
 run, its split per phase, rounds and bytes per step, and the speed-up over vanilla.
+--cache-fractions adds an axis: each scenario runs with each hot-feature cache size
+(fastsample/distributed/cache.py, --cache-policy). With a non-zero fraction every run
+trains 2 epochs and reports the second, so that the frequency policy, which pre-samples
+epoch 0's batches, is measured on batches it did not see (and runs without a cache are
+measured alike).
 Outputs: table, --json, --csv, and a PNG bar chart like the paper's Figure 6.
 
     python bench/epoch.py --partitions data/products-2,data/products-4 --net none,model
@@ -86,14 +91,14 @@ EXIT_ABORT = "terminate called without an active exception"
 
 
 def _read_log(path: str) -> dict | None:
-    """The epoch record rank 0 wrote, or None when it wrote none (the run failed earlier)."""
+    """The last epoch record rank 0 wrote, or None when it wrote none (the run failed earlier)."""
     try:
-        return json.loads(open(path).read().splitlines()[0])
+        return json.loads(open(path).read().splitlines()[-1])
     except (OSError, IndexError, ValueError):
         return None
 
 
-def run_once(partition: str, ranks: int, scenario: str, net: str, args, netns=None) -> dict:
+def run_once(partition: str, ranks: int, scenario: str, net: str, args, netns=None, cache: float = 0.0) -> dict:
     mode, sampler = SCENARIOS[scenario]
     mpiexec = Path(sys.executable).parent / "mpiexec"
     with tempfile.TemporaryDirectory() as tmp:
@@ -104,10 +109,12 @@ def run_once(partition: str, ranks: int, scenario: str, net: str, args, netns=No
         cmd += [sys.executable, "-m",
                 "fastsample.train", "--data", partition, "--mode", mode, "--sampler", sampler,
                 "--fanouts", args.fanouts, "--batch-size", str(args.batch_size), "--hidden", str(args.hidden),
-                "--epochs", "1", "--eval-every", "0", "--quiet",
+                "--epochs", "2" if any(args.cache_fractions) else "1", "--eval-every", "0", "--quiet",
                 "--threads", str(args.threads or max(1, (os.cpu_count() or 1) // ranks)), "--log-json", log]
         if args.steps > 0:
             cmd += ["--max-steps", str(args.steps)]
+        if cache:
+            cmd += ["--cache-fraction", str(cache), "--cache-policy", args.cache_policy]
         if net == "model":
             cmd += ["--net-model", f"{args.latency_us},{args.gbps}"]
         if net == "namespaces":
@@ -152,6 +159,10 @@ def main() -> None:
     p.add_argument("--gbps", type=float, default=25.0,
                    help="link bandwidth, Gbit/s: modelled (--net model) and the tbf rate of every veth "
                         "(--net namespaces)")
+    p.add_argument("--cache-fractions", default="0",
+                   help="comma-separated hot-feature cache fractions to run each scenario with (0: no cache)")
+    p.add_argument("--cache-policy", choices=["frequency", "degree"], default="frequency",
+                   help="which rows the cache holds (python -m fastsample.train --cache-policy)")
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--steps", type=int, default=10, help="steps per run; 0: one whole epoch")
     p.add_argument("--threads", type=int, default=None, help="threads per rank (default: cores / P)")
@@ -163,6 +174,12 @@ def main() -> None:
     p.add_argument("--csv", default=str(HERE / "out" / "epoch.csv"))
     p.add_argument("--plot", default=str(HERE / "out" / "epoch.png"))
     args = p.parse_args()
+    try:
+        args.cache_fractions = [float(f) for f in args.cache_fractions.split(",")]
+    except ValueError:
+        p.error(f"--cache-fractions: expected comma-separated numbers (got {args.cache_fractions!r})")
+    if any(not 0 <= f < 1 for f in args.cache_fractions):
+        p.error("--cache-fractions must lie in [0, 1)")
     nets = args.net.split(",")
     scenarios = args.scenarios.split(",")
     if bad := [n for n in nets if n not in NETS]:
@@ -204,20 +221,22 @@ def measure(args, nets, scenarios) -> list[dict]:
                 netns = NetNamespaces(ranks, args.gbps)
             with netns if netns is not None else contextlib.nullcontext():
                 for scenario in scenarios:
-                    runs = [run_once(partition, ranks, scenario, net, args, netns) for _ in range(args.reps)]
-                    rows.append(summarise(partition, ranks, net, scenario, runs, args))
+                    for cache in args.cache_fractions:
+                        runs = [run_once(partition, ranks, scenario, net, args, netns, cache) for _ in range(args.reps)]
+                        rows.append(summarise(partition, ranks, net, scenario, runs, args, cache))
     for row in rows:
         base = next((r for r in rows if r["ranks"] == row["ranks"] and r["net"] == row["net"]
-                     and r["scenario"] == "vanilla"), None)
+                     and r["cache_fraction"] == row["cache_fraction"] and r["scenario"] == "vanilla"), None)
         row["speedup_vs_vanilla"] = base["epoch_s"] / row["epoch_s"] if base else None
     return rows
 
 
-def summarise(partition, ranks, net, scenario, runs, args) -> dict:
+def summarise(partition, ranks, net, scenario, runs, args, cache: float = 0.0) -> dict:
     med = {k: statistics.median(r[k] for r in runs) for k in ("epoch_s", *PHASES)}
     modelled = [r["net_modelled_s"] for r in runs if r.get("net_modelled_s") is not None]
     row = {"partition": partition, "ranks": ranks, "net": net, "net_desc": net_description(net, args),
-           "backend": runs[0]["backend"], "scenario": scenario, "steps": runs[0]["steps"], **med,
+           "backend": runs[0]["backend"], "scenario": scenario, "cache_fraction": cache,
+           "cache_hit_rate": runs[0].get("cache_hit_rate"), "steps": runs[0]["steps"], **med,
            "rounds_per_step": runs[0]["rounds_per_step"], "bytes_sent_rank0": runs[0]["bytes_sent"],
            "net_modelled_s": statistics.median(modelled) if modelled else None}
     for k in ("veth_tx_bytes_rank0", "veth_rx_bytes_rank0", "veth_tx_bytes_total", "tbf_drops_total"):
@@ -226,7 +245,7 @@ def summarise(partition, ranks, net, scenario, runs, args) -> dict:
     row["runs_epoch_s"] = [r["epoch_s"] for r in runs]
     veth = (f", veth rank 0 sent {row['veth_tx_bytes_rank0'] / 1e6:.0f} MB, tbf drops {row['tbf_drops_total']:.0f}"
             if row["veth_tx_bytes_rank0"] is not None else "")
-    print(f"P={ranks} net={net:10s} {scenario:15s} {med['epoch_s']:7.2f} s / {row['steps']} steps "
+    print(f"P={ranks} net={net:10s} {scenario:15s} cache {cache:<4g} {med['epoch_s']:7.2f} s / {row['steps']} steps "
           f"(runs {', '.join(f'{t:.2f}' for t in row['runs_epoch_s'])}){veth}", flush=True)
     return row
 
@@ -237,18 +256,21 @@ def report(args, nets, scenarios, rows) -> None:
           f"{'one whole epoch' if args.steps == 0 else f'{args.steps} steps'} per run, "
           f"{args.threads or 'cores / P'} threads per rank, "
           f"median of {args.reps} runs, {os.cpu_count()} cpus; net: {'; '.join(descs.values())}")
-    head = (f"{'P':>2} {'net':>10} {'scenario':>15} {'time s':>7} {'sample':>7} {'gather':>7} {'compute':>8} "
-            f"{'allred':>7} {'rounds':>6} {'MB sent':>8} {'veth MB':>8} {'vs vanilla':>10}")
+    head = (f"{'P':>2} {'net':>10} {'scenario':>15} {'cache':>5} {'hits':>6} {'time s':>7} {'sample':>7} {'gather':>7} "
+            f"{'compute':>8} {'allred':>7} {'rounds':>6} {'MB sent':>8} {'veth MB':>8} {'vs vanilla':>10}")
     print(head)
     print("-" * len(head))
     for r in rows:
         veth = f"{r['veth_tx_bytes_rank0'] / 1e6:>8.0f}" if r["veth_tx_bytes_rank0"] is not None else f"{'-':>8}"
         speedup = f"{r['speedup_vs_vanilla']:>9.2f}x" if r["speedup_vs_vanilla"] else f"{'-':>10}"
-        print(f"{r['ranks']:>2} {r['net']:>10} {r['scenario']:>15} {r['epoch_s']:>7.2f} {r['sample_s']:>7.2f} "
+        hits = f"{r['cache_hit_rate']:>6.1%}" if r["cache_hit_rate"] is not None else f"{'-':>6}"
+        print(f"{r['ranks']:>2} {r['net']:>10} {r['scenario']:>15} {r['cache_fraction']:>5g} {hits} "
+              f"{r['epoch_s']:>7.2f} {r['sample_s']:>7.2f} "
               f"{r['gather_s']:>7.2f} {r['compute_s']:>8.2f} {r['allreduce_s']:>7.2f} {r['rounds_per_step']:>6.0f} "
               f"{r['bytes_sent_rank0'] / 1e6:>8.0f} {veth} {speedup}")
     print("MB sent: by rank 0, as counted by fastsample (all steps); veth MB: bytes rank 0's veth sent "
-          "(TCP/IP framing and gloo's headers included), namespaces only")
+          "(TCP/IP framing and gloo's headers included), namespaces only; hits: share of rank 0's non-owned "
+          f"input rows its cache held ({args.cache_policy} policy)")
     Path(args.json).write_text(json.dumps({"settings": {**vars(args), "net_settings": descs}, "rows": rows},
                                           indent=2))
     with open(args.csv, "w", newline="") as f:
@@ -267,17 +289,20 @@ def plot(rows, scenarios, nets, path: Path, net_desc: str) -> None:
 
     groups = sorted({(r["ranks"], r["net"]) for r in rows}, key=lambda g: (g[0], nets.index(g[1])))
     fig, ax = plt.subplots(figsize=(1.8 + 1.9 * len(groups), 4.2))
-    width = 0.8 / len(scenarios)
-    for i, scenario in enumerate(scenarios):
-        ys = [next(r["epoch_s"] for r in rows if (r["ranks"], r["net"]) == g and r["scenario"] == scenario)
-              for g in groups]
-        bars = ax.bar([k + i * width for k in range(len(groups))], ys, width, label=scenario)
+    # one bar per scenario and cache size
+    variants = sorted({(r["scenario"], r["cache_fraction"]) for r in rows}, key=lambda v: (scenarios.index(v[0]), v[1]))
+    several = len({v[1] for v in variants}) > 1
+    width = 0.8 / len(variants)
+    for i, (scenario, cache) in enumerate(variants):
+        mine = {(r["ranks"], r["net"]): r for r in rows if (r["scenario"], r["cache_fraction"]) == (scenario, cache)}
+        bars = ax.bar([k + i * width for k in range(len(groups))], [mine[g]["epoch_s"] for g in groups], width,
+                      label=f"{scenario}, cache {cache:g}" if several else scenario)
         for b, g in zip(bars, groups):
-            sp = next(r["speedup_vs_vanilla"] for r in rows if (r["ranks"], r["net"]) == g and r["scenario"] == scenario)
+            sp = mine[g]["speedup_vs_vanilla"]
             if sp is not None:
                 ax.annotate(f"{sp:.2f}x", (b.get_x() + b.get_width() / 2, b.get_height()), ha="center",
                             va="bottom", fontsize=7)
-    ax.set_xticks([k + width * (len(scenarios) - 1) / 2 for k in range(len(groups))])
+    ax.set_xticks([k + width * (len(variants) - 1) / 2 for k in range(len(groups))])
     ax.set_xticklabels([f"P={p}\nnet {n}" for p, n in groups])
     ax.set_ylabel(f"seconds per {rows[0]['steps']} steps")
     ax.set_title(f"fastsample epoch time; net:\n{net_desc}", fontsize=7)
