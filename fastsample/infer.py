@@ -12,6 +12,7 @@ partition for P ranks, launched on P ranks), and writes OUT atomically:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shutil
 import sys
@@ -49,9 +50,10 @@ def build_parser() -> Parser:
 def main(argv=None) -> int:
     from fastsample.train import load_checkpoint, make_model
 
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     if args.batch_size < 1:
-        build_parser().error(f"--batch-size must be positive (got {args.batch_size})")
+        parser.error(f"--batch-size must be positive (got {args.batch_size})")
     comm = create(args.backend)
     t0 = time.perf_counter()
 
@@ -71,7 +73,8 @@ def main(argv=None) -> int:
     # only once every rank is ready, so that no failure elsewhere leaves it behind
     out = agree(comm, PROG, lambda: AtomicDirectory(args.out, overwrite=args.overwrite) if comm.rank == 0 else None)
     tmp = Path(comm.broadcast_object(str(out.tmp) if out else None))
-    try:
+    # leaving the block removes the temporary directory unless it was committed
+    with out if out is not None else contextlib.nullcontext():
         def write():
             h = layerwise(model, part, comm, args.batch_size, progress=not args.quiet)
             np.save(tmp / f"part-{comm.rank}.npy", h)
@@ -88,9 +91,6 @@ def main(argv=None) -> int:
             out.commit()
             print(f"{PROG}: {part.num_nodes:,} nodes x {width} written to {args.out} by {comm.size} ranks in "
                   f"{time.perf_counter() - t0:.1f} s")
-    finally:
-        if out is not None:
-            out.__exit__(None, None, None)  # removes the temporary directory unless committed
     return 0
 
 

@@ -170,10 +170,14 @@ class NodeLoader:
             return self.ids
         return self.ids[np.random.default_rng([self.seed, self.epoch, self.rank]).permutation(len(self.ids))]
 
+    def seeds(self, order: np.ndarray, step: int) -> np.ndarray:
+        """Step ``step``'s seeds from an epoch's ``order``: its batch_size nodes, sorted."""
+        return np.sort(order[step * self.batch_size:(step + 1) * self.batch_size])
+
     def __iter__(self):
-        order, B = self.order(), self.batch_size
+        order = self.order()
         for step in range(self.steps):
-            yield self.batch(np.sort(order[step * B:(step + 1) * B]), step)
+            yield self.batch(self.seeds(order, step), step)
 
     def sample(self, seeds: np.ndarray, step: int, seed: int | None = None) -> list[MFG]:
         """The MFGs around ``seeds`` for (seed, this epoch, step, this rank). Collective in vanilla mode."""

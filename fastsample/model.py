@@ -109,7 +109,7 @@ class GraphSAGE(nn.Module):
     def forward(self, blocks: list[Block], x: torch.Tensor) -> torch.Tensor:
         """blocks[i] feeds layer i (blocks[0] consumes the input features x)."""
         native_kernels = _native is not None and x.device.type == "cpu" and x.dtype == torch.float32
-        if native_kernels and self.aggregation != "torch":
+        if self._native_layers(x):
             return self._forward_native(blocks, x)
         h = x
         for i, (layer, block) in enumerate(zip(self.layers, blocks)):
@@ -124,6 +124,11 @@ class GraphSAGE(nn.Module):
                     h = self.dropout(h)
         return h
 
+    def _native_layers(self, x: torch.Tensor) -> bool:
+        """Whether the layers run as _NativeSAGE (the native module, float32 on the CPU)."""
+        return (_native is not None and x.device.type == "cpu" and x.dtype == torch.float32
+                and self.aggregation != "torch")
+
     @property
     def num_layers(self) -> int:
         return len(self.layers)
@@ -133,7 +138,7 @@ class GraphSAGE(nn.Module):
         forward(blocks, x) is these applied in turn, which exact layer-wise inference
         (fastsample/inference.py) relies on."""
         last = i == len(self.layers) - 1
-        if _native is not None and h.device.type == "cpu" and h.dtype == torch.float32 and self.aggregation != "torch":
+        if self._native_layers(h):
             conv = self.layers[i]
             return _NativeSAGE.apply(h.contiguous(), conv.self_lin.weight, conv.self_lin.bias, conv.neigh_lin.weight,
                                      block, None if last else 0.0, 0, None)

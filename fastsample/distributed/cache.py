@@ -57,13 +57,12 @@ def _scores(loader, policy: str, presample_epochs: int) -> np.ndarray:
         return counts
     counts = np.zeros(n, dtype=np.int64)
     epoch = loader.epoch
-    B = loader.batch_size
     try:
         for e in range(presample_epochs):  # the same collective calls on every rank (vanilla samples collectively)
             loader.set_epoch(e)
             order = loader.order()
             for step in range(loader.epoch_steps):  # a whole epoch, whatever max_steps caps
-                mfgs = loader.sample(np.sort(order[step * B:(step + 1) * B]), step)
+                mfgs = loader.sample(loader.seeds(order, step), step)
                 counts += np.bincount(mfgs[0].src_ids, minlength=n)
     finally:
         loader.set_epoch(epoch)

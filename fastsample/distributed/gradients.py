@@ -25,7 +25,7 @@ def average_gradients(model, comm: Communicator, extra=None) -> np.ndarray | Non
     for p in params:
         if p.grad is None:
             p.grad = torch.zeros_like(p)
-    tail = [] if extra is None else [torch.tensor(np.asarray(extra, dtype=np.float64).tolist())]
+    tail = [] if extra is None else [torch.from_numpy(np.asarray(extra, dtype=np.float32))]
     flat = torch.cat([p.grad.reshape(-1).cpu() for p in params] + tail).numpy()
     comm.all_reduce(flat)
     n = len(flat) - (0 if extra is None else len(tail[0]))
