@@ -1,4 +1,4 @@
-import os
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -33,6 +33,25 @@ def mpiexec(n: int, *args, timeout=120, env=None) -> subprocess.CompletedProcess
         pytest.skip("no mpiexec (install the mpich wheel: pip install mpich)")
     return subprocess.run([exe, "-n", str(n), sys.executable, *map(str, args)], capture_output=True,
                           text=True, timeout=timeout, cwd=REPO, env=env)
+
+
+def train_records(partition, ranks: int, log, *args, timeout=300) -> list[dict]:
+    """python -m fastsample.train on `ranks` ranks with --log-json `log`: its epoch records."""
+    argv = ["-m", "fastsample.train", "--data", partition, "--log-json", log, *args]
+    proc = run_module(*argv[1:], timeout=timeout) if ranks == 1 else mpiexec(ranks, *argv, timeout=timeout)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return [json.loads(line) for line in open(log)]
+
+
+@pytest.fixture(scope="session")
+def train_parts(tmp_path_factory) -> Path:
+    """The 3,000-node graph of the training tests, partitioned for 1, 2 and 3 ranks (p1..p3),
+    built once by tests/trainer_reference.py, whose recorded reference was made on it."""
+    from trainer_reference import build
+
+    root = tmp_path_factory.mktemp("train-parts")
+    build(root)
+    return root
 
 
 @pytest.fixture(scope="session")

@@ -10,8 +10,7 @@ import time
 import numpy as np
 import pytest
 
-from conftest import REPO, mpiexec, run_module
-from fastsample.data.synth import SynthConfig, write_synthetic
+from conftest import REPO, mpiexec, run_module, train_records
 from fastsample.partition import partition_dataset
 from fastsample.sampling import native_available
 
@@ -19,35 +18,19 @@ ARGS = ["--fanouts", "4,3", "--batch-size", "40", "--hidden", "16", "--epochs", 
         "--eval-every", "0", "--threads", "1"]
 
 
-@pytest.fixture(scope="module")
-def parts(tmp_path_factory):
-    root = tmp_path_factory.mktemp("train")
-    write_synthetic(root / "g", SynthConfig(num_nodes=3000, avg_degree=8, num_classes=4, feature_dim=8,
-                                            train_frac=0.1, seed=9), progress=False)
-    for p in (1, 2, 3):
-        partition_dataset(root / "g", root / f"p{p}", p, progress=False)
-    return root
-
-
 def train(root, ranks, *extra, log):
-    args = ["-m", "fastsample.train", "--data", root / f"p{ranks}", "--log-json", log, *ARGS, *extra]
-    if ranks == 1:
-        proc = run_module(*args[1:])
-    else:
-        proc = mpiexec(ranks, *args, timeout=300)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return [json.loads(line) for line in open(log)]
+    return train_records(root / f"p{ranks}", ranks, log, *ARGS, *extra)
 
 
 @pytest.mark.parametrize("ranks", [1, 2, 3])
-def test_losses_identical_across_samplers_and_modes(parts, tmp_path, ranks):
+def test_losses_identical_across_samplers_and_modes(train_parts, tmp_path, ranks):
     variants = [("hybrid", "numba"), ("hybrid", "twostep"), ("vanilla", "numba")]
     if native_available():
         variants.append(("hybrid", "native"))
     runs = {}
     for mode, sampler in variants:
         log = tmp_path / f"{mode}-{sampler}.json"
-        runs[(mode, sampler)] = train(parts, ranks, "--mode", mode, "--sampler", sampler, log=log)
+        runs[(mode, sampler)] = train(train_parts, ranks, "--mode", mode, "--sampler", sampler, log=log)
     ref = runs[("hybrid", "numba")]
     assert len(ref) == 2 and all(len(r["step_losses"]) > 1 for r in ref)
     for key, records in runs.items():
@@ -87,26 +70,26 @@ def test_readme_cora_command_on_two_ranks(planetoid_dir, tmp_path):
     assert best >= 0.79, proc.stdout
 
 
-def test_partition_for_another_rank_count_stops_every_rank(parts):
-    proc = mpiexec(2, "-m", "fastsample.train", "--data", parts / "p3", *ARGS, timeout=120)
+def test_partition_for_another_rank_count_stops_every_rank(train_parts):
+    proc = mpiexec(2, "-m", "fastsample.train", "--data", train_parts / "p3", *ARGS, timeout=120)
     assert proc.returncode != 0
     # every rank stops, one prints
     assert proc.stderr.count("partition built for 3 ranks, but the job has 2") == 1, proc.stderr
     assert proc.stderr.count("\n") == 1, proc.stderr
 
 
-def test_mismatched_settings_are_reported(parts):
+def test_mismatched_settings_are_reported(train_parts):
     script = ("import sys; from mpi4py import MPI; from fastsample.train import main; "
               "sys.exit(main(sys.argv[1:] + ['--lr', str(0.01 * (1 + MPI.COMM_WORLD.Get_rank()))]))")
-    proc = mpiexec(2, "-c", script, "--data", parts / "p2", *ARGS, timeout=120)
+    proc = mpiexec(2, "-c", script, "--data", train_parts / "p2", *ARGS, timeout=120)
     assert proc.returncode != 0
     assert proc.stderr.count("ranks were started with different lr") == 1, proc.stderr
 
 
-def test_killing_a_rank_ends_the_job(parts, tmp_path):
+def test_killing_a_rank_ends_the_job(train_parts, tmp_path):
     exe = os.path.join(os.path.dirname(sys.executable), "mpiexec")
     log = tmp_path / "kill.json"
-    job = subprocess.Popen([exe, "-n", "2", sys.executable, "-m", "fastsample.train", "--data", parts / "p2",
+    job = subprocess.Popen([exe, "-n", "2", sys.executable, "-m", "fastsample.train", "--data", train_parts / "p2",
                             "--log-json", log, *ARGS, "--epochs", "1000"],
                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     try:
@@ -114,7 +97,7 @@ def test_killing_a_rank_ends_the_job(parts, tmp_path):
         while not (log.exists() and log.read_text().strip()) and time.time() < deadline:
             time.sleep(0.5)
         assert log.exists(), "the job never finished an epoch"
-        pids = subprocess.run(["pgrep", "-f", f"fastsample.train --data {parts / 'p2'}"], capture_output=True,
+        pids = subprocess.run(["pgrep", "-f", f"fastsample.train --data {train_parts / 'p2'}"], capture_output=True,
                               text=True).stdout.split()
         ranks = [p for p in pids if int(p) != job.pid]
         assert ranks, "no rank processes found"
@@ -128,19 +111,19 @@ def test_killing_a_rank_ends_the_job(parts, tmp_path):
             os.killpg(job.pid, signal.SIGKILL)
 
 
-def test_resumed_run_continues_with_the_same_losses(parts, tmp_path):
-    full = train(parts, 2, "--epochs", "4", "--checkpoint-dir", tmp_path / "a", log=tmp_path / "full.json")
-    train(parts, 2, "--epochs", "2", "--checkpoint-dir", tmp_path / "b", log=tmp_path / "first.json")
-    resumed = train(parts, 2, "--epochs", "4", "--checkpoint-dir", tmp_path / "b", "--resume",
+def test_resumed_run_continues_with_the_same_losses(train_parts, tmp_path):
+    full = train(train_parts, 2, "--epochs", "4", "--checkpoint-dir", tmp_path / "a", log=tmp_path / "full.json")
+    train(train_parts, 2, "--epochs", "2", "--checkpoint-dir", tmp_path / "b", log=tmp_path / "first.json")
+    resumed = train(train_parts, 2, "--epochs", "4", "--checkpoint-dir", tmp_path / "b", "--resume",
                     log=tmp_path / "second.json")
     assert [r["epoch"] for r in resumed] == [2, 3]
     assert [r["step_losses"] for r in resumed] == [r["step_losses"] for r in full[2:]]
     assert np.isfinite(resumed[-1]["loss"])
 
 
-def test_gloo_backend_trains_like_mpi(parts, tmp_path):
-    mpi = train(parts, 2, "--backend", "mpi", log=tmp_path / "mpi.json")
-    gloo = train(parts, 2, "--backend", "gloo", log=tmp_path / "gloo.json")
+def test_gloo_backend_trains_like_mpi(train_parts, tmp_path):
+    mpi = train(train_parts, 2, "--backend", "mpi", log=tmp_path / "mpi.json")
+    gloo = train(train_parts, 2, "--backend", "gloo", log=tmp_path / "gloo.json")
     a = np.array([x for r in mpi for x in r["step_losses"]])
     b = np.array([x for r in gloo for x in r["step_losses"]])
     # gloo's ring all-reduce may sum in another order than MPI: equal to float rounding
@@ -148,11 +131,11 @@ def test_gloo_backend_trains_like_mpi(parts, tmp_path):
     assert gloo[0]["rounds_per_step"] == 2
 
 
-def test_missing_part_stops_a_vanilla_job_without_hanging(parts, tmp_path):
+def test_missing_part_stops_a_vanilla_job_without_hanging(train_parts, tmp_path):
     import shutil
 
     copy = tmp_path / "p2"
-    shutil.copytree(parts / "p2", copy)
+    shutil.copytree(train_parts / "p2", copy)
     shutil.rmtree(copy / "part-1")
     proc = mpiexec(2, "-m", "fastsample.train", "--data", copy, "--mode", "vanilla", *ARGS, timeout=120)
     assert proc.returncode != 0

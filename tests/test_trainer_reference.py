@@ -9,23 +9,16 @@ import torch
 
 from conftest import mpiexec
 from fastsample.sampling import native_available
-from trainer_reference import FILE, RUNS, build, cpu_model, run
-
-
-@pytest.fixture(scope="module")
-def root(tmp_path_factory):
-    root = tmp_path_factory.mktemp("reference")
-    build(root)
-    return root
+from trainer_reference import FILE, RUNS, cpu_model, run
 
 
 @pytest.mark.parametrize("name", RUNS)
-def test_trainer_matches_its_recorded_reference(root, name):
+def test_trainer_matches_its_recorded_reference(train_parts, name):
     if "native" in RUNS[name][1] and not native_available():
         pytest.skip("the native module is not built")
     ref = json.loads(FILE.read_text())
     want = ref["runs"][name]
-    got = run(root, name, lambda n, *args: mpiexec(n, *args, timeout=300))
+    got = run(train_parts, name, lambda n, *args: mpiexec(n, *args, timeout=300))
     same_host = ref["cpu"] == cpu_model() and ref["torch"] == torch.__version__
     for key in ("step_losses", "loss", "train_acc", "val_acc", "test_acc"):
         if same_host:
