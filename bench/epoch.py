@@ -22,8 +22,12 @@ run, its split per phase, rounds and bytes per step, and the speed-up over vanil
 (fastsample/distributed/cache.py, --cache-policy). With a non-zero fraction every run
 trains 2 epochs and reports the second, so that the frequency policy, which pre-samples
 epoch 0's batches, is measured on batches it did not see (and runs without a cache are
-measured alike).
-Outputs: table, --json, --csv, and a PNG bar chart like the paper's Figure 6.
+measured alike). --prefetch adds another: the depth of the trainer's prefetch (sample and
+gather the next steps in a background thread while the model computes; 0 = off). "vs
+base" compares each row with hybrid-native without cache or prefetch, same P and net.
+Outputs: table, --json, --csv, a PNG bar chart like the paper's Figure 6, and with
+several cache fractions a second PNG (--curve-plot): time and bytes per step against
+the cache fraction.
 
     python bench/epoch.py --partitions data/products-2,data/products-4 --net none,model
     sudo python bench/epoch.py --partitions data/products-4 --net namespaces --gbps 25
@@ -46,7 +50,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 SCENARIOS = {"vanilla": ("vanilla", "numba"), "hybrid-twostep": ("hybrid", "twostep"),
              "hybrid-native": ("hybrid", "native")}
-PHASES = ("sample_s", "gather_s", "compute_s", "allreduce_s")
+PHASES = ("sample_s", "gather_s", "wait_s", "compute_s", "allreduce_s")
 
 
 class Interrupted(Exception):
@@ -98,7 +102,8 @@ def _read_log(path: str) -> dict | None:
         return None
 
 
-def run_once(partition: str, ranks: int, scenario: str, net: str, args, netns=None, cache: float = 0.0) -> dict:
+def run_once(partition: str, ranks: int, scenario: str, net: str, args, netns=None, cache: float = 0.0,
+             prefetch: int = 0) -> dict:
     mode, sampler = SCENARIOS[scenario]
     mpiexec = Path(sys.executable).parent / "mpiexec"
     with tempfile.TemporaryDirectory() as tmp:
@@ -115,6 +120,8 @@ def run_once(partition: str, ranks: int, scenario: str, net: str, args, netns=No
             cmd += ["--max-steps", str(args.steps)]
         if cache:
             cmd += ["--cache-fraction", str(cache), "--cache-policy", args.cache_policy]
+        if prefetch:
+            cmd += ["--prefetch", str(prefetch)]
         if net == "model":
             cmd += ["--net-model", f"{args.latency_us},{args.gbps}"]
         if net == "namespaces":
@@ -163,6 +170,8 @@ def main() -> None:
                    help="comma-separated hot-feature cache fractions to run each scenario with (0: no cache)")
     p.add_argument("--cache-policy", choices=["frequency", "degree"], default="frequency",
                    help="which rows the cache holds (python -m fastsample.train --cache-policy)")
+    p.add_argument("--prefetch", default="0",
+                   help="comma-separated prefetch depths to run each scenario with (0: off), e.g. 0,1")
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--steps", type=int, default=10, help="steps per run; 0: one whole epoch")
     p.add_argument("--threads", type=int, default=None, help="threads per rank (default: cores / P)")
@@ -173,6 +182,8 @@ def main() -> None:
     p.add_argument("--json", default=str(HERE / "out" / "epoch.json"))
     p.add_argument("--csv", default=str(HERE / "out" / "epoch.csv"))
     p.add_argument("--plot", default=str(HERE / "out" / "epoch.png"))
+    p.add_argument("--curve-plot", default=str(HERE / "out" / "epoch-cache.png"),
+                   help="time and bytes per step against the cache fraction (with several --cache-fractions)")
     args = p.parse_args()
     try:
         args.cache_fractions = [float(f) for f in args.cache_fractions.split(",")]
@@ -180,6 +191,12 @@ def main() -> None:
         p.error(f"--cache-fractions: expected comma-separated numbers (got {args.cache_fractions!r})")
     if any(not 0 <= f < 1 for f in args.cache_fractions):
         p.error("--cache-fractions must lie in [0, 1)")
+    try:
+        args.prefetch = [int(d) for d in args.prefetch.split(",")]
+    except ValueError:
+        p.error(f"--prefetch: expected comma-separated integers (got {args.prefetch!r})")
+    if any(not 0 <= d <= 8 for d in args.prefetch):
+        p.error("--prefetch depths must lie in 0..8")
     nets = args.net.split(",")
     scenarios = args.scenarios.split(",")
     if bad := [n for n in nets if n not in NETS]:
@@ -222,20 +239,28 @@ def measure(args, nets, scenarios) -> list[dict]:
             with netns if netns is not None else contextlib.nullcontext():
                 for scenario in scenarios:
                     for cache in args.cache_fractions:
-                        runs = [run_once(partition, ranks, scenario, net, args, netns, cache) for _ in range(args.reps)]
-                        rows.append(summarise(partition, ranks, net, scenario, runs, args, cache))
+                        for depth in args.prefetch:
+                            runs = [run_once(partition, ranks, scenario, net, args, netns, cache, depth)
+                                    for _ in range(args.reps)]
+                            rows.append(summarise(partition, ranks, net, scenario, runs, args, cache, depth))
+
+    def find(row, **want):
+        return next((r for r in rows if r["ranks"] == row["ranks"] and r["net"] == row["net"]
+                     and all(r[k] == v for k, v in want.items())), None)
+
     for row in rows:
-        base = next((r for r in rows if r["ranks"] == row["ranks"] and r["net"] == row["net"]
-                     and r["cache_fraction"] == row["cache_fraction"] and r["scenario"] == "vanilla"), None)
-        row["speedup_vs_vanilla"] = base["epoch_s"] / row["epoch_s"] if base else None
+        vanilla = find(row, scenario="vanilla", cache_fraction=row["cache_fraction"], prefetch=row["prefetch"])
+        base = find(row, scenario="hybrid-native", cache_fraction=0.0, prefetch=0)
+        row["speedup_vs_vanilla"] = vanilla["epoch_s"] / row["epoch_s"] if vanilla else None
+        row["speedup_vs_base"] = base["epoch_s"] / row["epoch_s"] if base else None
     return rows
 
 
-def summarise(partition, ranks, net, scenario, runs, args, cache: float = 0.0) -> dict:
+def summarise(partition, ranks, net, scenario, runs, args, cache: float = 0.0, prefetch: int = 0) -> dict:
     med = {k: statistics.median(r[k] for r in runs) for k in ("epoch_s", *PHASES)}
     modelled = [r["net_modelled_s"] for r in runs if r.get("net_modelled_s") is not None]
     row = {"partition": partition, "ranks": ranks, "net": net, "net_desc": net_description(net, args),
-           "backend": runs[0]["backend"], "scenario": scenario, "cache_fraction": cache,
+           "backend": runs[0]["backend"], "scenario": scenario, "cache_fraction": cache, "prefetch": prefetch,
            "cache_hit_rate": runs[0].get("cache_hit_rate"), "steps": runs[0]["steps"], **med,
            "rounds_per_step": runs[0]["rounds_per_step"], "bytes_sent_rank0": runs[0]["bytes_sent"],
            "net_modelled_s": statistics.median(modelled) if modelled else None}
@@ -245,7 +270,8 @@ def summarise(partition, ranks, net, scenario, runs, args, cache: float = 0.0) -
     row["runs_epoch_s"] = [r["epoch_s"] for r in runs]
     veth = (f", veth rank 0 sent {row['veth_tx_bytes_rank0'] / 1e6:.0f} MB, tbf drops {row['tbf_drops_total']:.0f}"
             if row["veth_tx_bytes_rank0"] is not None else "")
-    print(f"P={ranks} net={net:10s} {scenario:15s} cache {cache:<4g} {med['epoch_s']:7.2f} s / {row['steps']} steps "
+    print(f"P={ranks} net={net:10s} {scenario:15s} cache {cache:<4g} prefetch {prefetch} "
+          f"{med['epoch_s']:7.2f} s / {row['steps']} steps "
           f"(runs {', '.join(f'{t:.2f}' for t in row['runs_epoch_s'])}){veth}", flush=True)
     return row
 
@@ -256,19 +282,23 @@ def report(args, nets, scenarios, rows) -> None:
           f"{'one whole epoch' if args.steps == 0 else f'{args.steps} steps'} per run, "
           f"{args.threads or 'cores / P'} threads per rank, "
           f"median of {args.reps} runs, {os.cpu_count()} cpus; net: {'; '.join(descs.values())}")
-    head = (f"{'P':>2} {'net':>10} {'scenario':>15} {'cache':>5} {'hits':>6} {'time s':>7} {'sample':>7} {'gather':>7} "
-            f"{'compute':>8} {'allred':>7} {'rounds':>6} {'MB sent':>8} {'veth MB':>8} {'vs vanilla':>10}")
+    head = (f"{'P':>2} {'net':>10} {'scenario':>15} {'cache':>5} {'pf':>2} {'hits':>6} {'time s':>7} {'sample':>7} "
+            f"{'gather':>7} {'waited':>7} {'compute':>8} {'allred':>7} {'rounds':>6} {'MB/step':>8} {'veth MB':>8} "
+            f"{'vs vanilla':>10} {'vs base':>8}")
     print(head)
     print("-" * len(head))
     for r in rows:
         veth = f"{r['veth_tx_bytes_rank0'] / 1e6:>8.0f}" if r["veth_tx_bytes_rank0"] is not None else f"{'-':>8}"
         speedup = f"{r['speedup_vs_vanilla']:>9.2f}x" if r["speedup_vs_vanilla"] else f"{'-':>10}"
+        vs_base = f"{r['speedup_vs_base']:>7.2f}x" if r["speedup_vs_base"] else f"{'-':>8}"
         hits = f"{r['cache_hit_rate']:>6.1%}" if r["cache_hit_rate"] is not None else f"{'-':>6}"
-        print(f"{r['ranks']:>2} {r['net']:>10} {r['scenario']:>15} {r['cache_fraction']:>5g} {hits} "
-              f"{r['epoch_s']:>7.2f} {r['sample_s']:>7.2f} "
-              f"{r['gather_s']:>7.2f} {r['compute_s']:>8.2f} {r['allreduce_s']:>7.2f} {r['rounds_per_step']:>6.0f} "
-              f"{r['bytes_sent_rank0'] / 1e6:>8.0f} {veth} {speedup}")
-    print("MB sent: by rank 0, as counted by fastsample (all steps); veth MB: bytes rank 0's veth sent "
+        print(f"{r['ranks']:>2} {r['net']:>10} {r['scenario']:>15} {r['cache_fraction']:>5g} {r['prefetch']:>2} {hits} "
+              f"{r['epoch_s']:>7.2f} {r['sample_s']:>7.2f} {r['gather_s']:>7.2f} {r['wait_s']:>7.2f} "
+              f"{r['compute_s']:>8.2f} {r['allreduce_s']:>7.2f} {r['rounds_per_step']:>6.0f} "
+              f"{r['bytes_sent_rank0'] / 1e6 / r['steps']:>8.1f} {veth} {speedup} {vs_base}")
+    print("pf: prefetch depth; waited: time rank 0's trainer waited for its batches (sample + gather without "
+          "prefetch, what prefetch did not hide with it); MB/step: sent by rank 0 per step, as counted by fastsample")
+    print("veth MB: bytes rank 0's veth sent "
           "(TCP/IP framing and gloo's headers included), namespaces only; hits: share of rank 0's non-owned "
           f"input rows its cache held ({args.cache_policy} policy)")
     Path(args.json).write_text(json.dumps({"settings": {**vars(args), "net_settings": descs}, "rows": rows},
@@ -279,6 +309,9 @@ def report(args, nets, scenarios, rows) -> None:
         writer.writerows(rows)
     plot(rows, scenarios, nets, Path(args.plot), "\n".join(descs.values()))
     print(f"json {args.json}, csv {args.csv}, plot {args.plot}")
+    if len(args.cache_fractions) > 1:
+        plot_cache_curve(rows, nets, Path(args.curve_plot), "\n".join(descs.values()))
+        print(f"cache curve {args.curve_plot}")
 
 
 def plot(rows, scenarios, nets, path: Path, net_desc: str) -> None:
@@ -290,13 +323,15 @@ def plot(rows, scenarios, nets, path: Path, net_desc: str) -> None:
     groups = sorted({(r["ranks"], r["net"]) for r in rows}, key=lambda g: (g[0], nets.index(g[1])))
     fig, ax = plt.subplots(figsize=(1.8 + 1.9 * len(groups), 4.2))
     # one bar per scenario and cache size
-    variants = sorted({(r["scenario"], r["cache_fraction"]) for r in rows}, key=lambda v: (scenarios.index(v[0]), v[1]))
-    several = len({v[1] for v in variants}) > 1
+    variants = sorted({(r["scenario"], r["cache_fraction"], r["prefetch"]) for r in rows},
+                      key=lambda v: (scenarios.index(v[0]), v[1], v[2]))
+    several = len({v[1:] for v in variants}) > 1
     width = 0.8 / len(variants)
-    for i, (scenario, cache) in enumerate(variants):
-        mine = {(r["ranks"], r["net"]): r for r in rows if (r["scenario"], r["cache_fraction"]) == (scenario, cache)}
+    for i, variant in enumerate(variants):
+        scenario, cache, depth = variant
+        mine = {(r["ranks"], r["net"]): r for r in rows if (r["scenario"], r["cache_fraction"], r["prefetch"]) == variant}
         bars = ax.bar([k + i * width for k in range(len(groups))], [mine[g]["epoch_s"] for g in groups], width,
-                      label=f"{scenario}, cache {cache:g}" if several else scenario)
+                      label=f"{scenario}, cache {cache:g}, prefetch {depth}" if several else scenario)
         for b, g in zip(bars, groups):
             sp = mine[g]["speedup_vs_vanilla"]
             if sp is not None:
@@ -307,6 +342,35 @@ def plot(rows, scenarios, nets, path: Path, net_desc: str) -> None:
     ax.set_ylabel(f"seconds per {rows[0]['steps']} steps")
     ax.set_title(f"fastsample epoch time; net:\n{net_desc}", fontsize=7)
     ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def plot_cache_curve(rows, nets, path: Path, net_desc: str) -> None:
+    """hybrid-native's time and bytes per step against the cache fraction: one line per P,
+    net and prefetch depth."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    mine = [r for r in rows if r["scenario"] == "hybrid-native"]
+    lines = sorted({(r["ranks"], r["net"], r["prefetch"]) for r in mine}, key=lambda g: (g[0], nets.index(g[1]), g[2]))
+    fig, (ax_t, ax_b) = plt.subplots(1, 2, figsize=(10, 4.2))
+    for ranks, net, depth in lines:
+        pts = sorted((r["cache_fraction"], r) for r in mine if (r["ranks"], r["net"], r["prefetch"]) == (ranks, net, depth))
+        label = f"P={ranks}, net {net}, prefetch {depth}"
+        ax_t.plot([f for f, _ in pts], [r["epoch_s"] / r["steps"] for _, r in pts], marker="o", label=label)
+        ax_b.plot([f for f, _ in pts], [r["bytes_sent_rank0"] / r["steps"] / 1e6 for _, r in pts], marker="o",
+                  label=label)
+    ax_t.set_ylabel("seconds per step")
+    ax_b.set_ylabel("MB sent per step by rank 0")
+    for ax in (ax_t, ax_b):
+        ax.set_xlabel("cache fraction (of all nodes, per rank)")
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+    ax_t.legend(fontsize=7)
+    fig.suptitle(f"hybrid-native with a hot-feature cache; net:\n{net_desc}", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 

@@ -18,6 +18,12 @@ Sampling follows the RNG contract (fastsample/sampling/rng.py): the same
 (seed, epoch, step, rank) gives the same batch with every kernel and mode. Every rank runs
 ``len(loader)`` steps, the most any rank needs; a rank whose split runs out first gets
 empty batches (zero seeds) but still takes part in the collectives.
+
+With ``prefetch=depth`` a background thread samples and gathers up to ``depth`` steps
+ahead (fastsample/prefetch.py) on a duplicate of ``comm``, so the caller's own
+collectives (the gradient all-reduce) never interleave with the loader's. The batches
+are the same, bitwise; only when their time is spent changes. Stopping early (``break``)
+must happen after the same step on every rank, as with any collective loop.
 """
 
 from __future__ import annotations
@@ -36,7 +42,8 @@ from fastsample.comm.local import LocalCommunicator
 from fastsample.distributed import FeatureGather
 from fastsample.graph import SPLITS, load_dataset
 from fastsample.partition import RankPartition, load_partition
-from fastsample.sampling import MFG, resolve_kernel, sample
+from fastsample.prefetch import Prefetcher
+from fastsample.sampling import MFG, get_num_threads, resolve_kernel, sample, set_num_threads
 
 MODES = ("hybrid", "vanilla")
 
@@ -51,6 +58,8 @@ class Batch:
     mfgs:   the sampled MFGs (numpy, global ids in src_ids), input layer first
     blocks: the same as Blocks, what a model's forward takes (see fastsample/block.py)
     sample_s, gather_s: seconds this rank spent sampling and gathering for it
+    wait_s: seconds the caller waited for it: all of the above without prefetch, only
+            what the prefetch did not hide with it
     """
 
     seeds: torch.Tensor
@@ -60,6 +69,7 @@ class Batch:
     blocks: list[Block]
     sample_s: float
     gather_s: float
+    wait_s: float = 0.0
 
     def edge_index(self, i: int) -> torch.Tensor:
         """Layer i's edges, PyG's layout: (2, E_i) int64, row 0 source position, row 1 destination position."""
@@ -111,11 +121,12 @@ class NodeLoader:
         mode: "hybrid" (topology replicated) or "vanilla" (topology partitioned).
         device: where batch.x, batch.y and the blocks' tensors go.
         max_steps: cap on the steps per epoch.
+        prefetch: steps made ahead in a background thread (0: none; 1 or 2 is enough).
     """
 
     def __init__(self, data, fanouts, batch_size: int, split: str = "train", shuffle: bool | None = None,
                  seed: int = 0, comm: Communicator | None = None, kernel: str = "auto", mode: str = "hybrid",
-                 device="cpu", max_steps: int | None = None):
+                 device="cpu", max_steps: int | None = None, prefetch: int = 0):
         if split not in SPLITS:
             raise ValueError(f"split must be one of {', '.join(SPLITS)} (got {split!r})")
         if mode not in MODES:
@@ -127,6 +138,8 @@ class NodeLoader:
             raise ValueError(f"fanouts must be positive or -1 for all neighbours (got {list(fanouts)})")
         if max_steps is not None and max_steps < 1:
             raise ValueError(f"max_steps must be positive (got {max_steps})")
+        if not isinstance(prefetch, (int, np.integer)) or prefetch < 0:
+            raise ValueError(f"prefetch must be a non-negative integer (got {prefetch!r})")
         self.comm = comm if comm is not None else LocalCommunicator()
         self.part = open_data(data, self.comm, mode)
         self.split, self.batch_size, self.seed, self.mode = split, int(batch_size), int(seed), mode
@@ -135,7 +148,10 @@ class NodeLoader:
         self.rank = self.comm.rank
         self.ids = np.asarray(getattr(self.part, split))
         self.lo = int(self.part.offsets[self.rank])
-        self.gather = FeatureGather(self.comm, self.part.offsets, self.part.features)
+        self.prefetch = int(prefetch)
+        # the data path's collectives: on their own communicator when a thread runs them
+        data_comm = self.comm.dup() if self.prefetch else self.comm
+        self.gather = FeatureGather(data_comm, self.part.offsets, self.part.features)
         if mode == "hybrid":
             self.kernel = resolve_kernel(kernel)
             self._vanilla = None
@@ -143,7 +159,7 @@ class NodeLoader:
             from fastsample.distributed.vanilla import VanillaSampler
 
             self.kernel = "vanilla"
-            self._vanilla = VanillaSampler(self.comm, self.part.offsets, self.part.local_graph)
+            self._vanilla = VanillaSampler(data_comm, self.part.offsets, self.part.local_graph)
         # every rank runs the same number of steps: the most any rank needs
         self.epoch_steps = max(math.ceil(p[split] / self.batch_size) for p in self.part.meta["parts"])
         self.steps = self.epoch_steps if max_steps is None else min(self.epoch_steps, max_steps)
@@ -175,6 +191,15 @@ class NodeLoader:
         return np.sort(order[step * self.batch_size:(step + 1) * self.batch_size])
 
     def __iter__(self):
+        if not self.prefetch:
+            yield from self._batches()
+            return
+        with Prefetcher(self._batches(get_num_threads()), self.prefetch, f"fastsample-prefetch-{self.split}") as ahead:
+            yield from ahead
+
+    def _batches(self, threads: int | None = None):
+        if threads is not None:  # in the prefetch thread: the kernels' thread counts are per thread
+            set_num_threads(threads)
         order = self.order()
         for step in range(self.steps):
             yield self.batch(self.seeds(order, step), step)
@@ -199,7 +224,8 @@ class NodeLoader:
         if self.device.type == "cuda":  # pinned host memory lets the copies run asynchronously
             x = x.pin_memory().to(self.device, non_blocking=True)
             y = y.to(self.device)
-        return Batch(torch.from_numpy(np.asarray(seeds, dtype=np.int64)), x, y, mfgs, blocks, t1 - t0, t2 - t1)
+        return Batch(torch.from_numpy(np.asarray(seeds, dtype=np.int64)), x, y, mfgs, blocks, t1 - t0, t2 - t1,
+                     wait_s=time.perf_counter() - t0)
 
     def warm_up(self) -> None:
         """Load the kernels and touch the maps before anything is timed (samples one node

@@ -35,7 +35,7 @@ from fastsample.sampling.rng import layer_key
 # Settings every rank must share (checked at start-up); the rest may differ per rank.
 SHARED = ("data", "model", "mode", "sampler", "backend", "fanouts", "batch_size", "hidden", "layers", "dropout",
           "lr", "weight_decay", "epochs", "max_steps", "seed", "eval", "eval_every", "eval_batch_size",
-          "cache_fraction", "cache_policy", "resume", "net_model")
+          "cache_fraction", "cache_policy", "prefetch", "resume", "net_model")
 EVAL_SALT = 0x5EED  # eval draws its samples from a key space of its own
 
 
@@ -78,6 +78,10 @@ def build_parser() -> Parser:
     p.add_argument("--cache-policy", choices=POLICIES, default="frequency",
                    help="which rows to cache: frequency (input nodes of this rank's first epoch of batches, "
                    "pre-sampled) or degree (most out-edges); see fastsample/distributed/cache.py")
+    p.add_argument("--prefetch", type=int, default=0, metavar="DEPTH",
+                   help="sample and gather up to DEPTH steps ahead in a background thread while the model "
+                   "computes (same results; pays when the gather waits on the network, see bench/README.md); "
+                   "0: off")
     p.add_argument("--checkpoint-dir", help="save model and optimizer after every epoch (rank 0)")
     p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --checkpoint-dir")
     p.add_argument("--log-json", help="rank 0 appends one JSON object per epoch to this file (its "
@@ -118,6 +122,7 @@ def parse_args(argv=None) -> argparse.Namespace:
               (args.threads is None or args.threads > 0, f"--threads must be positive (got {args.threads})"),
               (args.eval_every >= 0, f"--eval-every must be >= 0 (got {args.eval_every})"),
               (args.eval_batch_size > 0, f"--eval-batch-size must be positive (got {args.eval_batch_size})"),
+              (0 <= args.prefetch <= 8, f"--prefetch must be in 0..8 (got {args.prefetch})"),
               (0 <= args.cache_fraction < 1, f"--cache-fraction must be in [0, 1) (got {args.cache_fraction})"),
               (0 <= args.dropout < 1, f"--dropout must be in [0, 1) (got {args.dropout})"),
               (not args.resume or args.checkpoint_dir, "--resume needs --checkpoint-dir")]
@@ -247,7 +252,7 @@ class Trainer:
         a = self.args
         self.shard = load_partition(a.data, self.rank, self.comm.size, mode=a.mode)
         self.num_classes = self.shard.meta["dataset"]["num_classes"]
-        common = dict(comm=self.comm, kernel=a.sampler, mode=a.mode, device=self.device)
+        common = dict(comm=self.comm, kernel=a.sampler, mode=a.mode, device=self.device, prefetch=a.prefetch)
         self.loaders = {"train": NodeLoader(self.shard, a.fanouts, a.batch_size, "train", shuffle=True, seed=a.seed,
                                             max_steps=a.max_steps, **common)}
         for split in ("val", "test"):  # eval draws its samples from a key space of its own
@@ -315,8 +320,8 @@ class Trainer:
         totals = average_gradients(self.model, self.comm, extra=stats)
         self.optimizer.step()
         t2 = time.perf_counter()
-        for key, dt in (("sample_s", batch.sample_s), ("gather_s", batch.gather_s), ("compute_s", t1 - t0),
-                        ("allreduce_s", t2 - t1)):
+        for key, dt in (("sample_s", batch.sample_s), ("gather_s", batch.gather_s), ("wait_s", batch.wait_s),
+                        ("compute_s", t1 - t0), ("allreduce_s", t2 - t1)):
             timers[key] += dt
         return tuple(float(v) for v in totals)
 
@@ -380,7 +385,7 @@ class Trainer:
         loader = self.loaders["train"]
         for epoch in range(self.start_epoch, a.epochs):
             t_epoch = time.perf_counter()
-            timers = dict.fromkeys(("sample_s", "gather_s", "compute_s", "allreduce_s"), 0.0)
+            timers = dict.fromkeys(("sample_s", "gather_s", "wait_s", "compute_s", "allreduce_s"), 0.0)
             comm.counters.reset()
             loader.set_epoch(epoch)
             rows_before = (loader.gather.rows_cached, loader.gather.rows_remote)
@@ -430,6 +435,7 @@ class Trainer:
         acc = "" if r["val_acc"] is None else f" val {r['val_acc']:.4f} test {r['test_acc']:.4f}"
         tqdm.write(f"epoch {r['epoch']:3d}  loss {r['loss']:.4f}  train {r['train_acc']:.4f}{acc}  "
                    f"{seconds(r['epoch_s'])} (sample {seconds(r['sample_s'])} gather {seconds(r['gather_s'])} "
+                   + (f"(waited {seconds(r['wait_s'])}) " if self.args.prefetch else "") +
                    f"compute {seconds(r['compute_s'])} allreduce {seconds(r['allreduce_s'])})  "
                    f"sent {r['bytes_sent'] / 2**20:.1f} MiB (rank 0, this epoch)  "
                    + (f"cache hits {r['cache_hit_rate']:.1%}  " if r["cache_hit_rate"] is not None else "") +

@@ -1,4 +1,5 @@
-"""The hot-feature cache changes the bytes on the wire, never the results."""
+"""The hot-feature cache changes the bytes on the wire, and prefetch when the time is spent;
+neither changes the results."""
 
 import numpy as np
 import pytest
@@ -30,13 +31,18 @@ def train(root, ranks, log, *extra):
 
 
 @pytest.mark.parametrize("ranks", [1, 2, 3])
-def test_losses_are_bitwise_the_same_with_a_cache_and_fewer_bytes_move(root, tmp_path, ranks):
+def test_losses_are_bitwise_the_same_with_a_cache_or_prefetch_and_fewer_bytes_move(root, tmp_path, ranks):
     base = train(root, ranks, tmp_path / "none.json")
-    for mode, policy in (("hybrid", "frequency"), ("hybrid", "degree"), ("vanilla", "frequency")):
-        got = train(root, ranks, tmp_path / f"{mode}-{policy}.json", "--mode", mode, "--cache-fraction", "0.2",
-                    "--cache-policy", policy)
-        assert [r["step_losses"] for r in got] == [r["step_losses"] for r in base], (mode, policy)
-        if ranks > 1:
+    variants = [("hybrid", "frequency", 0), ("hybrid", "degree", 0), ("vanilla", "frequency", 0),
+                ("hybrid", None, 1), ("hybrid", "frequency", 1), ("vanilla", "frequency", 2)]
+    for mode, policy, prefetch in variants:
+        cache = ["--cache-fraction", "0.2", "--cache-policy", policy] if policy else []
+        got = train(root, ranks, tmp_path / f"{mode}-{policy}-{prefetch}.json", "--mode", mode, *cache,
+                    "--prefetch", str(prefetch))
+        assert [r["step_losses"] for r in got] == [r["step_losses"] for r in base], (mode, policy, prefetch)
+        if policy is None:
+            assert [r["bytes_sent"] for r in got] == [r["bytes_sent"] for r in base]
+        elif ranks > 1:
             assert all(r["bytes_sent"] < b["bytes_sent"] for r, b in zip(got, base)), (mode, policy)
             assert all(0 < r["cache_hit_rate"] <= 1 for r in got)
         else:  # one rank owns every row: nothing to cache

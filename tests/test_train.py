@@ -86,11 +86,12 @@ def test_mismatched_settings_are_reported(train_parts):
     assert proc.stderr.count("ranks were started with different lr") == 1, proc.stderr
 
 
-def test_killing_a_rank_ends_the_job(train_parts, tmp_path):
+@pytest.mark.parametrize("prefetch", ["0", "1"])
+def test_killing_a_rank_ends_the_job(train_parts, tmp_path, prefetch):
     exe = os.path.join(os.path.dirname(sys.executable), "mpiexec")
     log = tmp_path / "kill.json"
     job = subprocess.Popen([exe, "-n", "2", sys.executable, "-m", "fastsample.train", "--data", train_parts / "p2",
-                            "--log-json", log, *ARGS, "--epochs", "1000"],
+                            "--log-json", log, *ARGS, "--epochs", "1000", "--prefetch", prefetch],
                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     try:
         deadline = time.time() + 120
@@ -114,8 +115,9 @@ def test_killing_a_rank_ends_the_job(train_parts, tmp_path):
 def test_resumed_run_continues_with_the_same_losses(train_parts, tmp_path):
     full = train(train_parts, 2, "--epochs", "4", "--checkpoint-dir", tmp_path / "a", log=tmp_path / "full.json")
     train(train_parts, 2, "--epochs", "2", "--checkpoint-dir", tmp_path / "b", log=tmp_path / "first.json")
+    # resumed with prefetch, which must not change a loss either
     resumed = train(train_parts, 2, "--epochs", "4", "--checkpoint-dir", tmp_path / "b", "--resume",
-                    log=tmp_path / "second.json")
+                    "--prefetch", "1", log=tmp_path / "second.json")
     assert [r["epoch"] for r in resumed] == [2, 3]
     assert [r["step_losses"] for r in resumed] == [r["step_losses"] for r in full[2:]]
     assert np.isfinite(resumed[-1]["loss"])
@@ -124,11 +126,14 @@ def test_resumed_run_continues_with_the_same_losses(train_parts, tmp_path):
 def test_gloo_backend_trains_like_mpi(train_parts, tmp_path):
     mpi = train(train_parts, 2, "--backend", "mpi", log=tmp_path / "mpi.json")
     gloo = train(train_parts, 2, "--backend", "gloo", log=tmp_path / "gloo.json")
+    # prefetch on gloo: the loader's collectives on a process group of their own
+    gloo_prefetch = train(train_parts, 2, "--backend", "gloo", "--prefetch", "1", log=tmp_path / "gloo-pf.json")
     a = np.array([x for r in mpi for x in r["step_losses"]])
     b = np.array([x for r in gloo for x in r["step_losses"]])
     # gloo's ring all-reduce may sum in another order than MPI: equal to float rounding
     assert np.allclose(a, b, rtol=1e-4, atol=1e-6), np.abs(a - b).max()
-    assert gloo[0]["rounds_per_step"] == 2
+    assert [r["step_losses"] for r in gloo_prefetch] == [r["step_losses"] for r in gloo]
+    assert gloo[0]["rounds_per_step"] == gloo_prefetch[0]["rounds_per_step"] == 2
 
 
 def test_missing_part_stops_a_vanilla_job_without_hanging(train_parts, tmp_path):

@@ -10,34 +10,35 @@ and nothing is concatenated on the way.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+import threading
 
 import numpy as np
 
 
-@dataclass
 class Counters:
-    """Traffic since the last reset: data rounds (all-to-all exchanges), bytes, and the
-    time a modelled network charged for them (comm/netmodel.py; 0 without one)."""
+    """Traffic since the last reset: data rounds (all-to-all exchanges), bytes sent, and the
+    time a modelled network charged for them (comm/netmodel.py; 0 without one). A
+    communicator and its duplicates (dup()) share one Counters, which two threads may
+    update at once (the prefetching loader's and the trainer's), hence the lock."""
 
-    rounds: int = 0
-    bytes_sent: int = 0
-    bytes_received: int = 0
-    by_kind: dict = field(default_factory=dict)
-    modelled_s: float = 0.0
+    def __init__(self, rounds: int = 0, bytes_sent: int = 0, modelled_s: float = 0.0):
+        self.rounds, self.bytes_sent, self.modelled_s = rounds, bytes_sent, modelled_s
+        self._lock = threading.Lock()
 
-    def add(self, kind: str, sent: int, received: int) -> None:
-        self.rounds += 1
-        self.bytes_sent += sent
-        self.bytes_received += received
-        self.by_kind[kind] = self.by_kind.get(kind, 0) + 1
+    def add(self, sent: int) -> None:
+        with self._lock:
+            self.rounds += 1
+            self.bytes_sent += sent
+
+    def charge(self, seconds: float) -> None:
+        with self._lock:
+            self.modelled_s += seconds
 
     def reset(self) -> "Counters":
-        snapshot = Counters(self.rounds, self.bytes_sent, self.bytes_received, dict(self.by_kind),
-                            self.modelled_s)
-        self.rounds = self.bytes_sent = self.bytes_received = 0
-        self.by_kind = {}
-        self.modelled_s = 0.0
+        with self._lock:
+            snapshot = Counters(self.rounds, self.bytes_sent, self.modelled_s)
+            self.rounds = self.bytes_sent = 0
+            self.modelled_s = 0.0
         return snapshot
 
 
@@ -49,8 +50,8 @@ class Communicator(ABC):
     def __init__(self) -> None:
         self.counters = Counters()
 
-    def all_to_all_v(self, send: np.ndarray, send_counts: np.ndarray, recv_counts: np.ndarray | None = None,
-                     kind: str = "all_to_all") -> tuple[np.ndarray, np.ndarray]:
+    def all_to_all_v(self, send: np.ndarray, send_counts: np.ndarray,
+                     recv_counts: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Send rows send[offsets[r]:offsets[r+1]] to rank r; returns (received rows grouped
         by source rank, rows received from each rank). ``recv_counts``, when the caller
         knows them (a reply to a request), saves the count exchange. One data round."""
@@ -62,8 +63,20 @@ class Communicator(ABC):
         recv = np.empty((int(recv_counts.sum()),) + send.shape[1:], dtype=send.dtype)
         row = int(np.prod(send.shape[1:], dtype=np.int64)) if send.ndim > 1 else 1
         self._all_to_all_v(send, send_counts * row, recv, recv_counts * row)
-        self.counters.add(kind, send.nbytes, recv.nbytes)
+        self.counters.add(send.nbytes)
         return recv, recv_counts
+
+    def dup(self) -> "Communicator":
+        """A communicator over the same ranks whose collectives never match this one's, so
+        two threads can each run their own sequence of collectives at once (the
+        prefetching loader's gather beside the trainer's all-reduce). Collective. It
+        shares this one's counters."""
+        other = self._dup()
+        other.counters = self.counters
+        return other
+
+    @abstractmethod
+    def _dup(self) -> "Communicator": ...
 
     @abstractmethod
     def _exchange_counts(self, send_counts: np.ndarray) -> np.ndarray: ...

@@ -17,6 +17,9 @@ class LocalCommunicator(Communicator):
     rank = 0
     size = 1
 
+    def _dup(self):
+        return LocalCommunicator()
+
     def _exchange_counts(self, send_counts):
         return np.asarray(send_counts, dtype=np.int64).copy()
 

@@ -25,6 +25,9 @@ class MPICommunicator(Communicator):
         self.rank = self.comm.Get_rank()
         self.size = self.comm.Get_size()
 
+    def _dup(self):
+        return MPICommunicator(self.comm.Dup())
+
     def _exchange_counts(self, send_counts):
         recv = np.empty(self.size, dtype=np.int64)
         self.comm.Alltoall(send_counts, recv)

@@ -38,6 +38,8 @@ def _require(backend: str) -> None:
 
 
 class TorchCommunicator(MPICommunicator):
+    group = None  # the default process group; a dup() has a group of its own
+
     def __init__(self, backend: str = "gloo"):
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {', '.join(BACKENDS)} (got {backend!r})")
@@ -62,8 +64,15 @@ class TorchCommunicator(MPICommunicator):
         # without an active exception"); registered after mpi4py's finaliser, so it runs first.
         atexit.register(self.close)
 
+    def _dup(self):
+        other = object.__new__(TorchCommunicator)
+        MPICommunicator.__init__(other, self.comm.Dup())
+        other.torch, other.dist, other.name, other.device = self.torch, self.dist, self.name, self.device
+        other.group = self.dist.new_group(backend=self.name)  # collective; destroyed with the default group
+        return other
+
     def close(self) -> None:
-        if self.dist.is_initialized():
+        if self.group is None and self.dist.is_initialized():
             # Every rank first waits until all are done with the group: tearing it down
             # while a peer may still be in its last collective aborted a rank at exit in
             # ~2% of gloo runs. An MPI barrier: MPI is still up, and it has no gloo timeout.
@@ -77,22 +86,24 @@ class TorchCommunicator(MPICommunicator):
     def _exchange_counts(self, send_counts):
         recv = np.empty(self.size, dtype=np.int64)
         out = self._t(recv)
-        self.dist.all_to_all_single(out, self._t(send_counts))
+        self.dist.all_to_all_single(out, self._t(send_counts), group=self.group)
         if self.device is not None:
             recv[:] = out.cpu().numpy()
         return recv
 
     def _all_to_all_v(self, send, send_elems, recv, recv_elems):
         out = self._t(recv.reshape(-1))
-        self.dist.all_to_all_single(out, self._t(send.reshape(-1)), recv_elems.tolist(), send_elems.tolist())
+        self.dist.all_to_all_single(out, self._t(send.reshape(-1)), recv_elems.tolist(), send_elems.tolist(),
+                                    group=self.group)
         if self.device is not None:
             recv.reshape(-1)[:] = out.cpu().numpy()
 
     def all_reduce(self, array, op="sum"):
         t = self._t(array)
-        self.dist.all_reduce(t, op={"sum": self.dist.ReduceOp.SUM, "max": self.dist.ReduceOp.MAX}[op])
+        self.dist.all_reduce(t, op={"sum": self.dist.ReduceOp.SUM, "max": self.dist.ReduceOp.MAX}[op],
+                             group=self.group)
         if self.device is not None:
             array[...] = t.cpu().numpy()
 
     def barrier(self):
-        self.dist.barrier()
+        self.dist.barrier(group=self.group)

@@ -68,9 +68,9 @@ class FeatureGather:
         self.rows_remote += len(remote)
         order = remote[np.argsort(owner[remote], kind="stable")]
         counts = np.bincount(owner[order], minlength=self.comm.size)
-        requested, requested_counts = self.comm.all_to_all_v(ids[order], counts, kind="ids")
+        requested, requested_counts = self.comm.all_to_all_v(ids[order], counts)
         rows = np.empty((len(requested), self.shard.shape[1]), dtype=self.shard.dtype)
         copy_rows(self.shard, requested - self.lo, rows)
-        got, _ = self.comm.all_to_all_v(rows, requested_counts, recv_counts=counts, kind="features")
+        got, _ = self.comm.all_to_all_v(rows, requested_counts, recv_counts=counts)
         copy_rows(got, np.arange(len(order)), out, order)
         return out

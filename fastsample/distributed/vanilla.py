@@ -67,7 +67,7 @@ class VanillaSampler:
             remote = np.flatnonzero(owner != comm.rank)
             remote = remote[np.argsort(owner[remote], kind="stable")]
             counts = np.bincount(owner[remote], minlength=comm.size)
-            asked, asked_counts = comm.all_to_all_v(dst[remote], counts, kind="sample_request")
+            asked, asked_counts = comm.all_to_all_v(dst[remote], counts)
             replies, reply_counts, start = [], [], 0
             for source, n in enumerate(asked_counts):
                 ids = asked[start:start + n]
@@ -75,7 +75,7 @@ class VanillaSampler:
                 ip, picks = self._pick_local(ids, fanout, np.uint64(layer_key(seed, epoch, step, source, layer)))
                 replies.append(np.concatenate([np.diff(ip), picks.astype(np.int64)]))
                 reply_counts.append(len(replies[-1]))
-            got, got_counts = comm.all_to_all_v(np.concatenate(replies), reply_counts, kind="sample_reply")
+            got, got_counts = comm.all_to_all_v(np.concatenate(replies), reply_counts)
 
             degree = np.empty(len(dst), dtype=np.int64)
             local_ip, local_picks = self._pick_local(dst[mine], fanout, keys[layer])

@@ -32,7 +32,7 @@ except ImportError:  # installed with FASTSAMPLE_NATIVE=OFF
 
 KERNELS = ("native", "numba", "twostep")
 
-__all__ = ["MFG", "sample", "KERNELS", "native_available", "resolve_kernel", "set_num_threads"]
+__all__ = ["MFG", "sample", "KERNELS", "native_available", "resolve_kernel", "get_num_threads", "set_num_threads"]
 
 
 def native_available() -> bool:
@@ -85,8 +85,16 @@ def sample(graph: CSCGraph, seeds, fanouts: Sequence[int], *, seed: int = 0, epo
     return [MFG(indptr, indices, src, num_dst) for indptr, indices, src, num_dst in reversed(layers)]
 
 
+def get_num_threads() -> int:
+    """The calling thread's kernel thread count (set_num_threads)."""
+    import numba
+
+    return numba.get_num_threads()
+
+
 def set_num_threads(n: int) -> None:
-    """Threads for every kernel: OpenMP (native) and Numba's pool (numba, twostep)."""
+    """Threads for every kernel: OpenMP (native) and Numba's pool (numba, twostep). Both
+    settings belong to the calling thread: a new thread starts from the defaults."""
     import numba
 
     if n < 1 or n > numba.config.NUMBA_NUM_THREADS:
