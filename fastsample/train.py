@@ -21,7 +21,7 @@ import torch
 from tqdm import tqdm
 
 from fastsample.allocator import retain_freed_memory
-from fastsample.cli import Parser, agree
+from fastsample.cli import Parser, agree, launch_rank
 from fastsample.comm import BACKENDS, Communicator, create
 from fastsample.distributed import average_gradients
 from fastsample.distributed.cache import POLICIES, build_cache
@@ -49,7 +49,9 @@ def build_parser() -> Parser:
     p.add_argument("--mode", choices=["hybrid", "vanilla"], default="hybrid",
                    help="hybrid: topology replicated, 2 rounds per step; vanilla: topology partitioned, 2L")
     p.add_argument("--sampler", choices=[*KERNELS, "auto"], default="auto", help="hybrid mode's sampling kernel")
-    p.add_argument("--backend", choices=BACKENDS, default="mpi", help="collectives: mpi (mpi4py) or torch.distributed")
+    p.add_argument("--backend", choices=BACKENDS, default="mpi",
+                   help="collectives: mpi (mpi4py); ccl (oneCCL, an optional build: scripts/install-ccl.sh); "
+                   "gloo or nccl (torch.distributed)")
     p.add_argument("--fanouts", default="15,10,5",
                    help="per layer, input layer first; -1 = all neighbours (write --fanouts=-1,-1)")
     p.add_argument("--batch-size", type=int, default=1000,
@@ -481,7 +483,12 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     if args.allocator == "retain":
         retain_freed_memory()
-    comm = create(args.backend)
+    try:
+        comm = create(args.backend)
+    except RuntimeError as e:  # a backend that is not installed: the same on every rank, so one says it
+        if launch_rank() == 0:
+            print(f"python -m fastsample.train: error: {e}", file=sys.stderr, flush=True)
+        return 2
     if args.net_model:
         from fastsample.comm.netmodel import ModeledNetwork
 

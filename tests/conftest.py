@@ -13,6 +13,17 @@ REPO = Path(__file__).resolve().parents[1]
 PLANETOID = REPO.parent / "shared" / "data" / "planetoid"
 
 
+def ccl_available() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("fastsample._ccl") is not None
+
+
+# the oneCCL backend is an optional build (scripts/install-ccl.sh; CI installs it)
+CCL = pytest.param("ccl", marks=pytest.mark.skipif(not ccl_available(),
+                                                   reason="fastsample built without oneCCL (scripts/install-ccl.sh)"))
+
+
 def run_module(*args, check=False, timeout=300, **kw) -> subprocess.CompletedProcess:
     """Run `python -m ...` in a subprocess the way a user would."""
     proc = subprocess.run([sys.executable, "-m", *map(str, args)], capture_output=True,

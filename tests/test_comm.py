@@ -1,21 +1,26 @@
-"""Every collective, on the MPI and the gloo backend, across 3 ranks."""
+"""Every collective, on the MPI, gloo and oneCCL backends, across 3 ranks."""
+
+import sys
 
 import pytest
 
-from conftest import REPO, mpiexec
+from conftest import CCL, REPO, mpiexec
 
 
-@pytest.mark.parametrize("backend", ["mpi", "gloo"])
+@pytest.mark.parametrize("backend", ["mpi", "gloo", CCL])
 def test_collectives_on_three_ranks(backend):
     proc = mpiexec(3, REPO / "tests" / "comm_worker.py", backend)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.count(": ok") == 3, proc.stdout
 
 
-def test_missing_backend_packages_are_named():
+def test_missing_backend_packages_are_named(monkeypatch):
+    import fastsample
     from fastsample.comm import create
 
-    with pytest.raises(RuntimeError, match="oneccl_bind_pt"):
+    monkeypatch.setitem(sys.modules, "fastsample._ccl", None)  # as where it was never built
+    monkeypatch.delattr(fastsample, "_ccl", raising=False)
+    with pytest.raises(RuntimeError, match="built without oneCCL; install it with scripts/install-ccl.sh"):
         create("ccl")
     with pytest.raises(ValueError, match="backend must be one of mpi, gloo, ccl, nccl or local"):
         create("tcp")

@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 
-from conftest import REPO, mpiexec, run_module, train_records
+from conftest import REPO, ccl_available, mpiexec, run_module, train_records
 from fastsample.partition import partition_dataset
 from fastsample.sampling import native_available
 
@@ -134,6 +134,32 @@ def test_gloo_backend_trains_like_mpi(train_parts, tmp_path):
     assert np.allclose(a, b, rtol=1e-4, atol=1e-6), np.abs(a - b).max()
     assert [r["step_losses"] for r in gloo_prefetch] == [r["step_losses"] for r in gloo]
     assert gloo[0]["rounds_per_step"] == gloo_prefetch[0]["rounds_per_step"] == 2
+
+
+@pytest.mark.skipif(not ccl_available(), reason="fastsample built without oneCCL (scripts/install-ccl.sh)")
+def test_ccl_backend_trains_cora_like_mpi(planetoid_dir, tmp_path):
+    run_module("fastsample.data", "planetoid", planetoid_dir, "--name", "cora", tmp_path / "cora", "--quiet",
+               check=True)
+    partition_dataset(tmp_path / "cora", tmp_path / "cora-2", 2, progress=False)
+    flags = ["--batch-size", "32", "--fanouts", "10,10", "--epochs", "3", "--quiet", "--threads", "1"]
+    runs = {name: train_records(tmp_path / "cora-2", 2, tmp_path / f"{name}.json", *flags, *extra)
+            for name, extra in (("mpi", ["--backend", "mpi"]), ("ccl", ["--backend", "ccl"]),
+                                ("ccl-prefetch", ["--backend", "ccl", "--prefetch", "1"]))}
+    losses = {name: np.array([x for r in records for x in r["step_losses"]]) for name, records in runs.items()}
+    assert len(losses["mpi"]) == 9  # 3 epochs of 3 steps
+    # two ranks: the all-reduce adds two numbers, in either order the same
+    assert np.array_equal(losses["ccl"], losses["mpi"]), np.abs(losses["ccl"] - losses["mpi"]).max()
+    assert np.array_equal(losses["ccl-prefetch"], losses["mpi"])
+
+
+def test_ccl_without_the_binding_is_one_clear_line(train_parts):
+    script = ("import sys; sys.modules['fastsample._ccl'] = None; from fastsample.train import main; "
+              "sys.exit(main(sys.argv[1:]))")
+    proc = mpiexec(2, "-c", script, "--data", train_parts / "p2", *ARGS, "--backend", "ccl", timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr == ("python -m fastsample.train: error: --backend ccl: fastsample was built without oneCCL; "
+                           "install it with scripts/install-ccl.sh (the oneccl-cpu wheels, then a rebuild of "
+                           "fastsample with FASTSAMPLE_CCL_ROOT set), or use --backend mpi or gloo\n"), proc.stderr
 
 
 def test_missing_part_stops_a_vanilla_job_without_hanging(train_parts, tmp_path):

@@ -1,4 +1,4 @@
-"""Collective communication: MPI (default) or torch.distributed (gloo, ccl, nccl).
+"""Collective communication: MPI (default), oneCCL (ccl) or torch.distributed (gloo, nccl).
 
     comm = create("mpi")          # rank, size, all_to_all_v, all_reduce, ... see base.py
 """
@@ -17,7 +17,11 @@ def create(backend: str = "mpi") -> Communicator:
         from fastsample.comm.mpi import MPICommunicator
 
         return MPICommunicator()
-    if backend in ("gloo", "ccl", "nccl"):
+    if backend == "ccl":
+        from fastsample.comm.ccl import CCLCommunicator
+
+        return CCLCommunicator()
+    if backend in ("gloo", "nccl"):
         from fastsample.comm.torch_dist import TorchCommunicator
 
         return TorchCommunicator(backend)

@@ -1,4 +1,5 @@
-"""Communicator over torch.distributed: gloo (CPU), ccl (oneCCL, CPU) or nccl (GPU).
+"""Communicator over torch.distributed: gloo (CPU) or nccl (GPU). (oneCCL has its own
+binding, fastsample/comm/ccl.py.)
 
 The process group is bootstrapped from the MPI launch, so no MASTER_ADDR/PORT needs to
 be set by hand: rank 0 picks a free TCP port and broadcasts its address over MPI. The
@@ -19,16 +20,10 @@ import numpy as np
 
 from fastsample.comm.mpi import MPICommunicator
 
-BACKENDS = ("gloo", "ccl", "nccl")
+BACKENDS = ("gloo", "nccl")
 
 
 def _require(backend: str) -> None:
-    if backend == "ccl":
-        try:
-            import oneccl_bindings_for_pytorch  # noqa: F401  (registers the "ccl" backend)
-        except ImportError as e:
-            raise RuntimeError("--backend ccl needs oneCCL's PyTorch bindings (package oneccl_bind_pt, "
-                               "from Intel's wheel index; not on PyPI); use --backend gloo or mpi") from e
     if backend == "nccl":
         import torch
 
