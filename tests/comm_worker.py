@@ -28,6 +28,14 @@ def main() -> None:
     ids, _ = comm.all_to_all_v(np.arange(P, dtype=np.int64) + 10 * r, np.ones(P, np.int64))
     assert ids.tolist() == [10 * s + r for s in range(P)], "int64 ids"
 
+    # large and uneven, nothing to itself: the gather's shape (oneCCL stalled on it or,
+    # with CCL_ALLTOALLV=naive, returned rows not yet received; fastsample/comm/ccl.py)
+    n = 1_000_000
+    big = np.array([0 if d == r else n + 7 * r + d for d in range(P)], dtype=np.int64)
+    got, got_counts = comm.all_to_all_v(np.full(int(big.sum()), r, dtype=np.int64), big)
+    assert got_counts.tolist() == [0 if s == r else n + 7 * s + r for s in range(P)], "uneven counts"
+    assert np.array_equal(got, np.repeat(np.arange(P), got_counts)), "uneven rows"
+
     x = np.full(4, r + 1, dtype=np.float32)
     comm.all_reduce(x)
     assert np.allclose(x, P * (P + 1) / 2), "all_reduce"

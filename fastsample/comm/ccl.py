@@ -8,11 +8,20 @@ collectives and abort stay on MPI, which also bootstraps oneCCL: rank 0 creates 
 key-value store and MPI broadcasts its address.
 
 Environment (set here only where the user has not set them; oneCCL reads them at its
-first use):
-  CCL_WORKER_OFFLOAD=0   collectives run in the calling thread. With offload, oneCCL
-                         starts a worker thread per rank; where the launcher does not pin
-                         ranks to cores (MPICH's does not) the workers compete with the
-                         ranks: a 1 MiB alltoallv took 7-11 ms instead of 0.2-0.4 ms here.
+first use). Measured with oneccl-cpu 2022.1.2 over the mpich wheel, 2 and 3 ranks:
+  CCL_WORKER_OFFLOAD=1   collectives progress on a oneCCL worker thread per rank (its
+                         default where ranks are not pinned). Without it (=0, also what
+                         oneCCL picks when the launcher pins each rank to one core) the
+                         default alltoallv stalled ~10 s on large uneven messages (1M
+                         int64 to the peer, none to itself: the gather's shape), over the
+                         mpi and the ofi+shm transports alike. The worker costs latency
+                         where it shares a core with its rank: ~12 ms per small collective
+                         here instead of ~0.1 ms with MPI (bench/README.md, "Collectives").
+  CCL_ALLTOALLV=scatter  the only alltoallv algorithm that was both right and never
+                         stalled here: the default choice (and `direct`) never returned on
+                         2.4 MB per rank pair; `naive` is wrong: a rank that sends nothing
+                         may return before its receives have landed (tests/comm_worker.py
+                         checks both shapes).
   CCL_ATL_TRANSPORT=mpi  oneCCL's transport is the job's MPI (MPICH or Intel MPI). On a
                          cluster, ``ofi`` with FI_PROVIDER=tcp, verbs or psm3 talks to the
                          fabric directly; CCL_ATL_SHM=1 adds shared memory within a node.
@@ -30,7 +39,8 @@ import numpy as np
 
 from fastsample.comm.mpi import MPICommunicator
 
-DEFAULT_ENV = {"CCL_WORKER_OFFLOAD": "0", "CCL_ATL_TRANSPORT": "mpi", "CCL_ZE_ENABLE": "0", "CCL_LOG_LEVEL": "error"}
+DEFAULT_ENV = {"CCL_WORKER_OFFLOAD": "1", "CCL_ALLTOALLV": "scatter", "CCL_ATL_TRANSPORT": "mpi", "CCL_ZE_ENABLE": "0",
+               "CCL_LOG_LEVEL": "error"}
 INSTALL = ("install it with scripts/install-ccl.sh (the oneccl-cpu wheels, then a rebuild of fastsample "
            "with FASTSAMPLE_CCL_ROOT set), or use --backend mpi or gloo")
 
