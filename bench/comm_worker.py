@@ -66,7 +66,7 @@ def gradient_all_reduce(comm, in_dim: int, classes: int) -> dict:
 def gather(comm, partition: str, fanouts: list[int], batch: int, steps: int) -> dict:
     from fastsample.loader import NodeLoader
 
-    loader = NodeLoader(partition, fanouts, batch, comm=comm, kernel="native" if _native() else "numba")
+    loader = NodeLoader(partition, fanouts, batch, comm=comm)  # kernel "auto": native where built
     order = loader.order()
     ids = [loader.sample(loader.seeds(order, s), s)[0].src_ids for s in range(min(steps, loader.epoch_steps))]
     loader.gather(ids[0])  # warm
@@ -79,16 +79,10 @@ def gather(comm, partition: str, fanouts: list[int], batch: int, steps: int) -> 
             "feature_dim": loader.feature_dim, "num_classes": loader.num_classes}
 
 
-def _native() -> bool:
-    from fastsample.sampling import native_available
-
-    return native_available()
-
-
 def main() -> None:
     backend, sizes = sys.argv[1], [int(s) for s in sys.argv[2].split(",") if s]
     comm = create(backend)
-    torch_threads()
+    one_thread_per_rank()
     rows = all_to_all(comm, sizes)
     if len(sys.argv) > 3:
         partition, fanouts, batch, steps = sys.argv[3], [int(f) for f in sys.argv[4].split(",")], int(sys.argv[5]), \
@@ -102,7 +96,7 @@ def main() -> None:
         print(json.dumps({"backend": backend, "ranks": comm.size, "rows": rows}), flush=True)
 
 
-def torch_threads() -> None:
+def one_thread_per_rank() -> None:
     import torch
 
     from fastsample.sampling import set_num_threads

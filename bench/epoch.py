@@ -47,6 +47,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from launch import mpiexec
+
 HERE = Path(__file__).resolve().parent
 SCENARIOS = {"vanilla": ("vanilla", "numba"), "hybrid-twostep": ("hybrid", "twostep"),
              "hybrid-native": ("hybrid", "native")}
@@ -105,10 +107,9 @@ def _read_log(path: str) -> dict | None:
 def run_once(partition: str, ranks: int, scenario: str, net: str, args, netns=None, cache: float = 0.0,
              prefetch: int = 0) -> dict:
     mode, sampler = SCENARIOS[scenario]
-    mpiexec = Path(sys.executable).parent / "mpiexec"
     with tempfile.TemporaryDirectory() as tmp:
         log = os.path.join(tmp, "log.json")
-        cmd = [str(mpiexec if mpiexec.exists() else "mpiexec"), "-n", str(ranks)]
+        cmd = [mpiexec(), "-n", str(ranks)]
         if net == "namespaces":
             cmd += netns.wrapper()
         cmd += [sys.executable, "-m",
@@ -329,7 +330,8 @@ def plot(rows, scenarios, nets, path: Path, net_desc: str) -> None:
     width = 0.8 / len(variants)
     for i, variant in enumerate(variants):
         scenario, cache, depth = variant
-        mine = {(r["ranks"], r["net"]): r for r in rows if (r["scenario"], r["cache_fraction"], r["prefetch"]) == variant}
+        mine = {(r["ranks"], r["net"]): r for r in rows
+                if (r["scenario"], r["cache_fraction"], r["prefetch"]) == variant}
         bars = ax.bar([k + i * width for k in range(len(groups))], [mine[g]["epoch_s"] for g in groups], width,
                       label=f"{scenario}, cache {cache:g}, prefetch {depth}" if several else scenario)
         for b, g in zip(bars, groups):
@@ -358,11 +360,12 @@ def plot_cache_curve(rows, nets, path: Path, net_desc: str) -> None:
     lines = sorted({(r["ranks"], r["net"], r["prefetch"]) for r in mine}, key=lambda g: (g[0], nets.index(g[1]), g[2]))
     fig, (ax_t, ax_b) = plt.subplots(1, 2, figsize=(10, 4.2))
     for ranks, net, depth in lines:
-        pts = sorted((r["cache_fraction"], r) for r in mine if (r["ranks"], r["net"], r["prefetch"]) == (ranks, net, depth))
+        pts = sorted((r for r in mine if (r["ranks"], r["net"], r["prefetch"]) == (ranks, net, depth)),
+                     key=lambda r: r["cache_fraction"])
         label = f"P={ranks}, net {net}, prefetch {depth}"
-        ax_t.plot([f for f, _ in pts], [r["epoch_s"] / r["steps"] for _, r in pts], marker="o", label=label)
-        ax_b.plot([f for f, _ in pts], [r["bytes_sent_rank0"] / r["steps"] / 1e6 for _, r in pts], marker="o",
-                  label=label)
+        x = [r["cache_fraction"] for r in pts]
+        ax_t.plot(x, [r["epoch_s"] / r["steps"] for r in pts], marker="o", label=label)
+        ax_b.plot(x, [r["bytes_sent_rank0"] / r["steps"] / 1e6 for r in pts], marker="o", label=label)
     ax_t.set_ylabel("seconds per step")
     ax_b.set_ylabel("MB sent per step by rank 0")
     for ax in (ax_t, ax_b):

@@ -43,7 +43,6 @@ class Prefetcher:
         self._cond = threading.Condition()
         self._allowed = depth  # items the producer may start
         self._closing = False
-        self.waited_s = 0.0  # the caller's total wait
         self._thread = threading.Thread(target=self._produce, args=(iter(items),), name=name, daemon=True)
         self._thread.start()
 
@@ -81,7 +80,6 @@ class Prefetcher:
             self._allowed += 1
             self._cond.notify_all()
         waited = time.perf_counter() - t0
-        self.waited_s += waited
         if item is _DONE:
             self.close()
             raise StopIteration

@@ -13,6 +13,7 @@ unless GLOO_SOCKET_IFNAME names one.
 from __future__ import annotations
 
 import atexit
+import copy
 import os
 import socket
 
@@ -60,9 +61,8 @@ class TorchCommunicator(MPICommunicator):
         atexit.register(self.close)
 
     def _dup(self):
-        other = object.__new__(TorchCommunicator)
+        other = copy.copy(self)  # same backend and device; its own MPI communicator and process group
         MPICommunicator.__init__(other, self.comm.Dup())
-        other.torch, other.dist, other.name, other.device = self.torch, self.dist, self.name, self.device
         other.group = self.dist.new_group(backend=self.name)  # collective; destroyed with the default group
         return other
 
