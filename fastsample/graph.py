@@ -60,6 +60,26 @@ class CSCGraph:
     indptr: np.ndarray
     indices: np.ndarray
 
+    def __post_init__(self):
+        # The dtype policy, applied once here: the kernels take int32 or int64 ids with
+        # offsets at least as wide (native/module.cpp refuses anything else rather than
+        # copying per call). Another combination is converted now, with a warning.
+        indptr, indices = np.asarray(self.indptr), np.asarray(self.indices)
+        if indptr.dtype.kind not in "iu" or indices.dtype.kind not in "iu":
+            raise TypeError(f"CSCGraph: indptr and indices must be integer arrays (got {indptr.dtype}, {indices.dtype})")
+        ids = indices.dtype if indices.dtype in (np.int32, np.int64) else id_dtype(len(indptr) - 1)
+        offsets = indptr.dtype if indptr.dtype in (np.int32, np.int64) else np.dtype(np.int64)
+        if ids == np.int64:
+            offsets = np.dtype(np.int64)
+        for name, arr, dtype in (("indptr", indptr, offsets), ("indices", indices, ids)):
+            if arr.dtype != dtype or not arr.flags.c_contiguous:
+                import warnings
+
+                warnings.warn(f"CSCGraph: {name} ({arr.dtype}, {len(arr):,} entries) converted once to contiguous "
+                              f"{dtype} (the kernels take int32/int64 ids with offsets at least as wide)",
+                              stacklevel=3)
+                object.__setattr__(self, name, np.ascontiguousarray(arr, dtype=dtype))
+
     @property
     def num_nodes(self) -> int:
         return len(self.indptr) - 1

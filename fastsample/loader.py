@@ -43,7 +43,7 @@ from fastsample.distributed import FeatureGather
 from fastsample.graph import SPLITS, load_dataset
 from fastsample.partition import RankPartition, load_partition
 from fastsample.prefetch import Prefetcher
-from fastsample.sampling import MFG, get_num_threads, resolve_kernel, sample, set_num_threads
+from fastsample.sampling import MFG, LocalSampler, Sampler, get_num_threads, set_num_threads
 
 MODES = ("hybrid", "vanilla")
 
@@ -117,7 +117,10 @@ class NodeLoader:
         shuffle: a new order every epoch (default: for "train" only).
         seed: the sampling and shuffling seed (the RNG contract's ``seed``).
         comm: the job's communicator (fastsample.comm.create); None for one process.
-        kernel: hybrid mode's sampler: "native", "numba", "twostep" or "auto".
+        kernel: the sampling kernel: "native", "numba", "twostep" or "auto" (vanilla mode's
+            owner side: native or numba).
+        sampler: a Sampler (fastsample.sampling) to use instead of the one ``mode`` and
+            ``kernel`` name.
         mode: "hybrid" (topology replicated) or "vanilla" (topology partitioned).
         device: where batch.x, batch.y and the blocks' tensors go.
         max_steps: cap on the steps per epoch.
@@ -126,7 +129,7 @@ class NodeLoader:
 
     def __init__(self, data, fanouts, batch_size: int, split: str = "train", shuffle: bool | None = None,
                  seed: int = 0, comm: Communicator | None = None, kernel: str = "auto", mode: str = "hybrid",
-                 device="cpu", max_steps: int | None = None, prefetch: int = 0):
+                 device="cpu", max_steps: int | None = None, prefetch: int = 0, sampler: Sampler | None = None):
         if split not in SPLITS:
             raise ValueError(f"split must be one of {', '.join(SPLITS)} (got {split!r})")
         if mode not in MODES:
@@ -152,14 +155,16 @@ class NodeLoader:
         # the data path's collectives: on their own communicator when a thread runs them
         data_comm = self.comm.dup() if self.prefetch else self.comm
         self.gather = FeatureGather(data_comm, self.part.offsets, self.part.features)
-        if mode == "hybrid":
-            self.kernel = resolve_kernel(kernel)
-            self._vanilla = None
+        if sampler is not None:
+            if not isinstance(sampler, Sampler):
+                raise TypeError(f"sampler must implement fastsample.sampling.Sampler (got {type(sampler).__name__})")
+            self.sampler = sampler
+        elif mode == "hybrid":
+            self.sampler = LocalSampler(self.part.graph, self.rank, kernel)
         else:
             from fastsample.distributed.vanilla import VanillaSampler
 
-            self.kernel = "vanilla"
-            self._vanilla = VanillaSampler(data_comm, self.part.offsets, self.part.local_graph)
+            self.sampler = VanillaSampler(data_comm, self.part.offsets, self.part.local_graph, kernel)
         # every rank runs the same number of steps: the most any rank needs
         self.epoch_steps = max(math.ceil(p[split] / self.batch_size) for p in self.part.meta["parts"])
         self.steps = self.epoch_steps if max_steps is None else min(self.epoch_steps, max_steps)
@@ -207,10 +212,7 @@ class NodeLoader:
     def sample(self, seeds: np.ndarray, step: int, seed: int | None = None) -> list[MFG]:
         """The MFGs around ``seeds`` for (seed, this epoch, step, this rank). Collective in vanilla mode."""
         seed = self.seed if seed is None else seed
-        if self._vanilla is not None:
-            return self._vanilla.sample(seeds, self.fanouts, seed=seed, epoch=self.epoch, step=step)
-        return sample(self.part.graph, seeds, self.fanouts, seed=seed, epoch=self.epoch, step=step, rank=self.rank,
-                      kernel=self.kernel)
+        return self.sampler.sample(seeds, self.fanouts, seed=seed, epoch=self.epoch, step=step)
 
     def batch(self, seeds: np.ndarray, step: int) -> Batch:
         """The batch of ``seeds`` (this rank's own nodes) at ``step``. Collective."""

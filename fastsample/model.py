@@ -28,10 +28,7 @@ from torch import nn
 
 from fastsample.block import Block
 
-try:
-    from fastsample import _native
-except ImportError:
-    _native = None
+from fastsample.native import lib as _native
 
 AGGREGATIONS = ("auto", "native", "torch")
 

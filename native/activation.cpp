@@ -9,8 +9,6 @@
 #include "activation.hpp"
 #include "clones.hpp"
 
-#include <omp.h>
-
 #include <algorithm>
 
 namespace fastsample {
@@ -40,11 +38,10 @@ struct Keep {
 }  // namespace
 
 FS_CLONES void bias_relu_dropout(float* x, int64_t rows, int64_t width, const float* bias, double p,
-                                 uint64_t seed, int num_threads) {
-  if (num_threads <= 0) num_threads = omp_get_max_threads();
+                                 uint64_t seed) {
   const Keep keep(seed, p);
   const float scale = p > 0 ? static_cast<float>(1.0 / (1.0 - p)) : 1.0f;
-#pragma omp parallel for schedule(static) num_threads(num_threads)
+#pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
     float* row = x + r * width;
     if (p > 0) {
@@ -61,11 +58,10 @@ FS_CLONES void bias_relu_dropout(float* x, int64_t rows, int64_t width, const fl
   }
 }
 
-FS_CLONES void dropout_mask(float* mask, int64_t n, double p, uint64_t seed, int num_threads) {
-  if (num_threads <= 0) num_threads = omp_get_max_threads();
+FS_CLONES void dropout_mask(float* mask, int64_t n, double p, uint64_t seed) {
   const Keep keep(seed, p);
   const float scale = static_cast<float>(1.0 / (1.0 - p));
-#pragma omp parallel for simd schedule(static) num_threads(num_threads)
+#pragma omp parallel for simd schedule(static)
   for (int64_t k = 0; k < n; ++k) mask[k] = keep(k) * scale;
 }
 

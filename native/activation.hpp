@@ -7,10 +7,9 @@ namespace fastsample {
 // k is kept (and scaled by 1 / (1 - p)) iff it is positive and keep(seed, k): a pure
 // function of (seed, k), true with probability 1 - p (to 2^-24). Counter-based, so any
 // thread may draw any element, and dropout_mask below draws the same.
-void bias_relu_dropout(float* x, int64_t rows, int64_t width, const float* bias, double p, uint64_t seed,
-                       int num_threads);
+void bias_relu_dropout(float* x, int64_t rows, int64_t width, const float* bias, double p, uint64_t seed);
 
 // mask[k] = keep(seed, k) ? 1 / (1 - p) : 0.
-void dropout_mask(float* mask, int64_t n, double p, uint64_t seed, int num_threads);
+void dropout_mask(float* mask, int64_t n, double p, uint64_t seed);
 
 }  // namespace fastsample

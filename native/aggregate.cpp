@@ -12,8 +12,6 @@
 #include "clones.hpp"
 #include "prefetch.hpp"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <vector>
 
@@ -25,11 +23,10 @@ constexpr int64_t kAhead = 8;  // edges prefetched ahead: covers ~a memory laten
 }  // namespace
 
 FS_CLONES void mean_aggregate(const int64_t* indptr, const int32_t* indices, int64_t num_dst, const float* h,
-                    int64_t width, float* out, bool with_self, int num_threads) {
-  if (num_threads <= 0) num_threads = omp_get_max_threads();
+                    int64_t width, float* out, bool with_self) {
   const int64_t num_edges = indptr[num_dst];
   const int64_t out_stride = with_self ? 2 * width : width;
-#pragma omp parallel for schedule(dynamic, 64) num_threads(num_threads)
+#pragma omp parallel for schedule(dynamic, 64)
   for (int64_t i = 0; i < num_dst; ++i) {
     float* o = out + i * out_stride;
     if (with_self) {
@@ -55,8 +52,7 @@ FS_CLONES void mean_aggregate(const int64_t* indptr, const int32_t* indices, int
 FS_CLONES void mean_aggregate_backward(const int64_t* indptr, const int32_t* indices, int64_t num_dst,
                              int64_t num_src, const float* grad_agg, int64_t agg_stride,
                              const float* grad_self, int64_t self_stride, int64_t width, const float* mask, float scale,
-                             float* grad_h, int num_threads) {
-  if (num_threads <= 0) num_threads = omp_get_max_threads();
+                             float* grad_h) {
   const int64_t E = indptr[num_dst];
   // transpose: for each source, the destinations it feeds, in destination order
   std::vector<int64_t> tptr(num_src + 1, 0);
@@ -71,7 +67,7 @@ FS_CLONES void mean_aggregate_backward(const int64_t* indptr, const int32_t* ind
     const int64_t d = indptr[i + 1] - indptr[i];
     inv[i] = d ? 1.0f / static_cast<float>(d) : 0.0f;
   }
-#pragma omp parallel for schedule(dynamic, 256) num_threads(num_threads)
+#pragma omp parallel for schedule(dynamic, 256)
   for (int64_t u = 0; u < num_src; ++u) {
     float* g = grad_h + u * width;
     if (grad_self != nullptr && u < num_dst)

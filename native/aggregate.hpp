@@ -7,7 +7,7 @@ namespace fastsample {
 // h (num_src, width) row-major. With_self, out is (num_dst, 2 * width) and row i is
 // [h[i, :] | mean]: a GraphSAGE layer's whole input to its projection, in one pass.
 void mean_aggregate(const int64_t* indptr, const int32_t* indices, int64_t num_dst, const float* h,
-                    int64_t width, float* out, bool with_self, int num_threads);
+                    int64_t width, float* out, bool with_self);
 
 // The input gradient of a GraphSAGE layer, in one pass over the sources:
 //   grad_h[u, :] = grad_self[u, :] (u < num_dst, if grad_self)
@@ -18,6 +18,6 @@ void mean_aggregate(const int64_t* indptr, const int32_t* indices, int64_t num_d
 void mean_aggregate_backward(const int64_t* indptr, const int32_t* indices, int64_t num_dst,
                              int64_t num_src, const float* grad_agg, int64_t agg_stride,
                              const float* grad_self, int64_t self_stride, int64_t width, const float* mask, float scale,
-                             float* grad_h, int num_threads);
+                             float* grad_h);
 
 }  // namespace fastsample

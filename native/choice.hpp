@@ -66,20 +66,4 @@ inline void choose_positions(uint64_t nkey, int64_t degree, int64_t k, int64_t* 
   }
 }
 
-// Write the chosen in-neighbours of v (global ids) to out[0..num_picks).
-template <typename Id, typename Off>
-inline void pick_neighbors(const Off* indptr, const Id* indices, Id v, int64_t fanout,
-                           uint64_t layer_key, int64_t* scratch, Id* out) {
-  const int64_t start = indptr[v];
-  const int64_t degree = static_cast<int64_t>(indptr[v + 1]) - start;
-  const int64_t k = num_picks(degree, fanout);
-  const Id* nbrs = indices + start;
-  if (k == degree) {
-    for (int64_t i = 0; i < degree; ++i) out[i] = nbrs[i];
-    return;
-  }
-  choose_positions(node_key(layer_key, v), degree, k, scratch);
-  for (int64_t i = 0; i < k; ++i) out[i] = nbrs[scratch[i]];
-}
-
 }  // namespace fastsample

@@ -22,8 +22,6 @@
 // never reset entry by entry (generation tags).
 #include "fused_sample.hpp"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <stdexcept>
 #include <string>
@@ -43,8 +41,9 @@ constexpr uint64_t kGenMask = ~uint64_t{0xffffffff};
 template <typename Id, typename Off>
 class Pipeline {
  public:
-  Pipeline(const Off* indptr, const Id* indices, int64_t fanout, uint64_t key)
-      : indptr_(indptr), indices_(indices), fanout_(fanout), key_(key),
+  // Node v's neighbours are row v - row_offset of (indptr, indices); its key is v's own.
+  Pipeline(const Off* indptr, const Id* indices, int64_t fanout, uint64_t key, int64_t row_offset = 0)
+      : indptr_(indptr - row_offset), indices_(indices), fanout_(fanout), key_(key),
         width_(std::max<int64_t>(fanout, 1)), pos_(kDepth * width_) {}
 
   // Sample destinations dst[lo..hi) into out[ip[lo]..ip[hi]).
@@ -83,7 +82,7 @@ class Pipeline {
     }
   }
 
-  const Off* indptr_;
+  const Off* indptr_;  // shifted by the row offset: indexed by node id
   const Id* indices_;
   int64_t fanout_;
   uint64_t key_;
@@ -118,21 +117,30 @@ struct Relabel {
   }
 };
 
+// Passes 1 and 2: the MFG's indptr (picks per destination, prefix-summed).
 template <typename Id, typename Off>
-LayerMFG<Id> sample_layer(const Off* indptr, const Id* indices, const Id* dst, int64_t S,
-                          int64_t fanout, uint64_t key, NodeMap& map, int num_threads) {
-  LayerMFG<Id> out;
-  out.num_dst = S;
-  out.indptr = Buffer<int64_t>(S + 1);
-  int64_t* ip = out.indptr.data.get();
+Buffer<int64_t> count_picks(const Off* indptr, const Id* dst, int64_t S, int64_t fanout, int64_t row_offset) {
+  Buffer<int64_t> out(S + 1);
+  int64_t* ip = out.data.get();
+  const Off* rows = indptr - row_offset;
   ip[0] = 0;
-#pragma omp parallel for schedule(static) num_threads(num_threads)
+#pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < S; ++i) {
-    if (i + kAhead < S) __builtin_prefetch(&indptr[dst[i + kAhead]]);
+    if (i + kAhead < S) __builtin_prefetch(&rows[dst[i + kAhead]]);
     const Id v = dst[i];
-    ip[i + 1] = num_picks(static_cast<int64_t>(indptr[v + 1]) - indptr[v], fanout);
+    ip[i + 1] = num_picks(static_cast<int64_t>(rows[v + 1]) - rows[v], fanout);
   }
   for (int64_t i = 0; i < S; ++i) ip[i + 1] += ip[i];
+  return out;
+}
+
+template <typename Id, typename Off>
+LayerMFG<Id> sample_layer(const Off* indptr, const Id* indices, const Id* dst, int64_t S,
+                          int64_t fanout, uint64_t key, NodeMap& map) {
+  LayerMFG<Id> out;
+  out.num_dst = S;
+  out.indptr = count_picks(indptr, dst, S, fanout, 0);
+  const int64_t* ip = out.indptr.data.get();
   const int64_t E = ip[S];
 
   out.indices = Buffer<int32_t>(E);
@@ -144,7 +152,7 @@ LayerMFG<Id> sample_layer(const Off* indptr, const Id* indices, const Id* dst, i
   Relabel<Id> relabel{map.slots(), map.tag(), src.data.get(), S};
 
   const int64_t chunks = (S + kChunk - 1) / kChunk;
-#pragma omp parallel num_threads(num_threads)
+#pragma omp parallel
   {
     Pipeline<Id, Off> pipe(indptr, indices, fanout, key);
 #pragma omp for ordered schedule(dynamic, 1)
@@ -166,8 +174,7 @@ template <typename Id, typename Off>
 std::vector<LayerMFG<Id>> fused_sample(const Off* indptr, const Id* indices, int64_t num_nodes,
                                        const Id* seeds, int64_t num_seeds,
                                        const std::vector<int64_t>& fanouts,
-                                       const std::vector<uint64_t>& layer_keys, int num_threads) {
-  if (num_threads <= 0) num_threads = omp_get_max_threads();
+                                       const std::vector<uint64_t>& layer_keys) {
   NodeMapPool& pool = NodeMapPool::global();
   std::unique_ptr<NodeMap> map = pool.acquire(num_nodes);
   uint64_t* m = map->slots();
@@ -186,7 +193,7 @@ std::vector<LayerMFG<Id>> fused_sample(const Off* indptr, const Id* indices, int
   const Id* dst = seeds;
   int64_t S = num_seeds;
   for (int64_t l = static_cast<int64_t>(fanouts.size()) - 1; l >= 0; --l) {
-    layers.push_back(sample_layer(indptr, indices, dst, S, fanouts[l], layer_keys[l], *map, num_threads));
+    layers.push_back(sample_layer(indptr, indices, dst, S, fanouts[l], layer_keys[l], *map));
     dst = layers.back().src_ids.data.get();
     S = layers.back().src_ids.size;
   }
@@ -194,10 +201,29 @@ std::vector<LayerMFG<Id>> fused_sample(const Off* indptr, const Id* indices, int
   return layers;
 }
 
+template <typename Id, typename Off>
+Picks<Id> sample_neighbors(const Off* indptr, const Id* indices, const Id* dst, int64_t S, int64_t fanout,
+                           uint64_t key, int64_t row_offset) {
+  Picks<Id> out;
+  out.indptr = count_picks(indptr, dst, S, fanout, row_offset);
+  const int64_t* ip = out.indptr.data.get();
+  out.picked = Buffer<Id>(ip[S]);
+  const int64_t chunks = (S + kChunk - 1) / kChunk;
+#pragma omp parallel
+  {
+    Pipeline<Id, Off> pipe(indptr, indices, fanout, key, row_offset);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t c = 0; c < chunks; ++c) pipe.run(dst, c * kChunk, std::min(S, (c + 1) * kChunk), ip, out.picked.data.get());
+  }
+  return out;
+}
+
 #define FASTSAMPLE_INSTANTIATE(Id, Off)                                                        \
   template std::vector<LayerMFG<Id>> fused_sample<Id, Off>(                                  \
       const Off*, const Id*, int64_t, const Id*, int64_t, const std::vector<int64_t>&,       \
-      const std::vector<uint64_t>&, int);
+      const std::vector<uint64_t>&);                                                     \
+  template Picks<Id> sample_neighbors<Id, Off>(const Off*, const Id*, const Id*, int64_t, int64_t, \
+                                               uint64_t, int64_t);
 FASTSAMPLE_INSTANTIATE(int32_t, int32_t)
 FASTSAMPLE_INSTANTIATE(int32_t, int64_t)
 FASTSAMPLE_INSTANTIATE(int64_t, int64_t)

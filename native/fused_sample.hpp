@@ -26,6 +26,19 @@ template <typename Id, typename Off>
 std::vector<LayerMFG<Id>> fused_sample(const Off* indptr, const Id* indices, int64_t num_nodes,
                                        const Id* seeds, int64_t num_seeds,
                                        const std::vector<int64_t>& fanouts,
-                                       const std::vector<uint64_t>& layer_keys, int num_threads);
+                                       const std::vector<uint64_t>& layer_keys);
+
+// Passes 1-3 only, for destinations whose neighbour lists are rows dst[i] - row_offset of
+// (indptr, indices): the MFG indptr and the chosen neighbours' global ids, in CSC order,
+// not relabelled (vanilla sampling's owner side; fastsample.sampling.sample_neighbors).
+template <typename Id>
+struct Picks {
+  Buffer<int64_t> indptr;  // num_dst + 1
+  Buffer<Id> picked;
+};
+
+template <typename Id, typename Off>
+Picks<Id> sample_neighbors(const Off* indptr, const Id* indices, const Id* dst, int64_t num_dst,
+                           int64_t fanout, uint64_t key, int64_t row_offset);
 
 }  // namespace fastsample

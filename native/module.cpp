@@ -1,5 +1,8 @@
-// Python binding of the native kernels: converts arrays, releases the GIL, nothing else.
-// Validation and dtype policy live in the Python wrappers (fastsample/sampling/).
+// Python binding of the native kernels: checks shapes, releases the GIL, nothing else.
+// Every array argument is .noconvert(): an array of another dtype or layout is refused
+// (TypeError), never silently copied on each call. The dtype policy (which index dtypes
+// a graph has, converted once when it is built) lives in Python: fastsample/graph.py,
+// and the wrappers in fastsample/sampling/, fastsample/model.py, fastsample/distributed/.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
@@ -28,20 +31,45 @@ nb::object to_numpy(Buffer<T>& buf) {
 }
 
 template <typename Id, typename Off>
-nb::list sample_fused(In<Off> indptr, In<Id> indices, In<Id> seeds, In<int64_t> fanouts,
-                      In<uint64_t> layer_keys, int num_threads) {
+nb::list sample_fused(In<Off> indptr, In<Id> indices, In<Id> seeds, In<int64_t> fanouts, In<uint64_t> layer_keys) {
   std::vector<int64_t> f(fanouts.data(), fanouts.data() + fanouts.shape(0));
   std::vector<uint64_t> k(layer_keys.data(), layer_keys.data() + layer_keys.shape(0));
   std::vector<LayerMFG<Id>> layers;
   {
     nb::gil_scoped_release release;
     layers = fused_sample<Id, Off>(indptr.data(), indices.data(), indptr.shape(0) - 1, seeds.data(),
-                                   seeds.shape(0), f, k, num_threads);
+                                   seeds.shape(0), f, k);
   }
   nb::list out;
   for (auto& l : layers)
     out.append(nb::make_tuple(to_numpy(l.indptr), to_numpy(l.indices), to_numpy(l.src_ids), l.num_dst));
   return out;
+}
+
+template <typename Id, typename Off>
+nb::tuple sample_neighbors_(In<Off> indptr, In<Id> indices, In<Id> dst, int64_t fanout, uint64_t key,
+                            int64_t row_offset) {
+  Picks<Id> picks;
+  {
+    nb::gil_scoped_release release;
+    picks = sample_neighbors<Id, Off>(indptr.data(), indices.data(), dst.data(), dst.shape(0), fanout, key,
+                                      row_offset);
+  }
+  return nb::make_tuple(to_numpy(picks.indptr), to_numpy(picks.picked));
+}
+
+// Each graph dtype pair a CSCGraph can hold (graph.py: int32 or int64 ids, offsets at least as wide).
+template <typename Id, typename Off>
+void def_sampling(nb::module_& m) {
+  m.def("sample_fused", &sample_fused<Id, Off>, nb::arg("indptr").noconvert(), nb::arg("indices").noconvert(),
+        nb::arg("seeds").noconvert(), nb::arg("fanouts").noconvert(), nb::arg("layer_keys").noconvert(),
+        "sample_fused(indptr, indices, seeds, fanouts, layer_keys) -> [(indptr, indices, src_ids, num_dst)] "
+        "for layers L-1..0 (top first). Inputs are validated by fastsample.sampling.sample.");
+  m.def("sample_neighbors", &sample_neighbors_<Id, Off>, nb::arg("indptr").noconvert(),
+        nb::arg("indices").noconvert(), nb::arg("dst").noconvert(), nb::arg("fanout"), nb::arg("key"),
+        nb::arg("row_offset"),
+        "sample_neighbors(indptr, indices, dst, fanout, key, row_offset) -> (mfg indptr, picked global ids): "
+        "the choice rule for node dst[i] on row dst[i] - row_offset, without relabelling.");
 }
 
 using Rows = nb::ndarray<float, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
@@ -60,16 +88,9 @@ NB_MODULE(_native, m) {
   m.def("max_threads", []() { return omp_get_max_threads(); },
         "OpenMP's thread count for the next parallel region (OMP_NUM_THREADS).");
   m.def("set_num_threads", [](int n) { omp_set_num_threads(n); }, nb::arg("n"));
-  const char* doc =
-      "sample_fused(indptr, indices, seeds, fanouts, layer_keys, num_threads=0) -> "
-      "[(indptr, indices, src_ids, num_dst)] for layers L-1..0 (top first). Inputs are "
-      "validated by fastsample.sampling.sample.";
-  m.def("sample_fused", &sample_fused<int32_t, int32_t>, nb::arg("indptr"), nb::arg("indices"),
-        nb::arg("seeds"), nb::arg("fanouts"), nb::arg("layer_keys"), nb::arg("num_threads") = 0, doc);
-  m.def("sample_fused", &sample_fused<int32_t, int64_t>, nb::arg("indptr"), nb::arg("indices"),
-        nb::arg("seeds"), nb::arg("fanouts"), nb::arg("layer_keys"), nb::arg("num_threads") = 0);
-  m.def("sample_fused", &sample_fused<int64_t, int64_t>, nb::arg("indptr"), nb::arg("indices"),
-        nb::arg("seeds"), nb::arg("fanouts"), nb::arg("layer_keys"), nb::arg("num_threads") = 0);
+  def_sampling<int32_t, int32_t>(m);
+  def_sampling<int32_t, int64_t>(m);
+  def_sampling<int64_t, int64_t>(m);
 
   m.def("mean_aggregate",
         [](In<int64_t> indptr, In<int32_t> indices, ConstRows h, Rows out) {
@@ -79,9 +100,10 @@ NB_MODULE(_native, m) {
           if (with_self && h.shape(0) < out.shape(0)) throw nb::value_error("h: fewer sources than destinations");
           nb::gil_scoped_release release;
           mean_aggregate(indptr.data(), indices.data(), indptr.shape(0) - 1, h.data(), h.shape(1), out.data(),
-                         with_self, 0);
+                         with_self);
         },
-        nb::arg("indptr"), nb::arg("indices"), nb::arg("h"), nb::arg("out"),
+        nb::arg("indptr").noconvert(), nb::arg("indices").noconvert(), nb::arg("h").noconvert(),
+        nb::arg("out").noconvert(),
         "out[i] = mean of h[indices[indptr[i]:indptr[i+1]]] (0 without edges); if out is twice "
         "h's width, out[i] = [h[i] | mean]; see aggregate.cpp");
   m.def("mean_aggregate_backward",
@@ -93,26 +115,27 @@ NB_MODULE(_native, m) {
           mean_aggregate_backward(indptr.data(), indices.data(), indptr.shape(0) - 1, grad_h.shape(0),
                                   grad_agg.data(), agg_stride, grad_self ? grad_self->data() : nullptr,
                                   self_stride, grad_h.shape(1), mask ? mask->data() : nullptr, scale,
-                                  grad_h.data(), 0);
+                                  grad_h.data());
         },
-        nb::arg("indptr"), nb::arg("indices"), nb::arg("grad_agg"), nb::arg("grad_self").none(),
-        nb::arg("mask").none(), nb::arg("scale"), nb::arg("grad_h"),
+        nb::arg("indptr").noconvert(), nb::arg("indices").noconvert(), nb::arg("grad_agg").noconvert(),
+        nb::arg("grad_self").noconvert().none(),
+        nb::arg("mask").noconvert().none(), nb::arg("scale"), nb::arg("grad_h").noconvert(),
         "grad_h = A^T grad_agg (+ grad_self on the first rows), masked where mask <= 0 and "
         "scaled; see aggregate.cpp");
   m.def("bias_relu_dropout",
         [](Rows x, ConstVec bias, double p, uint64_t seed) {
           if (bias.shape(0) != x.shape(1)) throw nb::value_error("bias: one entry per column of x");
           nb::gil_scoped_release release;
-          bias_relu_dropout(x.data(), x.shape(0), x.shape(1), bias.data(), p, seed, 0);
+          bias_relu_dropout(x.data(), x.shape(0), x.shape(1), bias.data(), p, seed);
         },
-        nb::arg("x"), nb::arg("bias"), nb::arg("p"), nb::arg("seed"),
+        nb::arg("x").noconvert(), nb::arg("bias").noconvert(), nb::arg("p"), nb::arg("seed"),
         "x = dropout(relu(x + bias)) in place, keep bits a hash of (seed, element); see activation.cpp");
   m.def("dropout_mask",
         [](Rows mask, double p, uint64_t seed) {
           nb::gil_scoped_release release;
-          dropout_mask(mask.data(), static_cast<int64_t>(mask.shape(0) * mask.shape(1)), p, seed, 0);
+          dropout_mask(mask.data(), static_cast<int64_t>(mask.shape(0) * mask.shape(1)), p, seed);
         },
-        nb::arg("mask"), nb::arg("p"), nb::arg("seed"),
+        nb::arg("mask").noconvert(), nb::arg("p"), nb::arg("seed"),
         "mask = 1/(1-p) where relu_dropout keeps an element, else 0 (same seed, same draws)");
   m.def("copy_rows",
         [](ConstRows src, In<int64_t> src_rows, Rows dst, std::optional<In<int64_t>> dst_rows) {
@@ -121,8 +144,9 @@ NB_MODULE(_native, m) {
           if (!dst_rows && dst.shape(0) < src_rows.shape(0)) throw nb::value_error("dst: fewer rows than src_rows");
           nb::gil_scoped_release release;
           copy_rows(src.data(), src_rows.data(), dst.data(), dst_rows ? dst_rows->data() : nullptr,
-                    src_rows.shape(0), src.shape(1), 0);
+                    src_rows.shape(0), src.shape(1));
         },
-        nb::arg("src"), nb::arg("src_rows"), nb::arg("dst"), nb::arg("dst_rows").none() = nb::none(),
+        nb::arg("src").noconvert(), nb::arg("src_rows").noconvert(), nb::arg("dst").noconvert(),
+        nb::arg("dst_rows").noconvert().none() = nb::none(),
         "dst[dst_rows[i] (or i)] = src[src_rows[i]]; row ids are not checked (the caller's are in range)");
 }

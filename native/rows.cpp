@@ -6,18 +6,15 @@
 #include "rows.hpp"
 #include "prefetch.hpp"
 
-#include <omp.h>
-
 #include <cstring>
 
 namespace fastsample {
 
 void copy_rows(const float* src, const int64_t* src_rows, float* dst, const int64_t* dst_rows, int64_t n,
-               int64_t width, int num_threads) {
-  if (num_threads <= 0) num_threads = omp_get_max_threads();
+               int64_t width) {
   constexpr int64_t kAhead = 8;
   const size_t bytes = static_cast<size_t>(width) * sizeof(float);
-#pragma omp parallel for schedule(static) num_threads(num_threads)
+#pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i) {
     if (i + kAhead < n) prefetch_lines(src + src_rows[i + kAhead] * width, width);
     const int64_t d = dst_rows != nullptr ? dst_rows[i] : i;

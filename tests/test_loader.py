@@ -24,7 +24,7 @@ def test_one_epoch_covers_the_split_once_with_the_samplers_mfgs_and_the_right_ro
     for step, batch in enumerate(loader):
         seeds = batch.seeds.numpy()
         assert batch.seeds.dtype == torch.int64 and np.all(np.diff(seeds) > 0)
-        want = sample(ds.graph, seeds, [3, 2], seed=5, epoch=2, step=step, rank=0, kernel=loader.kernel)
+        want = sample(ds.graph, seeds, [3, 2], seed=5, epoch=2, step=step, rank=0, kernel=loader.sampler.name)
         assert all(a.equals(b) for a, b in zip(batch.mfgs, want))
         assert np.array_equal(batch.mfgs[-1].dst_ids, seeds)
         assert batch.x.dtype == torch.float32

@@ -15,10 +15,7 @@ import numpy as np
 from fastsample.comm import Communicator
 from fastsample.partition import owner_of
 
-try:
-    from fastsample import _native
-except ImportError:
-    _native = None
+from fastsample.native import lib as _native
 
 
 def copy_rows(src: np.ndarray, rows: np.ndarray, dst: np.ndarray, dst_rows: np.ndarray | None = None) -> None:

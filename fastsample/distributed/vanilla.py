@@ -11,6 +11,8 @@ neighbours of nodes owned elsewhere:
              the picks, in one int64 buffer
 then the requester assembles the layer in destination order and relabels as the fused
 kernels do. With the feature gather's 2 rounds that is 2L rounds for L layers (hybrid: 2).
+The picks are made by ``fastsample.sampling.sample_neighbors`` (native where built) and
+relabelled by ``fastsample.sampling.assemble``: the same code as hybrid sampling.
 """
 
 from __future__ import annotations
@@ -21,10 +23,7 @@ import numpy as np
 from fastsample.comm import Communicator
 from fastsample.graph import CSCGraph
 from fastsample.partition import owner_of
-from fastsample.sampling import MFG
-from fastsample.sampling import numba_fused
-from fastsample.sampling.nodemap import node_map
-from fastsample.sampling.rng import layer_key, layer_keys
+from fastsample.sampling import MFG, assemble, layer_key, layer_keys, resolve_kernel, sample_neighbors
 
 
 @numba.njit(nogil=True, cache=True)
@@ -38,17 +37,27 @@ def _scatter_rows(out_indptr, rows, src_indptr, src_vals, out):
 
 
 class VanillaSampler:
-    def __init__(self, comm: Communicator, offsets: np.ndarray, local_graph: CSCGraph):
-        """local_graph: in-edges of the owned range (rows local, sources global)."""
+    """A Sampler (fastsample.sampling) over a partitioned topology; ``sample`` is collective.
+
+    Args:
+        comm: the job's communicator (every rank calls ``sample`` for every step).
+        offsets: (P + 1,) the owned ranges: rank r owns ids offsets[r]..offsets[r + 1]-1.
+        local_graph: in-edges of the owned range (rows local, sources global).
+        kernel: the owner side's choice kernel: "native", "numba" or "auto".
+    """
+
+    def __init__(self, comm: Communicator, offsets: np.ndarray, local_graph: CSCGraph, kernel: str = "auto"):
         self.comm = comm
         self.offsets = np.asarray(offsets, dtype=np.int64)
         self.local = local_graph
         self.lo = int(self.offsets[comm.rank])
         self.num_nodes = int(self.offsets[-1])
+        self.kernel = "numba" if resolve_kernel(kernel) == "twostep" else resolve_kernel(kernel)
+        self.name = f"vanilla ({self.kernel})"
 
     def _pick_local(self, nodes, fanout, key):
-        return numba_fused.sample_csc(self.local.indptr, self.local.indices, nodes, fanout, key,
-                                      max(fanout, 1), self.lo)
+        nodes = np.ascontiguousarray(nodes, dtype=self.local.indices.dtype)
+        return sample_neighbors(self.local, nodes, fanout, key, self.lo, self.kernel)
 
     def sample(self, seeds, fanouts, *, seed: int, epoch: int, step: int) -> list[MFG]:
         comm = self.comm
@@ -72,7 +81,7 @@ class VanillaSampler:
             for source, n in enumerate(asked_counts):
                 ids = asked[start:start + n]
                 start += n
-                ip, picks = self._pick_local(ids, fanout, np.uint64(layer_key(seed, epoch, step, source, layer)))
+                ip, picks = self._pick_local(ids, fanout, layer_key(seed, epoch, step, source, layer))
                 replies.append(np.concatenate([np.diff(ip), picks.astype(np.int64)]))
                 reply_counts.append(len(replies[-1]))
             got, got_counts = comm.all_to_all_v(np.concatenate(replies), reply_counts)
@@ -97,6 +106,4 @@ class VanillaSampler:
             _scatter_rows(out_indptr, remote, remote_ip, np.concatenate(remote_picks).astype(dst.dtype), picked)
             return out_indptr, picked
 
-        with node_map(self.num_nodes) as m:
-            layers = numba_fused.sample_layers(None, None, seeds, list(fanouts), keys, m, pick=pick)
-        return [MFG(indptr, indices, src, num_dst) for indptr, indices, src, num_dst in reversed(layers)]
+        return assemble(seeds, len(fanouts), self.num_nodes, pick)

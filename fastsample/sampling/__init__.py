@@ -12,27 +12,30 @@ same key (seed, epoch, step, rank, layer, node) every kernel returns the same MF
 Kernels: "native" (C++/OpenMP, fused), "numba" (the same fused algorithm in Numba),
 "twostep" (COO first, then compaction and COO->CSC: the conventional baseline), and
 "auto" (native when built, else numba).
+
+Extension point: a ``Sampler`` (the protocol below) turns a step's seeds into MFGs. The
+loader holds one: ``LocalSampler`` (this module's kernels on a whole topology, hybrid
+mode) or ``fastsample.distributed.VanillaSampler`` (a partitioned topology, built from
+``sample_neighbors`` and ``assemble``).
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
 from fastsample.graph import CSCGraph
 from fastsample.sampling.mfg import MFG
 from fastsample.sampling.nodemap import node_map
-from fastsample.sampling.rng import layer_keys
+from fastsample.sampling.rng import layer_key, layer_keys
 
-try:
-    from fastsample import _native
-except ImportError:  # installed with FASTSAMPLE_NATIVE=OFF
-    _native = None
+from fastsample.native import lib as _native
 
 KERNELS = ("native", "numba", "twostep")
 
-__all__ = ["MFG", "sample", "KERNELS", "native_available", "resolve_kernel", "get_num_threads", "set_num_threads"]
+__all__ = ["MFG", "Sampler", "LocalSampler", "sample", "sample_neighbors", "assemble", "layer_key", "layer_keys",
+           "KERNELS", "native_available", "resolve_kernel", "get_num_threads", "set_num_threads"]
 
 
 def native_available() -> bool:
@@ -69,20 +72,95 @@ def _check(graph: CSCGraph, seeds, fanouts) -> tuple[np.ndarray, list[int]]:
 
 def sample(graph: CSCGraph, seeds, fanouts: Sequence[int], *, seed: int = 0, epoch: int = 0,
            step: int = 0, rank: int = 0, kernel: str = "auto") -> list[MFG]:
-    """Sample ``len(fanouts)`` layers of MFGs around ``seeds`` (see the module doc)."""
+    """Sample ``len(fanouts)`` layers of MFGs around ``seeds`` (see the module doc).
+
+    Args:
+        graph: the topology (its index dtypes were fixed when it was built: CSCGraph).
+        seeds: unique node ids, 1-D integers.
+        fanouts: neighbours per layer, input layer first; -1 takes all.
+        seed, epoch, step, rank: the RNG contract's key fields (rng.py).
+        kernel: "native", "numba", "twostep" or "auto".
+    Returns:
+        The MFGs, input layer first (``mfgs[-1]``'s destinations are the seeds).
+    """
     kernel = resolve_kernel(kernel)
     seeds, fanouts = _check(graph, seeds, fanouts)
     keys = layer_keys(seed, epoch, step, rank, len(fanouts))
     if kernel == "native":
-        layers = _native.sample_fused(graph.indptr, graph.indices, seeds,
-                                      np.asarray(fanouts, np.int64), keys)
-    else:
-        from fastsample.sampling import numba_fused, twostep
+        return _mfgs(_native.sample_fused(graph.indptr, graph.indices, seeds, np.asarray(fanouts, np.int64), keys))
+    from fastsample.sampling import numba_fused, twostep
 
-        impl = numba_fused if kernel == "numba" else twostep
-        with node_map(graph.num_nodes) as m:
-            layers = impl.sample_layers(graph.indptr, graph.indices, seeds, fanouts, keys, m)
+    impl = numba_fused if kernel == "numba" else twostep
+    with node_map(graph.num_nodes) as m:
+        return _mfgs(impl.sample_layers(graph.indptr, graph.indices, seeds, fanouts, keys, m))
+
+
+def sample_neighbors(graph: CSCGraph, nodes: np.ndarray, fanout: int, key: int, row_offset: int = 0,
+                     kernel: str = "auto") -> tuple[np.ndarray, np.ndarray]:
+    """One layer's choice for ``nodes``, not relabelled: the choice rule with layer key ``key``.
+
+    Args:
+        graph: the neighbour lists; node v's are row ``v - row_offset`` (a rank's share of a
+            partitioned topology has its owned range's rows, sources global).
+        nodes: the destinations, ``graph.indices``' dtype.
+        fanout: neighbours per node (-1: all).
+        key: the layer key (``layer_key(seed, epoch, step, rank, layer)``).
+        kernel: "native" where built, else Numba ("auto"); both choose the same.
+    Returns:
+        (indptr int64 (len(nodes) + 1,), picked global ids in CSC order).
+    """
+    kernel = resolve_kernel(kernel)
+    if kernel == "native":
+        return _native.sample_neighbors(graph.indptr, graph.indices, nodes, int(fanout), int(key), int(row_offset))
+    from fastsample.sampling import numba_fused
+
+    return numba_fused.sample_csc(graph.indptr, graph.indices, nodes, fanout, np.uint64(key), max(fanout, 1),
+                                  row_offset)
+
+
+def assemble(seeds: np.ndarray, num_layers: int, num_nodes: int,
+             pick: Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]]) -> list[MFG]:
+    """MFGs from a per-layer choice made elsewhere: ``pick(dst, layer)`` returns
+    ``sample_neighbors``' (indptr, picked global ids) for destinations ``dst``; the layers
+    are relabelled exactly as the fused kernels do. Returns the MFGs, input layer first."""
+    from fastsample.sampling import numba_fused
+
+    with node_map(num_nodes) as m:
+        return _mfgs(numba_fused.relabel_layers(seeds, num_layers, pick, m))
+
+
+def _mfgs(layers) -> list[MFG]:
+    """The kernels' layers (top first, as tuples) as MFGs, input layer first."""
     return [MFG(indptr, indices, src, num_dst) for indptr, indices, src, num_dst in reversed(layers)]
+
+
+@runtime_checkable
+class Sampler(Protocol):
+    """What a loader needs to turn a step's seeds into MFGs (the RNG contract fixes the draws:
+    every implementation returns the same MFGs for the same key). ``sample`` is collective
+    where the implementation communicates (vanilla)."""
+
+    name: str
+
+    def sample(self, seeds: np.ndarray, fanouts: Sequence[int], *, seed: int, epoch: int, step: int) -> list[MFG]:
+        ...
+
+
+class LocalSampler:
+    """Sampler over a whole topology in this process (hybrid mode: every rank holds it).
+
+    Args:
+        graph: the topology.
+        rank: this rank (a key field of the RNG contract).
+        kernel: "native", "numba", "twostep" or "auto" (resolved here).
+    """
+
+    def __init__(self, graph: CSCGraph, rank: int = 0, kernel: str = "auto"):
+        self.graph, self.rank, self.name = graph, int(rank), resolve_kernel(kernel)
+
+    def sample(self, seeds, fanouts, *, seed: int, epoch: int, step: int) -> list[MFG]:
+        return sample(self.graph, seeds, fanouts, seed=seed, epoch=epoch, step=step, rank=self.rank,
+                      kernel=self.name)
 
 
 def get_num_threads() -> int:

@@ -83,22 +83,24 @@ def relabel(dst, picked, m):
     return local, src[:nxt].copy()
 
 
-def sample_layers(indptr, indices, seeds, fanouts, keys, m, pick=None):
-    """All layers, top first: [(indptr, indices, src_ids, num_dst)] for layers L-1 .. 0.
+def sample_layers(indptr, indices, seeds, fanouts, keys, m):
+    """All layers, top first: [(indptr, indices, src_ids, num_dst)] for layers L-1 .. 0."""
+    def pick(dst, layer):
+        return sample_csc(indptr, indices, dst, fanouts[layer], keys[layer], max(fanouts[layer], 1))
 
-    ``pick(dst, layer)`` -> (mfg indptr, global picks) replaces passes 1-3 where the
-    neighbour lists are elsewhere (vanilla distributed sampling); relabelling is the same.
-    """
-    if pick is None:
-        def pick(dst, layer):
-            return sample_csc(indptr, indices, dst, fanouts[layer], keys[layer], max(fanouts[layer], 1))
+    return relabel_layers(seeds, len(fanouts), pick, m)
+
+
+def relabel_layers(seeds, num_layers, pick, m):
+    """Layers num_layers-1 .. 0 from ``pick(dst, layer)`` -> (mfg indptr, global picks),
+    relabelled (pass 4); ``pick`` may find the neighbour lists anywhere (vanilla sampling)."""
     dup = seed_map(seeds, m)
     if dup >= 0:
         raise ValueError(f"seeds must be unique: node {seeds[dup]} appears more than once")
     layers = []
     dst = seeds
     try:
-        for layer in range(len(fanouts) - 1, -1, -1):
+        for layer in range(num_layers - 1, -1, -1):
             out_indptr, picked = pick(dst, layer)
             local, src = relabel(dst, picked, m)
             layers.append((out_indptr, local, src, len(dst)))
