@@ -22,8 +22,8 @@ mkdir -p "$DIR"
 "$DIR/dgl210/bin/pip" install -q --no-deps dgl==2.1.0
 "$DIR/dgl210/bin/pip" install -q "scipy>=1.1.0" "networkx>=2.1" "requests>=2.19.0" tqdm "psutil>=5.8.0" pandas
 
-for v in dgl113 dgl210; do
-  DGLBACKEND=pytorch "$DIR/$v/bin/python" -c "
-import sys, types; sys.modules['dgl.graphbolt'] = types.ModuleType('dgl.graphbolt')
-import dgl, torch; print('$v: dgl', dgl.__version__, 'torch', torch.__version__)"
+for v in dgl113 dgl210; do  # imported as the workers do (bench/dgl_import.py holds the shims)
+  PYTHONPATH="$(dirname "$0")" "$DIR/$v/bin/python" -c "
+from dgl_import import import_dgl; dgl = import_dgl(); import torch
+print('$v: dgl', dgl.__version__, 'torch', torch.__version__)"
 done

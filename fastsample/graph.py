@@ -27,6 +27,10 @@ import numpy as np
 
 from fastsample.atomic import AtomicDirectory
 
+__all__ = ["FORMAT_VERSION", "SPLITS", "FEATURE_DTYPES", "CSCGraph", "Dataset", "DatasetError", "DatasetWriter",
+           "id_dtype", "offset_dtype", "load_dataset", "read_meta", "write_dataset", "open_array", "expect_array",
+           "read_json", "validate_csc", "validate_node_data"]
+
 FORMAT_VERSION = 1
 SPLITS = ("train", "val", "test")
 FEATURE_DTYPES = ("float32", "float16")
@@ -35,7 +39,9 @@ _INT32_MAX = np.iinfo(np.int32).max
 
 
 class DatasetError(ValueError):
-    """A dataset file is missing, malformed or inconsistent; the message names it."""
+    """Bad input to the dataset layer (fastsample.graph, fastsample.data): a file that is
+    missing, malformed or inconsistent, or an argument out of range; the message names the
+    file or the parameter."""
 
 
 def id_dtype(num_nodes: int) -> np.dtype:
@@ -118,7 +124,14 @@ class Dataset:
 
 
 def open_array(path: Path, name: str, mmap: bool = True) -> np.ndarray:
-    """Open ``path/name.npy``; a missing, truncated or unreadable file is a DatasetError."""
+    """Open ``path/name.npy``; a missing, truncated or unreadable file is a DatasetError.
+
+    Args:
+        path: the directory; name: the array's name without ``.npy``;
+        mmap: memory-map read-only (the default) instead of reading it into memory.
+    Returns:
+        The array.
+    """
     file = path / f"{name}.npy"
     if not file.is_file():
         raise DatasetError(f"{file}: missing")
@@ -150,6 +163,13 @@ def read_json(file: Path, error=DatasetError) -> dict:
 
 
 def read_meta(path: str | os.PathLike) -> dict:
+    """Read and check a dataset directory's ``meta.json`` (not its arrays; see load_dataset).
+
+    Args:
+        path: the dataset directory.
+    Returns:
+        meta.json's contents. Raises DatasetError naming the file.
+    """
     path = Path(path)
     file = path / "meta.json"
     if not path.is_dir():
@@ -178,6 +198,12 @@ def load_dataset(path: str | os.PathLike, mmap: bool = True) -> Dataset:
 
     Raises DatasetError naming the offending file. Validation reads each array once
     (O(num_nodes + num_edges)), which is small next to any training run.
+
+    Args:
+        path: the dataset directory (python -m fastsample.data, or write_dataset).
+        mmap: memory-map the arrays read-only (the default), so ranks share the pages.
+    Returns:
+        The Dataset.
     """
     path = Path(path)
     meta = read_meta(path)
@@ -297,7 +323,16 @@ def write_dataset(path, graph: CSCGraph, features, labels, train, val, test, *,
     The checks are load_dataset's (shapes, dtypes, ids in range, disjoint labelled
     splits, labels below num_classes); a rejected write raises DatasetError naming the
     argument and leaves nothing on disk. Ids and offsets are stored as int32 where they
-    fit (see id_dtype, offset_dtype). Returns meta.json's contents.
+    fit (see id_dtype, offset_dtype).
+
+    Args:
+        path: the directory to write; graph: the in-edge CSC topology;
+        features: (N, F) float32 or float16; labels: (N,) integers, -1 = unlabelled;
+        train, val, test: disjoint labelled node ids; name: the dataset's name;
+        num_classes: classes (labels are below it); overwrite: replace an existing directory;
+        extra: more meta.json fields (e.g. provenance).
+    Returns:
+        meta.json's contents.
     """
     def arg(key):
         return f"write_dataset({key}=...)"

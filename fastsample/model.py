@@ -77,7 +77,11 @@ class _NativeSAGE(torch.autograd.Function):
 
 
 class SAGEConv(nn.Module):
-    """The reference layer (plain PyTorch); GraphSAGE runs the same parameters natively."""
+    """The reference layer (plain PyTorch); GraphSAGE runs the same parameters natively.
+
+    Args:
+        in_dim, out_dim: the widths of the source rows and of the output rows.
+    """
 
     def __init__(self, in_dim: int, out_dim: int):
         super().__init__()
@@ -89,11 +93,19 @@ class SAGEConv(nn.Module):
 
 
 class GraphSAGE(nn.Module):
+    """GraphSAGE (mean aggregator) over MFGs; see the module docstring.
+
+    Args:
+        in_dim: feature width; hidden: hidden width; num_classes: output width;
+        num_layers: layers (>= 1), one per MFG; dropout: probability after each hidden layer;
+        aggregation: auto (native where it runs, else torch), native or torch.
+    """
+
     def __init__(self, in_dim: int, hidden: int, num_classes: int, num_layers: int, dropout: float = 0.5,
                  aggregation: str = "auto"):
         super().__init__()
         if num_layers < 1:
-            raise ValueError(f"--layers must be >= 1 (got {num_layers})")
+            raise ValueError(f"num_layers must be >= 1 (got {num_layers})")
         if aggregation not in AGGREGATIONS:
             raise ValueError(f"aggregation must be one of {', '.join(AGGREGATIONS)} (got {aggregation!r})")
         if aggregation == "native" and _native is None:
@@ -104,7 +116,13 @@ class GraphSAGE(nn.Module):
         self.aggregation = aggregation
 
     def forward(self, blocks: list[Block], x: torch.Tensor) -> torch.Tensor:
-        """blocks[i] feeds layer i (blocks[0] consumes the input features x)."""
+        """blocks[i] feeds layer i (blocks[0] consumes the input features x).
+
+        Args:
+            blocks: one Block per layer, input side first; x: the input nodes' features.
+        Returns:
+            The logits of blocks[-1]'s destination nodes, (num_dst, num_classes).
+        """
         native_kernels = _native is not None and x.device.type == "cpu" and x.dtype == torch.float32
         if self._native_layers(x):
             return self._forward_native(blocks, x)

@@ -61,5 +61,7 @@ def test_ogb_errors_name_the_file(ogb_root, tmp_path):
     with pytest.raises(DatasetError, match=r"node-feat\.csv\.gz: not a readable gzip"):
         load_ogb(ogb_root)
     (ogb_root / "split" / "other").mkdir()
+    with pytest.raises(DatasetError, match=r"found \['other', 'random'\]; choose one with split=NAME"):
+        load_ogb(ogb_root)  # the library names the parameter; the CLI, the flag
     proc = run_module("fastsample.data", "ogb", ogb_root, tmp_path / "out")
-    assert proc.returncode == 2 and "--split" in proc.stderr, proc.stderr
+    assert proc.returncode == 2 and "choose one with --split NAME" in proc.stderr, proc.stderr

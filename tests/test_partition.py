@@ -8,7 +8,7 @@ import pytest
 
 from conftest import run_module
 from fastsample.data.synth import SynthConfig, write_synthetic
-from fastsample.graph import SPLITS, load_dataset
+from fastsample.graph import SPLITS, DatasetError, load_dataset
 from fastsample.partition import PartitionError, load_partition, owner_of, partition_dataset
 
 P = 3
@@ -124,8 +124,18 @@ def test_corrupted_partition_json_is_named(copy):
 def test_truncated_shard_is_named(copy):
     f = copy / "part-1" / "features.npy"
     f.write_bytes(f.read_bytes()[:-100])
-    with pytest.raises(PartitionError.__mro__[1], match=r"part-1/features\.npy: unreadable or truncated"):
+    with pytest.raises(PartitionError, match=r"rank 1: .*part-1/features\.npy: unreadable or truncated") as err:
         load_partition(copy, 1, P)
+    assert isinstance(err.value.__cause__, DatasetError)  # the reading error, kept as the cause
+
+
+def test_library_errors_name_parameters_not_flags(dataset, tmp_path):
+    for kwargs, message in ((dict(parts=0), r"^parts must be in 1\.\.3000"),
+                            (dict(parts=2, method="kway"), r"^method must be one of metis, random"),
+                            (dict(parts=2, mode="mixed"), r"^mode must be one of hybrid, vanilla, both")):
+        with pytest.raises(PartitionError, match=message):
+            partition_dataset(dataset, tmp_path / "p", progress=False, **kwargs)
+    assert not (tmp_path / "p").exists()
 
 
 def test_cli_reports_quality_and_rejects_bad_arguments(dataset, tmp_path):
@@ -134,6 +144,7 @@ def test_cli_reports_quality_and_rejects_bad_arguments(dataset, tmp_path):
     assert "edge cut" in proc.stdout and "balance" in proc.stdout and "peak RSS" in proc.stdout
     proc = run_module("fastsample.partition", dataset, tmp_path / "q", "--parts", "0")
     assert proc.returncode == 2 and "--parts must be in 1..3000" in proc.stderr, proc.stderr
+    assert proc.stderr.count("\n") == 1, proc.stderr
     assert not (tmp_path / "q").exists()
 
 

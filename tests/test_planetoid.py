@@ -135,7 +135,9 @@ def _small(raw):
 @pytest.mark.parametrize("victim", FILES)
 def test_truncated_planetoid_file_is_one_dataset_error(tmp_path, victim):
     raw = _small(tmp_path / "raw")
-    load_planetoid(raw, "pubmed")  # the intact files load
+    loaded = load_planetoid(raw, "pubmed")  # the intact files load, as a record of named arrays
+    assert loaded.graph.num_nodes == len(loaded.features) == len(loaded.labels) == 519
+    assert (len(loaded.train), len(loaded.val), len(loaded.test), loaded.num_classes) == (5, 500, 5, 3)
     file = raw / f"ind.pubmed.{victim}"
     blob = file.read_bytes()
     # (the text file's last byte is its final newline, whose loss changes nothing)

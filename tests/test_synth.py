@@ -62,5 +62,7 @@ def test_a_gnn_beats_an_mlp(synth, tmp_path):
 
 def test_cli_rejects_bad_parameters_by_name(tmp_path):
     proc = run_module("fastsample.data", "synth", tmp_path / "x", "--exponent", "1.5")
-    assert proc.returncode == 2 and "exponent must be > 2" in proc.stderr, proc.stderr
+    assert proc.returncode == 2 and "--exponent must be > 2" in proc.stderr, proc.stderr
+    proc = run_module("fastsample.data", "synth", tmp_path / "x", "--nodes", "1")
+    assert proc.returncode == 2 and "--nodes must be >= 2 (got 1)" in proc.stderr, proc.stderr
     assert not (tmp_path / "x").exists()

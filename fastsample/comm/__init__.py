@@ -1,14 +1,26 @@
 """Collective communication: MPI (default), oneCCL (ccl) or torch.distributed (gloo, nccl).
 
     comm = create("mpi")          # rank, size, all_to_all_v, all_reduce, ... see base.py
+
+An unknown or unavailable backend, or a bad argument, is a CommError naming the parameter.
 """
 
-from fastsample.comm.base import Communicator, Counters
+from fastsample.comm.base import CommError, Communicator, Counters
 
+# The one home of the backend names; "local" (one process, no MPI) is create's extra.
 BACKENDS = ("mpi", "gloo", "ccl", "nccl")
+TORCH_BACKENDS = ("gloo", "nccl")  # those run on torch.distributed (torch_dist.py)
 
 
 def create(backend: str = "mpi") -> Communicator:
+    """The communicator of this process.
+
+    Args:
+        backend: mpi, gloo, ccl or nccl (BACKENDS), or local for one process without MPI.
+    Returns:
+        The Communicator. An unknown backend, or one that is not installed or cannot start
+        here, is a CommError.
+    """
     if backend == "local":  # one process, no MPI
         from fastsample.comm.local import LocalCommunicator
 
@@ -21,11 +33,11 @@ def create(backend: str = "mpi") -> Communicator:
         from fastsample.comm.ccl import CCLCommunicator
 
         return CCLCommunicator()
-    if backend in ("gloo", "nccl"):
+    if backend in TORCH_BACKENDS:
         from fastsample.comm.torch_dist import TorchCommunicator
 
         return TorchCommunicator(backend)
-    raise ValueError(f"backend must be one of {', '.join(BACKENDS)} or local (got {backend!r})")
+    raise CommError(f"backend must be one of {', '.join(BACKENDS)} or local (got {backend!r})")
 
 
-__all__ = ["BACKENDS", "Communicator", "Counters", "create"]
+__all__ = ["BACKENDS", "TORCH_BACKENDS", "CommError", "Communicator", "Counters", "create"]

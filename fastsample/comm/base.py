@@ -15,6 +15,12 @@ import threading
 import numpy as np
 
 
+class CommError(RuntimeError, ValueError):
+    """Bad input to the communication layer: an unknown or unavailable backend (RuntimeError,
+    as a backend that cannot start always was) or a bad argument (ValueError); the message
+    names the parameter."""
+
+
 class Counters:
     """Traffic since the last reset: data rounds (all-to-all exchanges), bytes sent, and the
     time a modelled network charged for them (comm/netmodel.py; 0 without one). A
@@ -43,6 +49,13 @@ class Counters:
 
 
 class Communicator(ABC):
+    """The collectives of one rank of a job (fastsample.comm.create makes one).
+
+    Attributes:
+        rank, size: this rank and the rank count; name: the backend;
+        counters: the traffic since the last reset (Counters).
+    """
+
     rank: int
     size: int
     name: str

@@ -1,4 +1,4 @@
-"""Communicator over Intel oneCCL (``--backend ccl``), through fastsample's own binding
+"""Communicator over Intel oneCCL (backend ``ccl``), through fastsample's own binding
 (fastsample._ccl, native/ccl/module.cpp) of the oneCCL runtime wheels on PyPI; Intel's
 PyTorch bindings (oneccl_bind_pt) are not needed.
 
@@ -37,24 +37,25 @@ import os
 
 import numpy as np
 
+from fastsample.comm.base import CommError
 from fastsample.comm.mpi import MPICommunicator
 
 DEFAULT_ENV = {"CCL_WORKER_OFFLOAD": "1", "CCL_ALLTOALLV": "scatter", "CCL_ATL_TRANSPORT": "mpi", "CCL_ZE_ENABLE": "0",
                "CCL_LOG_LEVEL": "error"}
 INSTALL = ("install it with scripts/install-ccl.sh (the oneccl-cpu wheels, then a rebuild of fastsample "
-           "with FASTSAMPLE_CCL_ROOT set), or use --backend mpi or gloo")
+           "with FASTSAMPLE_CCL_ROOT set), or use backend mpi or gloo")
 
 
 def load_binding():
-    """fastsample._ccl, or one RuntimeError saying what is missing and how to install it."""
+    """fastsample._ccl, or one CommError saying what is missing and how to install it."""
     for key, value in DEFAULT_ENV.items():
         os.environ.setdefault(key, value)
     try:
         from fastsample import _ccl
     except ModuleNotFoundError:
-        raise RuntimeError(f"--backend ccl: fastsample was built without oneCCL; {INSTALL}") from None
+        raise CommError(f"backend 'ccl': fastsample was built without oneCCL; {INSTALL}") from None
     except ImportError as e:  # built, but a library it needs is missing (libccl.so.1, libccl.so.2)
-        raise RuntimeError(f"--backend ccl: the oneCCL binding does not load ({e}); {INSTALL}") from None
+        raise CommError(f"backend 'ccl': the oneCCL binding does not load ({e}); {INSTALL}") from None
     return _ccl
 
 
@@ -74,8 +75,8 @@ class CCLCommunicator(MPICommunicator):
         try:
             self.ccl = self._ccl.Communicator(self.size, self.rank, store)
         except RuntimeError as e:
-            raise RuntimeError(f"--backend ccl: oneCCL could not create its communicator ({e}); see the "
-                               "CCL_* settings in fastsample/comm/ccl.py") from None
+            raise CommError(f"backend 'ccl': oneCCL could not create its communicator ({e}); see the "
+                            "CCL_* settings in fastsample/comm/ccl.py") from None
         # before MPI's finaliser (registered earlier, so it runs later): oneCCL's mpi
         # transport still needs MPI while it tears down
         atexit.register(self.ccl.close)
@@ -94,9 +95,9 @@ class CCLCommunicator(MPICommunicator):
 
     def all_reduce(self, array, op="sum"):
         if op not in ("sum", "max"):
-            raise ValueError(f"op must be sum or max (got {op!r})")
+            raise CommError(f"op must be sum or max (got {op!r})")
         if not array.flags.c_contiguous:  # reshape would reduce a copy
-            raise ValueError("all_reduce needs a C-contiguous array")
+            raise CommError("array must be C-contiguous (all_reduce reduces in place)")
         self.ccl.allreduce(array.reshape(-1), op)
 
     def barrier(self):

@@ -26,15 +26,15 @@ import time
 
 import numpy as np
 
-from fastsample.comm.base import Communicator
+from fastsample.comm.base import CommError, Communicator
 
 
 class ModeledNetwork(Communicator):
     def __init__(self, inner: Communicator, latency_us: float = 10.0, gbps: float = 25.0):
         super().__init__()
         if latency_us < 0 or gbps <= 0:
-            raise ValueError(f"network model: latency must be >= 0 and bandwidth > 0 (got {latency_us} us, "
-                             f"{gbps} Gbit/s)")
+            raise CommError(f"network model: latency_us must be >= 0 and gbps > 0 (got {latency_us} us, "
+                            f"{gbps} Gbit/s)")
         self.inner, self.rank, self.size = inner, inner.rank, inner.size
         self.name = f"{inner.name}+net({latency_us:g}us,{gbps:g}Gbit/s)"
         self.alpha, self.beta = latency_us * 1e-6, gbps * 1e9 / 8

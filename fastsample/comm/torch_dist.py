@@ -19,9 +19,9 @@ import socket
 
 import numpy as np
 
+from fastsample.comm import TORCH_BACKENDS
+from fastsample.comm.base import CommError
 from fastsample.comm.mpi import MPICommunicator
-
-BACKENDS = ("gloo", "nccl")
 
 
 def _require(backend: str) -> None:
@@ -29,16 +29,22 @@ def _require(backend: str) -> None:
         import torch
 
         if not torch.cuda.is_available():
-            raise RuntimeError("--backend nccl needs CUDA GPUs (torch.cuda.is_available() is False); "
-                               "use --backend gloo or mpi on CPUs")
+            raise CommError("backend 'nccl' needs CUDA GPUs (torch.cuda.is_available() is False); "
+                            "use backend gloo or mpi on CPUs")
 
 
 class TorchCommunicator(MPICommunicator):
+    """Collectives on a torch.distributed process group (bootstrapped over MPI; see above).
+
+    Args:
+        backend: gloo (CPUs) or nccl (CUDA GPUs).
+    """
+
     group = None  # the default process group; a dup() has a group of its own
 
     def __init__(self, backend: str = "gloo"):
-        if backend not in BACKENDS:
-            raise ValueError(f"backend must be one of {', '.join(BACKENDS)} (got {backend!r})")
+        if backend not in TORCH_BACKENDS:
+            raise CommError(f"backend must be one of {', '.join(TORCH_BACKENDS)} (got {backend!r})")
         _require(backend)
         super().__init__()
         import torch

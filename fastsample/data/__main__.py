@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import time
 from dataclasses import replace
 
 from fastsample.cli import Parser, fail, report
-from fastsample.graph import DatasetError, load_dataset, write_dataset
+from fastsample.graph import DatasetError, load_dataset
 
 EPILOG = """\
 examples:
@@ -82,18 +83,35 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _in_flags(error: DatasetError, words: dict[str, str]) -> DatasetError:
+    """The library's error in this CLI's words: each parameter named as its flag."""
+    message = str(error)
+    for word, flag in words.items():
+        message = re.sub(rf"(?<![\w-]){re.escape(word)}(?![\w-])", flag, message)
+    return DatasetError(message)
+
+
 def _synth(args) -> None:
     from fastsample.data.synth import PRESETS, write_synthetic
 
     given = {field: getattr(args, flag.replace("-", "_")) for flag, (field, _, _) in SYNTH_FLAGS.items()}
     cfg = replace(PRESETS[args.preset], **{k: v for k, v in given.items() if v is not None})
+    try:
+        cfg.validate()  # the config's errors name its fields; say the flags
+    except DatasetError as e:
+        raise _in_flags(e, {field: f"--{flag}" for flag, (field, _, _) in SYNTH_FLAGS.items()}) from e
     write_synthetic(args.out, cfg, overwrite=args.overwrite, progress=not args.quiet)
 
 
-def _convert(args, loaded, name: str, **extra) -> None:
-    graph, features, labels, train, val, test, num_classes = loaded
-    write_dataset(args.out, graph, features, labels, train, val, test, name=name,
-                  num_classes=num_classes, overwrite=args.overwrite, **extra)
+def _ogb(args):
+    from fastsample.data.ogb import load_ogb
+
+    try:
+        return load_ogb(args.root, args.split, symmetric=not args.directed)
+    except DatasetError as e:
+        if "split=" not in str(e):
+            raise
+        raise DatasetError(str(e).replace("split=", "--split ")) from e  # "split='x'" -> "--split 'x'"
 
 
 def main(argv=None) -> int:
@@ -105,16 +123,14 @@ def main(argv=None) -> int:
         elif args.command == "planetoid":
             from fastsample.data.planetoid import load_planetoid
 
-            _convert(args, load_planetoid(args.raw_dir, args.name), args.name.lower(),
-                     source={"loader": "planetoid", "raw_dir": str(args.raw_dir)},
-                     symmetric=True, self_loops=False)
+            load_planetoid(args.raw_dir, args.name).write(
+                args.out, name=args.name.lower(), overwrite=args.overwrite,
+                source={"loader": "planetoid", "raw_dir": str(args.raw_dir)}, symmetric=True, self_loops=False)
         elif args.command == "ogb":
-            from fastsample.data.ogb import load_ogb
-
-            _convert(args, load_ogb(args.root, args.split, symmetric=not args.directed),
-                     name=str(args.root).rstrip("/").split("/")[-1],
-                     source={"loader": "ogb", "root": str(args.root), "split": args.split},
-                     symmetric=not args.directed, self_loops=False)
+            _ogb(args).write(
+                args.out, name=str(args.root).rstrip("/").split("/")[-1], overwrite=args.overwrite,
+                source={"loader": "ogb", "root": str(args.root), "split": args.split},
+                symmetric=not args.directed, self_loops=False)
         path = args.dataset if args.command == "info" else args.out
         from fastsample.data.summary import format_summary, summarize
 

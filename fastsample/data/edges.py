@@ -18,7 +18,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from fastsample.graph import CSCGraph, id_dtype, offset_dtype
+from fastsample.graph import CSCGraph, DatasetError, id_dtype, offset_dtype
 
 
 @numba.njit(cache=True, nogil=True)
@@ -76,16 +76,24 @@ def _compact(indptr, indices, new_indptr, out):
 
 def edges_to_csc(src: np.ndarray, dst: np.ndarray, num_nodes: int, *,
                  symmetric: bool, self_loops: bool = False) -> CSCGraph:
-    """Build the in-edge CSC of the edges ``src[i] -> dst[i]`` (see module doc for policy)."""
+    """Build the in-edge CSC of the edges ``src[i] -> dst[i]`` (see module doc for policy).
+
+    Args:
+        src, dst: 1-D integer arrays of equal length, ids in 0..num_nodes-1;
+        num_nodes: the node count; symmetric: store each edge both ways;
+        self_loops: keep edges v -> v.
+    Returns:
+        The CSCGraph (ids int32 where they fit). Bad input is a DatasetError (a ValueError).
+    """
     src = np.asarray(src)
     dst = np.asarray(dst)
     if src.shape != dst.shape or src.ndim != 1:
-        raise ValueError(f"src and dst must be 1-D of equal length (got {src.shape} and {dst.shape})")
+        raise DatasetError(f"src and dst must be 1-D of equal length (got {src.shape} and {dst.shape})")
     if len(src):
         lo = min(int(src.min()), int(dst.min()))
         hi = max(int(src.max()), int(dst.max()))
         if lo < 0 or hi >= num_nodes:
-            raise ValueError(f"edge endpoints span [{lo}, {hi}], outside 0..{num_nodes - 1}")
+            raise DatasetError(f"edge endpoints span [{lo}, {hi}], outside 0..{num_nodes - 1}")
     ids = id_dtype(num_nodes)
     src = src.astype(ids, copy=False)
     dst = dst.astype(ids, copy=False)

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from fastsample.data import DatasetArrays
 from fastsample.data.edges import edges_to_csc
 from fastsample.graph import CSCGraph, DatasetError, id_dtype
 
@@ -71,23 +72,29 @@ def _split_dir(root: Path, split: str | None) -> Path:
     base = root / "split"
     if split is not None:
         if not (base / split).is_dir():
-            raise DatasetError(f"{base / split}: missing (--split {split!r})")
+            raise DatasetError(f"{base / split}: missing (split={split!r})")
         return base / split
     names = sorted(p.name for p in base.iterdir() if p.is_dir()) if base.is_dir() else []
     if len(names) != 1:
         raise DatasetError(f"{base}: expected one split directory, found {names or 'none'}; "
-                           "choose one with --split")
+                           "choose one with split=NAME")
     return base / names[0]
 
 
-def load_ogb(root: str | Path, split: str | None = None, symmetric: bool = True):
+def load_ogb(root: str | Path, split: str | None = None, symmetric: bool = True) -> DatasetArrays:
     """Read an OGB node-property directory.
 
-    Returns (graph, features float32 (N, F), labels int64 (N,), train, val, test, num_classes).
+    Args:
+        root: the directory holding raw/ and split/;
+        split: the name of the split under split/ (needed only if there are several);
+        symmetric: store each edge both ways (undirected graphs; False for ogbn-arxiv).
+    Returns:
+        DatasetArrays (features float32 (N, F), labels int64 (N,); ``.write(path, name=...)``
+        stores it). Anything inconsistent is one DatasetError naming the file.
     """
     root = Path(root)
     raw = root / "raw"
-    where = _split_dir(root, split)  # before the slow parsing: a wrong --split fails at once
+    where = _split_dir(root, split)  # before the slow parsing: a wrong split fails at once
     num_nodes = int(read_csv(raw / "num-node-list.csv.gz", np.int64, 1).sum())
     edges = read_csv(raw / "edge.csv.gz", np.int64, 2)
     if len(edges) and (edges.min() < 0 or edges.max() >= num_nodes):
@@ -118,4 +125,4 @@ def load_ogb(root: str | Path, split: str | None = None, symmetric: bool = True)
             raise DatasetError(f"{file}: node ids outside 0..{num_nodes - 1}")
         splits.append(np.sort(nodes).astype(ids))
     num_classes = int(labels.max()) + 1 if labelled.any() else 0
-    return (graph, features, labels, *splits, num_classes)
+    return DatasetArrays(graph, features, labels, *splits, num_classes)

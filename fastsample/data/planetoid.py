@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from fastsample.data import DatasetArrays
 from fastsample.data.edges import edges_to_csc
 from fastsample.graph import CSCGraph, DatasetError, id_dtype
 
@@ -117,7 +118,7 @@ def _labels(onehot: np.ndarray) -> np.ndarray:
     return np.where(onehot.any(axis=1), onehot.argmax(axis=1), -1).astype(np.int64)
 
 
-def load_planetoid(raw_dir: str | Path, name: str):
+def load_planetoid(raw_dir: str | Path, name: str) -> DatasetArrays:
     """Read ``ind.<name>.*`` from raw_dir.
 
     Nodes are ``allx``'s rows, then ids ``len(allx)`` up to the largest test id; row i of
@@ -125,7 +126,12 @@ def load_planetoid(raw_dir: str | Path, name: str):
     leaves out (CiteSeer has 15) are isolated nodes with zero features and no label.
     Anything inconsistent is one DatasetError naming the file.
 
-    Returns (graph, features float32 (N, F), labels int64 (N,), train, val, test, num_classes).
+    Args:
+        raw_dir: the directory holding the ``ind.<name>.*`` files;
+        name: cora, citeseer or pubmed (any case).
+    Returns:
+        DatasetArrays (features float32 (N, F), labels int64 (N,); ``.write(path, name=...)``
+        stores it).
     """
     raw_dir = Path(raw_dir)
     if name.lower() not in NAMES:
@@ -184,4 +190,4 @@ def load_planetoid(raw_dir: str | Path, name: str):
     val = np.arange(len(m["y"]), len(m["y"]) + NUM_VAL, dtype=ids)
     test = np.sort(test_index)
     test = test[labels[test] >= 0].astype(ids)
-    return csc, features, labels, train, val, test, int(num_classes)
+    return DatasetArrays(csc, features, labels, train, val, test, int(num_classes))

@@ -8,6 +8,13 @@ from fastsample.graph import SPLITS, Dataset
 
 
 def summarize(ds: Dataset) -> dict:
+    """A dataset's figures (sizes, degree statistics, splits, bytes) as a JSON-able dict.
+
+    Args:
+        ds: a loaded dataset (fastsample.graph.load_dataset).
+    Returns:
+        The summary that format_summary prints.
+    """
     deg = ds.graph.in_degrees()
     n = ds.graph.num_nodes
     topo = ds.graph.indptr.nbytes + ds.graph.indices.nbytes
@@ -33,14 +40,16 @@ def summarize(ds: Dataset) -> dict:
     return stats
 
 
-def _size(b: int) -> str:
+def format_bytes(b: float) -> str:
+    """A byte count for people: "512 B", "1.5 MiB" (the CLIs' reports use it)."""
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if b < 1024 or unit == "TiB":
-            return f"{b:.1f} {unit}" if unit != "B" else f"{b} B"
+            return f"{b:.1f} {unit}" if unit != "B" else f"{b:.0f} B"
         b /= 1024
 
 
 def format_summary(s: dict) -> str:
+    """summarize()'s dict as the lines ``python -m fastsample.data info`` prints."""
     d = s["in_degree"]
     ratio = d["max"] / d["mean"] if d["mean"] else float("nan")
     return "\n".join([
@@ -52,5 +61,6 @@ def format_summary(s: dict) -> str:
         f"features    {s['feature_dim']} x {s['feature_dtype']}",
         f"classes     {s['classes']}  ({s['labelled']:,} labelled nodes)",
         "splits      " + "  ".join(f"{k} {v:,}" for k, v in s["splits"].items()),
-        f"bytes       topology {_size(s['bytes']['topology'])}  features {_size(s['bytes']['features'])}",
+        f"bytes       topology {format_bytes(s['bytes']['topology'])}  "
+        f"features {format_bytes(s['bytes']['features'])}",
     ])

@@ -29,13 +29,16 @@ import numpy as np
 from tqdm import tqdm
 
 from fastsample.data.edges import edges_to_csc
-from fastsample.graph import DatasetWriter, id_dtype
+from fastsample.graph import DatasetError, DatasetWriter, id_dtype
 
 CHUNK = 1 << 22
 
 
 @dataclass(frozen=True)
 class SynthConfig:
+    """The generator's parameters (see the module docstring for the model); PRESETS holds
+    named ones. Checked by validate(), which write_synthetic calls."""
+
     num_nodes: int = 100_000
     avg_degree: float = 20.0  # directed in-edges per node before duplicates are merged
     num_classes: int = 16
@@ -50,23 +53,24 @@ class SynthConfig:
     seed: int = 0
 
     def validate(self) -> None:
-        """Raise ValueError naming the first parameter out of range."""
+        """Raise DatasetError (a ValueError) naming the first parameter out of range."""
         fracs = (self.train_frac, self.val_frac, self.test_frac)
         rules = [
-            ("num_nodes", self.num_nodes >= 2, ">= 2"),
-            ("avg_degree", self.avg_degree > 0, "> 0"),
-            ("num_classes", 1 <= self.num_classes <= self.num_nodes, "in 1..num_nodes"),
-            ("feature_dim", self.feature_dim >= 1, ">= 1"),
-            ("exponent", self.exponent > 2, "> 2 (a finite mean degree)"),
-            ("max_degree", self.max_degree is None or self.max_degree >= 1, ">= 1"),
-            ("intra", 0 <= self.intra <= 1, "in [0, 1]"),
-            ("signal", self.signal >= 0, ">= 0"),
-            ("train_frac", min(fracs) >= 0 and sum(fracs) <= 1,
-             "and val_frac, test_frac: >= 0 and summing to at most 1"),
+            ("num_nodes", self.num_nodes >= 2, ">= 2", self.num_nodes),
+            ("avg_degree", self.avg_degree > 0, "> 0", self.avg_degree),
+            ("num_classes", 1 <= self.num_classes <= self.num_nodes, f"in 1..{self.num_nodes} (the node count)",
+             self.num_classes),
+            ("feature_dim", self.feature_dim >= 1, ">= 1", self.feature_dim),
+            ("exponent", self.exponent > 2, "> 2 (a finite mean degree)", self.exponent),
+            ("max_degree", self.max_degree is None or self.max_degree >= 1, ">= 1", self.max_degree),
+            ("intra", 0 <= self.intra <= 1, "in [0, 1]", self.intra),
+            ("signal", self.signal >= 0, ">= 0", self.signal),
+            ("train_frac, val_frac and test_frac", min(fracs) >= 0 and sum(fracs) <= 1,
+             ">= 0 and sum to at most 1", fracs),
         ]
-        for name, ok, rule in rules:
+        for name, ok, rule, value in rules:
             if not ok:
-                raise ValueError(f"synthetic graph: {name} must be {rule} (got {getattr(self, name)!r})")
+                raise DatasetError(f"synthetic graph: {name} must be {rule} (got {value!r})")
 
 
 # Named presets; `products` is ogbn-products scale (2.4M nodes, ~120M directed edges);
@@ -127,7 +131,14 @@ def generate_edges(cfg: SynthConfig, rng: np.random.Generator, progress: bool = 
 
 
 def write_synthetic(out, cfg: SynthConfig, overwrite: bool = False, progress: bool = True) -> dict:
-    """Generate a dataset directory at ``out``; returns its meta.json contents."""
+    """Generate a synthetic dataset directory (atomically).
+
+    Args:
+        out: the directory to write; cfg: the parameters (validated first);
+        overwrite: replace an existing directory; progress: show progress bars.
+    Returns:
+        meta.json's contents.
+    """
     cfg.validate()
     t0 = time.perf_counter()
     rng = np.random.default_rng(cfg.seed)

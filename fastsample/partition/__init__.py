@@ -1,11 +1,14 @@
 """Partitioning: who owns which node, and the hybrid / vanilla layouts on disk.
 
     python -m fastsample.partition DATASET OUT --parts P [--method metis|random]
-                                   [--mode hybrid|vanilla|both]
+                                   [--mode hybrid|vanilla|both]     (fastsample-partition)
 
 Hybrid mode replicates the (relabelled) topology on every rank and shards features,
 labels and splits; vanilla mode shards the topology too (each rank stores the in-edges of
-the nodes it owns). ``load_partition(path, rank, world_size, mode)`` opens one rank's share.
+the nodes it owns). ``partition_dataset(dataset, out, parts)`` writes a partition;
+``load_partition(path, rank, world_size, mode)`` opens one rank's share. Bad arguments and
+damaged or mismatched partitions are a PartitionError (a ValueError) naming the parameter
+or file.
 """
 
 from fastsample.partition.layout import (

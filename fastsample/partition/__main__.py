@@ -5,8 +5,9 @@ from __future__ import annotations
 import sys
 
 from fastsample.cli import Parser, fail, report
-from fastsample.graph import DatasetError
-from fastsample.partition.layout import METHODS, MODES, partition_dataset
+from fastsample.data.summary import format_bytes
+from fastsample.graph import DatasetError, read_meta
+from fastsample.partition.layout import METHODS, MODES, PartitionError, partition_dataset
 
 EPILOG = """\
 examples:
@@ -21,14 +22,8 @@ contiguous range; orig_ids.npy maps new ids back to the dataset's.
 """
 
 
-def _size(b: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if b < 1024 or unit == "GiB":
-            return f"{b:.1f} {unit}"
-        b /= 1024
-
-
 def format_report(meta: dict) -> str:
+    """partition.json's contents as the report the CLI prints."""
     b = meta["balance"]
     parts = meta["parts"]
     lines = [
@@ -39,9 +34,9 @@ def format_report(meta: dict) -> str:
         "balance     max/mean  " + "  ".join(f"{k} {v:.3f}" for k, v in b.items()),
         "moved       " + ", ".join(f"{k} {v:,}" for k, v in meta["moved_for_balance"].items())
         + " nodes (rebalance: nodes and in-edges toward 5% of the mean; splits: floor or floor+1 per part)",
-        f"topology    hybrid {_size(meta['hybrid_topology_bytes'])} on every rank; vanilla per rank "
-        + ", ".join(_size(p["vanilla_topology_bytes"]) for p in parts),
-        "features    per rank " + ", ".join(_size(p["feature_bytes"]) for p in parts),
+        f"topology    hybrid {format_bytes(meta['hybrid_topology_bytes'])} on every rank; vanilla per rank "
+        + ", ".join(format_bytes(p["vanilla_topology_bytes"]) for p in parts),
+        "features    per rank " + ", ".join(format_bytes(p["feature_bytes"]) for p in parts),
         f"{'part':>6} {'nodes':>11} {'edges':>13} {'train':>8} {'val':>8} {'test':>9}",
     ]
     lines += [f"{k:>6} {p['nodes']:>11,} {p['edges']:>13,} {p['train']:>8,} {p['val']:>8,} {p['test']:>9,}"
@@ -50,7 +45,15 @@ def format_report(meta: dict) -> str:
 
 
 def main(argv=None) -> int:
-    p = Parser(prog="python -m fastsample.partition", description=__doc__.split(":", 1)[1].strip(), epilog=EPILOG)
+    """The command line (``python -m fastsample.partition``, ``fastsample-partition``).
+
+    Args:
+        argv: the arguments (default: sys.argv[1:]).
+    Returns:
+        The exit status: 0, or 2 after a one-line error (argparse exits 2 itself).
+    """
+    prog = "python -m fastsample.partition"
+    p = Parser(prog=prog, description=__doc__.split(":", 1)[1].strip(), epilog=EPILOG)
     p.add_argument("dataset", help="dataset directory (python -m fastsample.data ...)")
     p.add_argument("out", help="partition directory to write")
     p.add_argument("--parts", type=int, required=True, help="number of ranks (P)")
@@ -63,10 +66,13 @@ def main(argv=None) -> int:
     p.add_argument("--json", action="store_true", help="print partition.json instead of the report")
     args = p.parse_args(argv)
     try:
+        num_nodes = read_meta(args.dataset)["num_nodes"]
+        if not 1 <= args.parts <= num_nodes:  # the flag's words (the library names the parameter)
+            raise PartitionError(f"--parts must be in 1..{num_nodes} (the node count), got {args.parts}")
         meta = partition_dataset(args.dataset, args.out, args.parts, args.method, args.mode, args.seed,
                                  overwrite=args.overwrite, progress=not args.quiet)
-    except (DatasetError, ValueError, FileExistsError) as e:
-        return fail("python -m fastsample.partition", e)
+    except (DatasetError, PartitionError, ValueError, FileExistsError) as e:
+        return fail(prog, e)
     return report(meta, format_report(meta), args.json)
 
 

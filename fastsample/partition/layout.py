@@ -35,8 +35,11 @@ MODES = ("hybrid", "vanilla", "both")
 _CHUNK_ROWS = 1 << 20
 
 
-class PartitionError(DatasetError):
-    """A partition directory does not fit the launch or is damaged; the message names it."""
+class PartitionError(ValueError):
+    """Bad input to the partition layer: an argument out of range, or a partition directory
+    that is damaged or does not fit the launch; the message names the parameter or file.
+    (A dataset's own errors stay DatasetError; a part's unreadable file is wrapped in this,
+    with the DatasetError as its cause.)"""
 
 
 def _stage(msg: str, progress: bool, t0: float) -> None:
@@ -46,16 +49,26 @@ def _stage(msg: str, progress: bool, t0: float) -> None:
 
 def partition_dataset(dataset, out, parts: int, method: str = "metis", mode: str = "both",
                       seed: int = 0, overwrite: bool = False, progress: bool = True) -> dict:
-    """Partition a dataset directory into ``out``; returns partition.json's contents."""
+    """Partition a dataset directory for ``parts`` ranks and write the layout (atomically).
+
+    Args:
+        dataset: the dataset directory; out: the partition directory to write;
+        parts: the number of ranks, 1..num_nodes; method: metis or random;
+        mode: hybrid, vanilla or both (which layouts to write); seed: of METIS / the random
+        assignment; overwrite: replace an existing ``out``; progress: report the stages.
+    Returns:
+        partition.json's contents. Bad arguments are a PartitionError naming the parameter;
+        a bad dataset is the DatasetError of load_dataset.
+    """
     t0 = time.perf_counter()
     if method not in METHODS:
-        raise ValueError(f"--method must be one of {', '.join(METHODS)} (got {method!r})")
+        raise PartitionError(f"method must be one of {', '.join(METHODS)} (got {method!r})")
     if mode not in MODES:
-        raise ValueError(f"--mode must be one of {', '.join(MODES)} (got {mode!r})")
+        raise PartitionError(f"mode must be one of {', '.join(MODES)} (got {mode!r})")
     ds = load_dataset(dataset)
     n = ds.graph.num_nodes
     if not 1 <= parts <= n:
-        raise ValueError(f"--parts must be in 1..{n} (the node count), got {parts}")
+        raise PartitionError(f"parts must be in 1..{n} (the node count), got {parts}")
     with AtomicDirectory(out, overwrite=overwrite) as target:
         _stage(f"{method}: {n:,} nodes, {ds.graph.num_edges:,} edges into {parts} parts", progress, t0)
         if method == "metis":
@@ -169,10 +182,18 @@ class RankPartition:
         return int(self.offsets[-1])
 
     def owner(self, gids) -> np.ndarray:
+        """The rank that owns each of the (new) global ids ``gids``."""
         return owner_of(self.offsets, gids)
 
 
 def read_partition_meta(path) -> dict:
+    """Read and check a partition directory's ``partition.json`` (not its parts).
+
+    Args:
+        path: the partition directory.
+    Returns:
+        partition.json's contents. Raises PartitionError naming the file.
+    """
     path = Path(path)
     file = path / "partition.json"
     if not file.is_file():
@@ -196,20 +217,38 @@ def read_partition_meta(path) -> dict:
 
 
 def load_partition(path, rank: int, world_size: int, mode: str = "hybrid") -> RankPartition:
-    """Open rank ``rank``'s share, checking it against partition.json and the launch."""
+    """Open rank ``rank``'s share, checking it against partition.json and the launch.
+
+    Args:
+        path: the partition directory (python -m fastsample.partition, or partition_dataset);
+        rank: this rank, 0..world_size-1; world_size: the job's rank count (must equal the
+        partition's part count); mode: hybrid or vanilla (the layout to open).
+    Returns:
+        The RankPartition (arrays memory-mapped). Anything wrong is one PartitionError naming
+        the file or parameter; an unreadable file's DatasetError is its cause.
+    """
     path = Path(path)
     meta = read_partition_meta(path)
     P = meta["num_parts"]
     if world_size != P:
         raise PartitionError(f"{path / 'partition.json'}: partition built for {P} ranks, but the job has "
-                             f"{world_size}; re-partition with --parts {world_size} or launch {P} ranks")
+                             f"{world_size}; re-partition it (python -m fastsample.partition ... --parts "
+                             f"{world_size}) or launch {P} ranks")
     if not 0 <= rank < P:
         raise PartitionError(f"rank {rank} outside 0..{P - 1}")
     if mode not in ("hybrid", "vanilla"):
-        raise ValueError(f"mode must be hybrid or vanilla (got {mode!r})")
+        raise PartitionError(f"mode must be hybrid or vanilla (got {mode!r})")
     if meta["mode"] not in (mode, "both"):
         raise PartitionError(f"{path / 'partition.json'}: written for mode {meta['mode']!r}, not {mode!r}; "
-                             f"re-partition with --mode {mode} or both")
+                             f"re-partition it (python -m fastsample.partition ... --mode {mode} or both)")
+    try:
+        return _open_share(path, meta, rank, mode)
+    except DatasetError as e:  # an unreadable or inconsistent file of the share
+        raise PartitionError(f"partition {path}, rank {rank}: {e}") from e
+
+
+def _open_share(path: Path, meta: dict, rank: int, mode: str) -> RankPartition:
+    P = meta["num_parts"]
     d = meta["dataset"]
     offsets = np.asarray(meta["offsets"], dtype=np.int64)
     lo, hi = int(offsets[rank]), int(offsets[rank + 1])
@@ -235,15 +274,21 @@ def load_partition(path, rank: int, world_size: int, mode: str = "hybrid") -> Ra
     graph = local = None
     if mode == "hybrid":
         topo = path / "topology"
-        graph = CSCGraph(open_array(topo, "indptr"), open_array(topo, "indices"))
-        expect(graph.indices, topo / "indices.npy", (d["num_edges"],), d["dtypes"]["indices"])
-        validate_csc(graph.indptr, graph.indices, d["num_nodes"], where=topo)
+        indptr, indices = open_array(topo, "indptr"), open_array(topo, "indices")
+        expect(indices, topo / "indices.npy", (d["num_edges"],), d["dtypes"]["indices"])
+        if indptr.dtype.kind not in "iu":
+            raise PartitionError(f"{topo / 'indptr.npy'}: dtype {indptr.dtype.name}, expected integers")
+        validate_csc(indptr, indices, d["num_nodes"], where=topo)
+        graph = CSCGraph(indptr, indices)
     else:
-        local = CSCGraph(open_array(pk, "indptr"), open_array(pk, "indices"))
-        expect(local.indices, pk / "indices.npy", (stats["edges"],), d["dtypes"]["indices"])
-        if len(local.indptr) != hi - lo + 1 or local.indptr[0] != 0 or local.indptr[-1] != stats["edges"]:
+        indptr, indices = open_array(pk, "indptr"), open_array(pk, "indices")
+        expect(indices, pk / "indices.npy", (stats["edges"],), d["dtypes"]["indices"])
+        if indptr.dtype.kind not in "iu":
+            raise PartitionError(f"{pk / 'indptr.npy'}: dtype {indptr.dtype.name}, expected integers")
+        if len(indptr) != hi - lo + 1 or indptr[0] != 0 or indptr[-1] != stats["edges"]:
             raise PartitionError(f"{pk / 'indptr.npy'}: does not span the {hi - lo} owned nodes' "
                                  f"{stats['edges']} in-edges")
-        if stats["edges"] and (local.indices.min() < 0 or local.indices.max() >= d["num_nodes"]):
+        if stats["edges"] and (indices.min() < 0 or indices.max() >= d["num_nodes"]):
             raise PartitionError(f"{pk / 'indices.npy'}: node ids outside 0..{d['num_nodes'] - 1}")
+        local = CSCGraph(indptr, indices)
     return RankPartition(path, meta, rank, P, offsets, graph, local, features, labels, **splits)

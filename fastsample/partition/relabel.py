@@ -22,7 +22,13 @@ def relabel_order(part: np.ndarray, parts: int) -> tuple[np.ndarray, np.ndarray]
 
 
 def owner_of(offsets: np.ndarray, gids) -> np.ndarray:
-    """Part owning each (new) global id: the one home of the owner lookup."""
+    """Part owning each (new) global id: the one home of the owner lookup.
+
+    Args:
+        offsets: (parts + 1,) the parts' id ranges; gids: new global ids (array or scalar).
+    Returns:
+        The owning part of each id.
+    """
     return np.searchsorted(offsets, gids, side="right") - 1
 
 
