@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
+import dataclasses
 import json
 import os
 import signal
@@ -48,6 +49,8 @@ import tempfile
 from pathlib import Path
 
 from launch import mpiexec
+
+from fastsample.trainer.metrics import read_log
 
 HERE = Path(__file__).resolve().parent
 SCENARIOS = {"vanilla": ("vanilla", "numba"), "hybrid-twostep": ("hybrid", "twostep"),
@@ -97,9 +100,10 @@ EXIT_ABORT = "terminate called without an active exception"
 
 
 def _read_log(path: str) -> dict | None:
-    """The last epoch record rank 0 wrote, or None when it wrote none (the run failed earlier)."""
+    """The last epoch record rank 0 wrote (EpochRecord's fields), or None when it wrote none
+    (the run failed earlier)."""
     try:
-        return json.loads(open(path).read().splitlines()[-1])
+        return dataclasses.asdict(read_log(path)[-1])
     except (OSError, IndexError, ValueError):
         return None
 

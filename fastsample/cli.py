@@ -73,8 +73,12 @@ def agree(comm, prog: str, build):
 
 def describe(error: Exception) -> str:
     """An exception as a CLI's one-line message."""
+    from fastsample.config import ConfigError, flag_message  # config builds on this module
+
     if isinstance(error, AlreadyExists):  # the library says overwrite=True; the CLI's word is a flag
         return f"{error.path}: already exists (pass --overwrite to replace it)"
+    if isinstance(error, ConfigError):  # the library names the setting; the CLI's word is its flag
+        return flag_message(error)
     return str(error) if isinstance(error, (ValueError, OSError)) else f"{type(error).__name__}: {error}"
 
 

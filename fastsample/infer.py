@@ -11,7 +11,6 @@ partition for P ranks, launched on P ranks), and writes OUT atomically:
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import shutil
@@ -48,7 +47,8 @@ def build_parser() -> Parser:
 
 
 def main(argv=None) -> int:
-    from fastsample.train import load_checkpoint, make_model
+    from fastsample.config import from_dict
+    from fastsample.trainer import TrainConfig, build_model, load_checkpoint
 
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -63,8 +63,8 @@ def main(argv=None) -> int:
             set_num_threads(args.threads)
         part = load_partition(args.data, comm.rank, comm.size, mode="hybrid")
         state = load_checkpoint(Path(args.checkpoint), "cpu")
-        config = argparse.Namespace(**state["config"])
-        model = make_model(config, part.features.shape[1], part.meta["dataset"]["num_classes"])
+        config = from_dict(TrainConfig, state["config"])
+        model = build_model(config, part.features.shape[1], part.meta["dataset"]["num_classes"])
         model.load_state_dict(state["model"])
         check_layerwise(model)
         return part, model, config.model

@@ -10,7 +10,8 @@ import torch
 from conftest import mpiexec, run_module
 from fastsample.data.synth import SynthConfig, write_synthetic
 from fastsample.partition import partition_dataset
-from fastsample.train import build_parser, seconds
+from fastsample.train import build_parser
+from fastsample.trainer.metrics import seconds
 
 SMALL = ["--fanouts", "4,3", "--batch-size", "40", "--hidden", "16", "--threads", "1"]
 
@@ -34,7 +35,8 @@ def train2(*args, timeout=180):
     (["--epochs", "0"], "--epochs must be positive (got 0)"),
     (["--fanouts", "4,x"], "--fanouts: expected comma-separated integers (got '4,x')"),
     (["--no-such-flag"], "unrecognized arguments: --no-such-flag"),
-    (["--net-model", "10"], "--net-model: expected LATENCY_US,GBPS, e.g. 10,25"),
+    (["--net-model", "10"], "--net-model must be LATENCY_US,GBPS with GBPS > 0 (got 10.0)"),
+    (["--net-model", "1,x"], "--net-model: expected LATENCY_US,GBPS, e.g. 10,25 (got '1,x')"),
 ])
 def test_argument_errors_are_one_line_from_one_rank(p2, args, message):
     proc = train2("--data", p2, *SMALL, *args)

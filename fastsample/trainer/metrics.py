@@ -1,0 +1,88 @@
+"""What an epoch measured: EpochRecord (the trainer's JSON log line, bench/epoch.py's input),
+its one-line report, the run's closing summary, and the JSON log itself."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["EpochRecord", "TIMERS", "seconds", "report_line", "summary", "append_log", "read_log"]
+
+TIMERS = ("sample_s", "gather_s", "wait_s", "compute_s", "allreduce_s")
+
+
+@dataclass
+class EpochRecord:
+    """One epoch on rank 0: accuracies over all ranks; times, bytes and hits of rank 0.
+
+    sample_s, gather_s: time spent making the batches (in the prefetch thread, with
+    --prefetch); wait_s: the part the training loop waited for; compute_s: forward and
+    backward; allreduce_s: the gradient all-reduce and the optimizer step.
+    """
+
+    epoch: int
+    loss: float
+    train_acc: float
+    val_acc: float | None = None
+    test_acc: float | None = None
+    epoch_s: float = 0.0
+    sample_s: float = 0.0
+    gather_s: float = 0.0
+    wait_s: float = 0.0
+    compute_s: float = 0.0
+    allreduce_s: float = 0.0
+    bytes_sent: int = 0
+    rounds_per_step: float = 0.0
+    net_modelled_s: float | None = None
+    step_losses: list[float] = field(default_factory=list)
+    cache_hit_rate: float | None = None
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self))
+
+    @classmethod
+    def from_json(cls, line: str) -> "EpochRecord":
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in json.loads(line).items() if k in names})
+
+
+def seconds(t: float) -> str:
+    """A duration with sensible precision: 3.2ms, 640ms, 12.34s."""
+    return f"{t * 1e3:.1f}ms" if t < 0.01 else f"{t * 1e3:.0f}ms" if t < 1 else f"{t:.2f}s"
+
+
+def report_line(r: EpochRecord, prefetch: bool = False) -> str:
+    """The epoch's line on the console."""
+    acc = "" if r.val_acc is None else f" val {r.val_acc:.4f} test {r.test_acc:.4f}"
+    return (f"epoch {r.epoch:3d}  loss {r.loss:.4f}  train {r.train_acc:.4f}{acc}  "
+            f"{seconds(r.epoch_s)} (sample {seconds(r.sample_s)} gather {seconds(r.gather_s)} "
+            + (f"(waited {seconds(r.wait_s)}) " if prefetch else "") +
+            f"compute {seconds(r.compute_s)} allreduce {seconds(r.allreduce_s)})  "
+            f"sent {r.bytes_sent / 2**20:.1f} MiB (rank 0, this epoch)  "
+            + (f"cache hits {r.cache_hit_rate:.1%}  " if r.cache_hit_rate is not None else "") +
+            f"{r.rounds_per_step:.0f} rounds/step")
+
+
+def summary(history: list[EpochRecord]) -> str:
+    """One closing line: best validation accuracy, the test accuracy at that epoch, mean epoch time."""
+    mean = seconds(sum(r.epoch_s for r in history) / len(history))
+    span = f"epochs {history[0].epoch}..{history[-1].epoch}"
+    evaluated = [r for r in history if r.val_acc is not None]
+    if not evaluated:
+        return f"done: {span}, mean epoch {mean}, no evaluation (--eval-every 0)"
+    best = max(evaluated, key=lambda r: r.val_acc)  # the first epoch that reached it
+    return (f"done: {span}, best val {best.val_acc:.4f} at epoch {best.epoch} (test there "
+            f"{best.test_acc:.4f}), mean epoch {mean}")
+
+
+def append_log(path: str | Path, record: EpochRecord) -> None:
+    """Append the record as one JSON line."""
+    with open(path, "a") as f:
+        f.write(record.to_json() + "\n")
+
+
+def read_log(path: str | Path) -> list[EpochRecord]:
+    """The records of a --log-json file, in order."""
+    return [EpochRecord.from_json(line) for line in Path(path).read_text().splitlines() if line.strip()]

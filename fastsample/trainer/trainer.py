@@ -1,0 +1,321 @@
+"""The Trainer: synchronous data-parallel training of a GNN on a partitioned graph.
+
+Each step, on every rank: the loader samples L layers around the rank's next training
+seeds (hybrid: locally; vanilla: 2 rounds per lower layer) and gathers the input features
+(2 rounds); forward and backward; one all-reduce of the gradients (one flat bucket) and
+the step's loss statistics; the optimizer step. Model, optimizer and loss are objects
+the caller may pass (defaults: the built-in GraphSAGE, Adam, cross-entropy); checkpoints
+(checkpoint.py) and epoch records (metrics.py) are components of their own.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from fastsample.cli import agree
+from fastsample.comm import Communicator
+from fastsample.config import ConfigError, marked, to_dict
+from fastsample.distributed import average_gradients
+from fastsample.distributed.cache import build_cache
+from fastsample.inference import check_layerwise, layerwise
+from fastsample.loader import Batch, NodeLoader
+from fastsample.model import GraphSAGE
+from fastsample.partition import load_partition
+from fastsample.sampling import layer_key, set_num_threads
+from fastsample.trainer.checkpoint import Checkpoints
+from fastsample.trainer.config import TrainConfig
+from fastsample.trainer.metrics import TIMERS, EpochRecord, append_log, report_line, seconds, summary
+
+__all__ = ["Trainer", "build_model", "load_factory", "startup"]
+
+EVAL_SALT = 0x5EED  # eval draws its samples from a key space of its own
+PROG = "python -m fastsample.train"
+
+
+def build_model(config: TrainConfig, in_dim: int, num_classes: int) -> torch.nn.Module:
+    """The model ``config.model`` names (a checkpoint's config holds the same fields)."""
+    if config.model == "sage":
+        return GraphSAGE(in_dim, config.hidden, num_classes, config.layers, config.dropout)
+    model = load_factory(config.model)(in_dim, num_classes, config)
+    if not isinstance(model, torch.nn.Module):
+        raise ConfigError("model", f"{config.model}: returned {type(model).__name__}, not a torch.nn.Module")
+    return model
+
+
+def load_factory(spec: str):
+    """FILE.py:FUNCTION -> the function (a user's model factory)."""
+    import importlib.util
+
+    file, _, name = spec.rpartition(":")
+    if not file or not name:
+        raise ConfigError("model", f"{spec}: expected sage or FILE.py:FUNCTION")
+    path = Path(file)
+    if not path.is_file():
+        raise ConfigError("model", f"{spec}: {path} does not exist")
+    module_spec = importlib.util.spec_from_file_location(f"fastsample_user_model_{path.stem}", path)
+    module = importlib.util.module_from_spec(module_spec)
+    try:
+        module_spec.loader.exec_module(module)
+    except Exception as e:
+        raise ConfigError("model", f"{spec}: importing {path} failed ({type(e).__name__}: {e})") from e
+    factory = getattr(module, name, None)
+    if not callable(factory):
+        raise ConfigError("model", f"{spec}: {path} defines no function {name!r}")
+    return factory
+
+
+def available_memory() -> int | None:
+    """MemAvailable from /proc/meminfo, in bytes (None where there is none)."""
+    try:
+        for line in open("/proc/meminfo"):
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def check_outputs(config: TrainConfig) -> None:
+    """Rank 0 writes the log and the checkpoints: check both places before any work, so a
+    bad path is a start-up error (a ConfigError naming the setting), not a crash after the
+    first epoch."""
+    if config.log_json:
+        log = Path(config.log_json)
+        if not log.parent.is_dir():
+            raise ConfigError("log_json", f"{log}: directory {log.parent} does not exist")
+        if log.is_dir() or not os.access(log if log.exists() else log.parent, os.W_OK):
+            raise ConfigError("log_json", f"{log}: cannot write there")
+    if config.checkpoint_dir:
+        ckpt = Path(config.checkpoint_dir)
+        if config.resume:  # read, never created
+            if not ckpt.is_dir():
+                raise ConfigError("resume", f": checkpoint directory {ckpt} does not exist")
+            return
+        try:
+            ckpt.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise ConfigError("checkpoint_dir", f"{ckpt}: cannot create it ({e.strerror})") from None
+        if not os.access(ckpt, os.W_OK):
+            raise ConfigError("checkpoint_dir", f"{ckpt}: cannot write there")
+
+
+class Trainer:
+    """Holds every component; built in order by __init__, run by run().
+
+    Args:
+        config: the settings.
+        comm: the job's communicator.
+        model: the network (default: build_model(config, ...)); every rank must start from
+            the same weights (the default seeds torch with config.seed first).
+        optimizer: an optimizer over model's parameters, or a function params -> optimizer
+            (default: Adam with config.lr and config.weight_decay).
+        loss: loss(logits, labels) -> scalar tensor, the mean over the batch (default: cross-entropy).
+    """
+
+    def __init__(self, config: TrainConfig, comm: Communicator, model: torch.nn.Module | None = None,
+                 optimizer: torch.optim.Optimizer | Callable | None = None, loss: Callable | None = None):
+        self.config, self.comm, self.rank = config, comm, comm.rank
+        self.device = torch.device(config.device)
+        self.build_data()
+        self.build_model(model, optimizer)
+        self.loss = loss if loss is not None else torch.nn.functional.cross_entropy
+        self.checkpoints = Checkpoints(config.checkpoint_dir, config) if config.checkpoint_dir else None
+        self.start_epoch = 0
+        if config.resume:
+            self.start_epoch = self.checkpoints.resume(self.model, self.optimizer, self.device)
+
+    # ---------------------------------------------------------------- building
+
+    def build_data(self) -> None:
+        c = self.config
+        self.shard = load_partition(c.data, self.rank, self.comm.size, mode=c.mode)
+        self.num_classes = self.shard.meta["dataset"]["num_classes"]
+        common = dict(comm=self.comm, kernel=c.sampler, mode=c.mode, device=self.device, prefetch=c.prefetch)
+        self.loaders = {"train": NodeLoader(self.shard, c.fanouts, c.batch_size, "train", shuffle=True, seed=c.seed,
+                                            max_steps=c.max_steps, **common)}
+        for split in ("val", "test"):  # eval draws its samples from a key space of its own
+            self.loaders[split] = NodeLoader(self.shard, c.fanouts, c.batch_size, split, shuffle=False,
+                                             seed=c.seed + EVAL_SALT, **common)
+        self.steps_per_epoch = len(self.loaders["train"])
+        if c.cache_fraction:  # checked here, before the collective build in run()
+            f = self.shard.features
+            need = int(c.cache_fraction * self.shard.num_nodes) * f.shape[1] * f.dtype.itemsize
+            available = available_memory()
+            if available is not None and need > available // 2:
+                raise ConfigError("cache_fraction", f"{c.cache_fraction}: the cache needs {need / 2**20:,.0f} MiB per "
+                                  f"rank, over half of the {available / 2**20:,.0f} MiB available; lower it")
+
+    def build_model(self, model, optimizer) -> None:
+        c = self.config
+        if model is None:
+            torch.manual_seed(c.seed)  # identical initial weights on every rank
+            model = build_model(c, self.shard.features.shape[1], self.num_classes)
+        self.model = model.to(self.device)
+        if c.eval == "full":
+            check_layerwise(self.model)
+        if optimizer is None:
+            optimizer = torch.optim.Adam(self.model.parameters(), lr=c.lr, weight_decay=c.weight_decay)
+        elif not isinstance(optimizer, torch.optim.Optimizer):
+            optimizer = optimizer(self.model.parameters())
+        self.optimizer = optimizer
+
+    # ---------------------------------------------------------------- one step
+
+    def train_step(self, batch: Batch, epoch: int, step: int, timers: dict) -> tuple[float, float, float]:
+        """Returns this step's global (loss sum, correct, count) over all ranks."""
+        t0 = time.perf_counter()
+        # dropout masks from the step's own seed: reproducible across modes, and on resume
+        torch.manual_seed(layer_key(self.config.seed, epoch, step, self.rank, 0) & 0x7FFFFFFFFFFFFFFF)
+        self.model.train()
+        self.optimizer.zero_grad(set_to_none=False)
+        logits = self.model(batch.blocks, batch.x)
+        if len(batch):
+            loss = self.loss(logits, batch.y)
+            loss.backward()
+            stats = [loss.detach().item() * len(batch), float((logits.argmax(1) == batch.y).sum()), len(batch)]
+        else:
+            stats = [0.0, 0.0, 0.0]
+        t1 = time.perf_counter()
+        # one bucket: gradients and the step's loss statistics
+        totals = average_gradients(self.model, self.comm, extra=stats)
+        self.optimizer.step()
+        t2 = time.perf_counter()
+        for key, dt in (("sample_s", batch.sample_s), ("gather_s", batch.gather_s), ("wait_s", batch.wait_s),
+                        ("compute_s", t1 - t0), ("allreduce_s", t2 - t1)):
+            timers[key] += dt
+        return tuple(float(v) for v in totals)
+
+    @torch.no_grad()
+    def evaluate(self, split: str, epoch: int) -> float:
+        self.model.eval()
+        loader = self.loaders[split]
+        loader.set_epoch(epoch)
+        stats = np.zeros(2)
+        for batch in loader:
+            if len(batch):
+                pred = self.model(batch.blocks, batch.x).argmax(1)
+                stats += [int((pred == batch.y).sum()), len(batch)]
+        self.comm.all_reduce(stats)
+        return float(stats[0] / max(stats[1], 1))
+
+    def evaluate_full(self) -> tuple[float, float]:
+        """Validation and test accuracy from exact layer-wise inference (one pass for both)."""
+        out = layerwise(self.model, self.shard, self.comm, self.config.eval_batch_size, self.device,
+                        progress=not self.config.quiet)
+        pred, lo = out.argmax(1), int(self.shard.offsets[self.rank])
+        stats = np.zeros(4)
+        for k, split in enumerate(("val", "test")):
+            ids = np.asarray(getattr(self.shard, split)) - lo
+            stats[2 * k:2 * k + 2] = [(pred[ids] == self.shard.labels[ids]).sum(), len(ids)]
+        self.comm.all_reduce(stats)
+        return float(stats[0] / max(stats[1], 1)), float(stats[2] / max(stats[3], 1))
+
+    # ---------------------------------------------------------------- the run
+
+    def prepare(self) -> None:
+        """Collective set-up after start-up's agreement: warm-up and the feature cache."""
+        c, comm = self.config, self.comm
+        # Warm-up (loads the kernels, touches the maps) before anything is timed. Here, not
+        # in the constructor: vanilla sampling is collective, and a rank that failed to load
+        # would leave the others waiting in it.
+        self.loaders["train"].warm_up()
+        if c.cache_fraction:
+            t0 = time.perf_counter()
+            cache = build_cache(self.loaders["train"], c.cache_fraction, c.cache_policy)
+            for loader in self.loaders.values():
+                loader.gather.cache = cache
+            sizes = comm.allgather_object(cache.nbytes)
+            if self.rank == 0:
+                print(f"fastsample.train: feature cache ({c.cache_policy}): {len(cache.ids):,} rows, "
+                      f"{max(sizes) / 2**20:.1f} MiB per rank at most, built in {seconds(time.perf_counter() - t0)}",
+                      flush=True)
+
+    def describe(self) -> str:
+        c, comm, meta = self.config, self.comm, self.shard.meta
+        return (f"fastsample.train: {meta['dataset']['name']} ({meta['dataset']['num_nodes']:,} nodes), "
+                f"{comm.size} ranks x {torch.get_num_threads()} threads, mode {c.mode}, sampler "
+                f"{self.loaders['train'].sampler.name}, backend {comm.name}, fanouts {list(c.fanouts)}, batch "
+                f"{c.batch_size}/rank ({c.batch_size * comm.size} global), {self.steps_per_epoch} steps/epoch, "
+                f"epochs {self.start_epoch}..{c.epochs - 1}")
+
+    def run(self) -> list[EpochRecord]:
+        c, lead = self.config, self.rank == 0
+        self.prepare()
+        if lead:
+            print(self.describe(), flush=True)
+            if self.steps_per_epoch == 1 and c.max_steps is None:
+                most = max(p["train"] for p in self.shard.meta["parts"])
+                print(f"fastsample.train: warning: an epoch is a single step (at most {most:,} training nodes "
+                      f"per rank, --batch-size {c.batch_size}); the model gets one update per epoch. Use a "
+                      "smaller --batch-size on small graphs (e.g. 32-64 for Cora).", file=sys.stderr, flush=True)
+        history = []
+        for epoch in range(self.start_epoch, c.epochs):
+            record = self.train_epoch(epoch)
+            if c.eval_every and (epoch + 1) % c.eval_every == 0:
+                if c.eval == "full":
+                    record.val_acc, record.test_acc = self.evaluate_full()
+                else:
+                    record.val_acc = self.evaluate("val", epoch)
+                    record.test_acc = self.evaluate("test", epoch)
+            if self.checkpoints is not None and lead:
+                self.checkpoints.save(epoch, self.model, self.optimizer)
+            history.append(record)
+            if lead:
+                tqdm.write(report_line(record, prefetch=bool(c.prefetch)))
+                if c.log_json:
+                    append_log(c.log_json, record)
+        if lead and history:
+            print(summary(history), flush=True)
+        return history
+
+    def train_epoch(self, epoch: int) -> EpochRecord:
+        c, comm, loader = self.config, self.comm, self.loaders["train"]
+        t_epoch = time.perf_counter()
+        timers = dict.fromkeys(TIMERS, 0.0)
+        comm.counters.reset()
+        loader.set_epoch(epoch)
+        rows_before = (loader.gather.rows_cached, loader.gather.rows_remote)
+        losses, totals = [], np.zeros(3)
+        # a bar only on a terminal: in a file (a Slurm log) its redraws are noise
+        steps = tqdm(loader, desc=f"epoch {epoch}", leave=False,
+                     disable=self.rank != 0 or c.quiet or not sys.stderr.isatty())
+        for step, batch in enumerate(steps):
+            loss_sum, correct, count = self.train_step(batch, epoch, step, timers)
+            losses.append(loss_sum / max(count, 1))
+            totals += (loss_sum, correct, count)
+            steps.set_postfix(loss=f"{losses[-1]:.4f}")
+        traffic = comm.counters.reset()
+        cached = loader.gather.rows_cached - rows_before[0]
+        remote = loader.gather.rows_remote - rows_before[1]
+        return EpochRecord(epoch=epoch, loss=totals[0] / max(totals[2], 1), train_acc=totals[1] / max(totals[2], 1),
+                           epoch_s=time.perf_counter() - t_epoch, **timers, bytes_sent=traffic.bytes_sent,
+                           rounds_per_step=traffic.rounds / max(self.steps_per_epoch, 1),
+                           net_modelled_s=traffic.modelled_s if c.net_model else None, step_losses=losses,
+                           cache_hit_rate=cached / max(cached + remote, 1) if c.cache_fraction else None)
+
+
+def startup(config: TrainConfig, comm: Communicator, **components) -> Trainer:
+    """Build the trainer on every rank; a failure on any rank (bad partition, mismatched
+    settings, missing file) stops all of them with its message (cli.agree)."""
+    def build():
+        shared = {k: v for k, v in to_dict(config).items() if k in marked(config, "shared")}
+        everyone = comm.allgather_object(shared)
+        differ = sorted({k for s in everyone for k in s if s[k] != everyone[0][k]})
+        if differ:
+            raise ValueError(f"ranks were started with different {', '.join(differ)}")
+        if config.threads:  # every pool: torch's, and the samplers' (OpenMP, Numba)
+            torch.set_num_threads(config.threads)
+            set_num_threads(config.threads)
+        if comm.rank == 0:
+            check_outputs(config)
+        return Trainer(config, comm, **components)
+
+    return agree(comm, PROG, build)
