@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import sys
 
@@ -73,13 +74,29 @@ def agree(comm, prog: str, build):
 
 def describe(error: Exception) -> str:
     """An exception as a CLI's one-line message."""
+    from fastsample.comm import CommError
     from fastsample.config import ConfigError, flag_message  # config builds on this module
 
     if isinstance(error, AlreadyExists):  # the library says overwrite=True; the CLI's word is a flag
         return f"{error.path}: already exists (pass --overwrite to replace it)"
     if isinstance(error, ConfigError):  # the library names the setting; the CLI's word is its flag
         return flag_message(error)
+    if isinstance(error, CommError):  # the library names the backend parameter; the CLIs' flag is --backend
+        return re.sub(r"\bbackend '?(\w+)'?", r"--backend \1", str(error))
     return str(error) if isinstance(error, (ValueError, OSError)) else f"{type(error).__name__}: {error}"
+
+
+def create_comm(prog: str, backend: str):
+    """The job's communicator, or None after one line from the launch's rank 0 (every rank
+    fails alike when a backend is not installed, so one message is enough)."""
+    from fastsample.comm import CommError, create
+
+    try:
+        return create(backend)
+    except CommError as e:
+        if launch_rank() == 0:
+            print(f"{prog}: error: {describe(e)}", file=sys.stderr, flush=True)
+        return None
 
 
 def fail(prog: str, error: Exception) -> int:

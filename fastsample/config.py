@@ -33,7 +33,8 @@ class ConfigError(ValueError):
         self.field, self.rule = field, rule
 
 
-def option(default: Any = dataclasses.MISSING, help: str = "", *, shared: bool = True, resume: bool = False,
+def option(default: Any = dataclasses.MISSING, help: str = "", *, positional: bool = False, shared: bool = True,
+           resume: bool = False,
            choices: tuple | None = None, metavar: str | None = None, expect: str | None = None,
            check: tuple[Callable[[Any], bool], str] | None = None) -> Any:
     """A config field with its command-line help and checks.
@@ -41,6 +42,7 @@ def option(default: Any = dataclasses.MISSING, help: str = "", *, shared: bool =
     Args:
         default: the value when the flag is absent (MISSING: a required flag).
         help: the flag's help text.
+        positional: a positional argument (named by the field) instead of a flag.
         shared: every rank of a job must have the same value (checked at start-up).
         resume: a checkpoint must have been saved with the same value to resume from it.
         choices: the allowed values.
@@ -48,7 +50,7 @@ def option(default: Any = dataclasses.MISSING, help: str = "", *, shared: bool =
         expect: what a value looks like, for the error when one does not parse.
         check: (predicate, rule): ``predicate(value)`` must hold, else ConfigError(field, rule).
     """
-    meta = dict(help=help, shared=shared, resume=resume, choices=choices, metavar=metavar, expect=expect, check=check)
+    meta = dict(help=help, positional=positional, shared=shared, resume=resume, choices=choices, metavar=metavar, expect=expect, check=check)
     return dataclasses.field(default=default, metadata=meta)
 
 
@@ -72,9 +74,9 @@ def _parse_value(tp, text: str):
     return tp(text)
 
 
-def parser(cls, prog: str, description: str | None = None) -> Parser:
+def parser(cls, prog: str, description: str | None = None, epilog: str | None = None) -> Parser:
     """An argparse parser with one flag per field of ``cls`` (its help, choices, default)."""
-    p = Parser(prog=prog, description=description)
+    p = Parser(prog=prog, description=description, epilog=epilog)
     types = _types(cls)
     for f in dataclasses.fields(cls):
         m, flag = f.metadata, "--" + f.name.replace("_", "-")
@@ -82,6 +84,9 @@ def parser(cls, prog: str, description: str | None = None) -> Parser:
         kw = dict(help=m.get("help", ""), dest=f.name)
         if tp is bool:
             p.add_argument(flag, action="store_true", **kw)
+            continue
+        if m.get("positional"):
+            p.add_argument(f.name, help=kw["help"], type=str)
             continue
         if f.default is dataclasses.MISSING:
             kw["required"] = True

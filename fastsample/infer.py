@@ -16,14 +16,16 @@ import json
 import shutil
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from fastsample import config as cfg
 from fastsample.atomic import AtomicDirectory
-from fastsample.cli import Parser, agree
-from fastsample.comm import BACKENDS, create
+from fastsample.cli import Parser, agree, create_comm
+from fastsample.comm import BACKENDS
 from fastsample.inference import check_layerwise, layerwise
 from fastsample.partition import load_partition
 from fastsample.sampling import set_num_threads
@@ -31,19 +33,27 @@ from fastsample.sampling import set_num_threads
 PROG = "python -m fastsample.infer"
 
 
+@dataclass(frozen=True)
+class InferConfig:
+    """The settings of python -m fastsample.infer (its command line is generated from them)."""
+
+    data: str = cfg.option(help="partition directory the model was trained on (or any partition of the same "
+                           "graph, for as many ranks as this job has)")
+    checkpoint: str = cfg.option(help="a checkpoint file of python -m fastsample.train (CHECKPOINT_DIR/epoch-N.pt)")
+    out: str = cfg.option(help="directory to write (atomically)", shared=False)
+    batch_size: int = cfg.option(4096, "nodes per rank per batch", check=(lambda v: v > 0, "must be positive"))
+    backend: str = cfg.option("mpi", "collectives", choices=BACKENDS)
+    threads: int | None = cfg.option(None, "threads per rank (default: OMP_NUM_THREADS or all cores)", shared=False,
+                                     check=(lambda v: v > 0, "must be positive"))
+    overwrite: bool = cfg.option(False, "replace an existing --out directory")
+    quiet: bool = cfg.option(False, "no progress bar (drawn only on a terminal anyway)", shared=False)
+
+    def __post_init__(self):
+        cfg.validate(self)
+
+
 def build_parser() -> Parser:
-    p = Parser(prog=PROG, description=__doc__)
-    p.add_argument("--data", required=True, help="partition directory the model was trained on (or any "
-                   "partition of the same graph, for as many ranks as this job has)")
-    p.add_argument("--checkpoint", required=True, help="a checkpoint file of python -m fastsample.train "
-                   "(CHECKPOINT_DIR/epoch-N.pt)")
-    p.add_argument("--out", required=True, help="directory to write (atomically)")
-    p.add_argument("--batch-size", type=int, default=4096, help="nodes per rank per batch")
-    p.add_argument("--backend", choices=BACKENDS, default="mpi", help="collectives")
-    p.add_argument("--threads", type=int, default=None, help="threads per rank (default: OMP_NUM_THREADS or all cores)")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing --out directory")
-    p.add_argument("--quiet", action="store_true", help="no progress bar (drawn only on a terminal anyway)")
-    return p
+    return cfg.parser(InferConfig, PROG, __doc__)
 
 
 def main(argv=None) -> int:
@@ -51,10 +61,13 @@ def main(argv=None) -> int:
     from fastsample.trainer import TrainConfig, build_model, load_checkpoint
 
     parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.batch_size < 1:
-        parser.error(f"--batch-size must be positive (got {args.batch_size})")
-    comm = create(args.backend)
+    try:
+        args = cfg.from_namespace(InferConfig, parser.parse_args(argv))
+    except cfg.ConfigError as e:
+        parser.error(cfg.flag_message(e))
+    comm = create_comm(PROG, args.backend)
+    if comm is None:
+        return 2
     t0 = time.perf_counter()
 
     def build():

@@ -9,7 +9,6 @@ The settings are fastsample/trainer/config.py's TrainConfig; the loop is fastsam
 
 from __future__ import annotations
 
-import re
 import sys
 import traceback
 
@@ -17,8 +16,7 @@ import torch
 
 from fastsample import config as cfg
 from fastsample.allocator import retain_freed_memory
-from fastsample.cli import Parser, launch_rank
-from fastsample.comm import CommError, create
+from fastsample.cli import Parser, create_comm
 from fastsample.trainer import TrainConfig, startup
 from fastsample.trainer.trainer import PROG
 
@@ -44,12 +42,8 @@ def main(argv=None) -> int:
     config = parse_args(argv)
     if config.allocator == "retain":
         retain_freed_memory()
-    try:
-        comm = create(config.backend)
-    except CommError as e:  # a backend that is not installed: the same on every rank, so one says it
-        if launch_rank() == 0:  # the library names the backend parameter; here it is a flag
-            message = re.sub(r"\bbackend '?(\w+)'?", r"--backend \1", str(e))
-            print(f"{PROG}: error: {message}", file=sys.stderr, flush=True)
+    comm = create_comm(PROG, config.backend)
+    if comm is None:
         return 2
     if config.net_model:
         from fastsample.comm.netmodel import ModeledNetwork

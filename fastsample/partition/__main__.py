@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 
-from fastsample.cli import Parser, fail, report
+from fastsample import config as cfg
+from fastsample.cli import fail, report
 from fastsample.data.summary import format_bytes
 from fastsample.graph import DatasetError, read_meta
 from fastsample.partition.layout import METHODS, MODES, PartitionError, partition_dataset
@@ -20,6 +22,25 @@ every part holds floor(n/P) or floor(n/P)+1 of each split (all ranks then run th
 number of steps). Node ids are renumbered so each part owns one
 contiguous range; orig_ids.npy maps new ids back to the dataset's.
 """
+
+
+@dataclass(frozen=True)
+class PartitionConfig:
+    """The settings of python -m fastsample.partition (its command line is generated from them)."""
+
+    dataset: str = cfg.option(help="dataset directory (python -m fastsample.data ...)", positional=True)
+    out: str = cfg.option(help="partition directory to write", positional=True)
+    parts: int = cfg.option(help="number of ranks (P)", check=(lambda v: v >= 1, "must be positive"))
+    method: str = cfg.option("metis", "metis or random", choices=METHODS)
+    mode: str = cfg.option("both", "hybrid: topology replicated; vanilla: topology partitioned; both",
+                           choices=MODES)
+    seed: int = cfg.option(0, "seed of METIS / the random assignment")
+    overwrite: bool = cfg.option(False, "replace an existing directory")
+    quiet: bool = cfg.option(False, "no progress output")
+    json: bool = cfg.option(False, "print partition.json instead of the report")
+
+    def __post_init__(self):
+        cfg.validate(self)
 
 
 def format_report(meta: dict) -> str:
@@ -53,18 +74,11 @@ def main(argv=None) -> int:
         The exit status: 0, or 2 after a one-line error (argparse exits 2 itself).
     """
     prog = "python -m fastsample.partition"
-    p = Parser(prog=prog, description=__doc__.split(":", 1)[1].strip(), epilog=EPILOG)
-    p.add_argument("dataset", help="dataset directory (python -m fastsample.data ...)")
-    p.add_argument("out", help="partition directory to write")
-    p.add_argument("--parts", type=int, required=True, help="number of ranks (P)")
-    p.add_argument("--method", choices=METHODS, default="metis", help="metis (default) or random")
-    p.add_argument("--mode", choices=MODES, default="both",
-                   help="hybrid: topology replicated; vanilla: topology partitioned; both (default)")
-    p.add_argument("--seed", type=int, default=0, help="seed of METIS / the random assignment")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing directory")
-    p.add_argument("--quiet", action="store_true", help="no progress output")
-    p.add_argument("--json", action="store_true", help="print partition.json instead of the report")
-    args = p.parse_args(argv)
+    p = cfg.parser(PartitionConfig, prog, __doc__.split(":", 1)[1].strip(), EPILOG)
+    try:
+        args = cfg.from_namespace(PartitionConfig, p.parse_args(argv))
+    except cfg.ConfigError as e:
+        p.error(cfg.flag_message(e))
     try:
         num_nodes = read_meta(args.dataset)["num_nodes"]
         if not 1 <= args.parts <= num_nodes:  # the flag's words (the library names the parameter)

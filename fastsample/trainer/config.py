@@ -25,7 +25,8 @@ def _positive(v) -> bool:
 
 @dataclass(frozen=True)
 class TrainConfig:
-    data: str = option(help="partition directory (python -m fastsample.partition)")
+    data: str = option(help="partition directory (python -m fastsample.partition); for one process, a dataset "
+                       "directory also serves")
     model: str = option("sage", "sage: the built-in GraphSAGE (native kernels on the CPU); or FILE.py:FUNCTION, a "
                         "factory FUNCTION(in_dim, num_classes, config) -> torch.nn.Module whose forward(blocks, x) "
                         "follows fastsample/block.py (e.g. examples/pyg_gat.py:build)", resume=True)

@@ -26,9 +26,8 @@ from fastsample.config import ConfigError, marked, to_dict
 from fastsample.distributed import average_gradients
 from fastsample.distributed.cache import build_cache
 from fastsample.inference import check_layerwise, layerwise
-from fastsample.loader import Batch, NodeLoader
+from fastsample.loader import Batch, NodeLoader, open_data
 from fastsample.model import GraphSAGE
-from fastsample.partition import load_partition
 from fastsample.sampling import layer_key, set_num_threads
 from fastsample.trainer.checkpoint import Checkpoints
 from fastsample.trainer.config import TrainConfig
@@ -136,7 +135,7 @@ class Trainer:
 
     def build_data(self) -> None:
         c = self.config
-        self.shard = load_partition(c.data, self.rank, self.comm.size, mode=c.mode)
+        self.shard = open_data(c.data, self.comm, c.mode)  # a partition, or a dataset for one process
         self.num_classes = self.shard.meta["dataset"]["num_classes"]
         common = dict(comm=self.comm, kernel=c.sampler, mode=c.mode, device=self.device, prefetch=c.prefetch)
         self.loaders = {"train": NodeLoader(self.shard, c.fanouts, c.batch_size, "train", shuffle=True, seed=c.seed,

@@ -1,0 +1,99 @@
+"""The typed configs and the extension points: one config drives the CLI, the checks, the
+ranks' agreement and resume; model, optimizer, loss and sampler can be passed as objects
+and the defaults, passed explicitly, train exactly as the built-in ones."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+from fastsample import config as cfg
+from fastsample.comm.local import LocalCommunicator
+from fastsample.loader import NodeLoader
+from fastsample.model import GraphSAGE
+from fastsample.sampling import LocalSampler, Sampler
+from fastsample.distributed import VanillaSampler
+from fastsample.trainer import CheckpointError, Checkpoints, TrainConfig, Trainer
+from fastsample.train import parse_args
+
+
+def test_the_command_line_is_the_config_and_errors_name_the_field_or_the_flag():
+    c = parse_args(["--data", "d", "--fanouts", "4,3", "--net-model", "10,25", "--resume", "--checkpoint-dir", "k"])
+    assert c == TrainConfig(data="d", fanouts=(4, 3), net_model=(10.0, 25.0), resume=True, checkpoint_dir="k")
+    assert c.layers == 2  # derived from the fanouts
+    with pytest.raises(cfg.ConfigError) as e:
+        TrainConfig(data="d", batch_size=0)
+    assert (e.value.field, str(e.value)) == ("batch_size", "batch_size must be positive (got 0)")
+    assert cfg.flag_message(e.value) == "--batch-size must be positive (got 0)"
+    with pytest.raises(cfg.ConfigError, match="layers 3 needs 3 fanouts"):
+        TrainConfig(data="d", fanouts=(4, 3), layers=3)
+    with pytest.raises(cfg.ConfigError, match="mode must be one of hybrid, vanilla"):
+        TrainConfig(data="d", mode="both")
+
+
+def test_shared_and_resume_marks_live_on_the_fields():
+    shared, resume = cfg.marked(TrainConfig, "shared"), cfg.marked(TrainConfig, "resume")
+    # what a rank writes or how it runs may differ; what decides the numbers may not
+    assert {"checkpoint_dir", "log_json", "threads", "device", "quiet", "allocator"}.isdisjoint(shared)
+    assert {"data", "fanouts", "batch_size", "lr", "seed", "mode", "prefetch", "cache_fraction"} <= set(shared)
+    assert {"model", "fanouts", "hidden", "layers", "mode", "seed", "batch_size"} <= set(resume)
+    c = TrainConfig(data="d", fanouts=(5, -1), net_model=(1.0, 2.0))
+    d = cfg.to_dict(c)
+    assert all(isinstance(v, (str, int, float, bool, tuple, type(None))) for v in d.values())
+    # a checkpoint's dict, lists for tuples and a key an older version wrote, reads back
+    assert cfg.from_dict(TrainConfig, {**d, "fanouts": [5, -1], "net_model": [1.0, 2.0], "gone": 1}) == c
+
+
+def test_resume_compares_configs_and_names_what_differs(tmp_path):
+    model = GraphSAGE(4, 8, 3, 2, 0.0)
+    opt = torch.optim.Adam(model.parameters())
+    saved = TrainConfig(data="d", fanouts=(3, 2), hidden=8, epochs=2, checkpoint_dir=str(tmp_path))
+    Checkpoints(tmp_path, saved).save(0, model, opt)
+    again = dataclasses.replace(saved, epochs=3, lr=0.1, resume=True)  # may change: no resume mark
+    assert Checkpoints(tmp_path, again).resume(model, opt) == 1
+    other = dataclasses.replace(again, hidden=16, seed=4)
+    with pytest.raises(CheckpointError, match=r"epoch-0.pt: saved with different hidden, seed"):
+        Checkpoints(tmp_path, other).resume(model, opt)
+
+
+class CountingSampler:
+    """A user's Sampler: delegates, and counts."""
+
+    def __init__(self, inner):
+        self.inner, self.name, self.calls = inner, "counting", 0
+
+    def sample(self, seeds, fanouts, *, seed, epoch, step):
+        self.calls += 1
+        return self.inner.sample(seeds, fanouts, seed=seed, epoch=epoch, step=step)
+
+
+def test_a_user_sampler_is_used_and_the_built_in_ones_satisfy_the_protocol(small_dataset):
+    base = NodeLoader(small_dataset, [3, 2], 8)
+    mine = CountingSampler(LocalSampler(base.part.graph, 0, "numba"))
+    custom = NodeLoader(small_dataset, [3, 2], 8, sampler=mine)
+    for a, b in zip(base, custom):
+        assert all(x.equals(y) for x, y in zip(a.mfgs, b.mfgs)) and torch.equal(a.x, b.x)
+    assert mine.calls == len(custom) and isinstance(mine, Sampler)
+    assert isinstance(VanillaSampler(LocalCommunicator(), base.part.offsets, base.part.graph), Sampler)
+    with pytest.raises(TypeError, match="Sampler"):
+        NodeLoader(small_dataset, [3, 2], 8, sampler=object())
+
+
+def test_the_default_components_passed_as_objects_train_exactly_as_the_built_in_ones(small_dataset):
+    config = TrainConfig(data=str(small_dataset), fanouts=(3, 2), batch_size=8, hidden=8, epochs=2, eval_every=0,
+                         quiet=True)
+
+    def losses(trainer):
+        return [r.step_losses for r in trainer.run()]
+
+    default = losses(Trainer(config, LocalCommunicator()))
+    torch.manual_seed(config.seed)
+    model = GraphSAGE(4, 8, 3, 2, config.dropout)
+    explicit = Trainer(config, LocalCommunicator(), model=model,
+                       optimizer=lambda params: torch.optim.Adam(params, lr=config.lr),
+                       loss=torch.nn.functional.cross_entropy)
+    assert losses(explicit) == default
+    # and a different loss is really used
+    scaled = Trainer(config, LocalCommunicator(), loss=lambda logits, y: 2 * torch.nn.functional.cross_entropy(logits, y))
+    assert np.allclose(np.array(losses(scaled)[0][:1]), 2 * np.array(default[0][:1]))
