@@ -1,10 +1,12 @@
-"""Run under mpiexec by test_comm.py: checks every collective of a Communicator."""
+"""Run under mpiexec by test_comm.py: checks every collective of a Communicator. Each rank
+prints one line per check that passed (helpers.passed); test_comm.py names the checks."""
 
 import sys
 
 import numpy as np
 
 from fastsample.comm import create
+from helpers import passed
 
 
 def payload(src: int, dst: int) -> np.ndarray:
@@ -21,12 +23,15 @@ def main() -> None:
     expected = [payload(s, r) for s in range(P)]
     assert counts.tolist() == [len(b) for b in expected], (counts, [len(b) for b in expected])
     assert np.array_equal(recv, np.concatenate(expected)), "all_to_all_v rows"
+    passed(r, "all_to_all_v")
     # a reply with known counts: send back what was received, doubled
     back, _ = comm.all_to_all_v(recv * 2, counts, recv_counts=[len(b) for b in blocks])
     assert np.array_equal(back, np.concatenate(blocks) * 2), "reply round"
     assert comm.counters.rounds == 2
+    passed(r, "reply_with_known_counts")
     ids, _ = comm.all_to_all_v(np.arange(P, dtype=np.int64) + 10 * r, np.ones(P, np.int64))
     assert ids.tolist() == [10 * s + r for s in range(P)], "int64 ids"
+    passed(r, "int64_ids")
 
     # large and uneven, nothing to itself: the gather's shape (oneCCL stalled on it or,
     # with CCL_ALLTOALLV=naive, returned rows not yet received; fastsample/comm/ccl.py)
@@ -35,14 +40,18 @@ def main() -> None:
     got, got_counts = comm.all_to_all_v(np.full(int(big.sum()), r, dtype=np.int64), big)
     assert got_counts.tolist() == [0 if s == r else n + 7 * s + r for s in range(P)], "uneven counts"
     assert np.array_equal(got, np.repeat(np.arange(P), got_counts)), "uneven rows"
+    passed(r, "large_uneven")
 
     x = np.full(4, r + 1, dtype=np.float32)
     comm.all_reduce(x)
     assert np.allclose(x, P * (P + 1) / 2), "all_reduce"
+    passed(r, "all_reduce")
     assert comm.broadcast_object({"seed": 7} if r == 0 else None) == {"seed": 7}
+    passed(r, "broadcast_object")
     assert comm.allgather_object(r * r) == [s * s for s in range(P)]
+    passed(r, "allgather_object")
     comm.barrier()
-    print(f"rank {r}/{P} {comm.name}: ok", flush=True)
+    passed(r, "barrier", f"({P} ranks, {comm.name})")
 
 
 if __name__ == "__main__":

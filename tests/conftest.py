@@ -1,6 +1,3 @@
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -8,8 +5,8 @@ import pytest
 
 from fastsample.data.edges import edges_to_csc
 from fastsample.graph import write_dataset
-
-REPO = Path(__file__).resolve().parents[1]
+# launching ranks lives in helpers.py; re-exported for the tests that import it from here
+from helpers import REPO, mpiexec, run_module, train_records  # noqa: F401
 PLANETOID = REPO.parent / "shared" / "data" / "planetoid"
 
 
@@ -22,36 +19,6 @@ def ccl_available() -> bool:
 # the oneCCL backend is an optional build (scripts/install-ccl.sh; CI installs it)
 CCL = pytest.param("ccl", marks=pytest.mark.skipif(not ccl_available(),
                                                    reason="fastsample built without oneCCL (scripts/install-ccl.sh)"))
-
-
-def run_module(*args, check=False, timeout=300, **kw) -> subprocess.CompletedProcess:
-    """Run `python -m ...` in a subprocess the way a user would."""
-    proc = subprocess.run([sys.executable, "-m", *map(str, args)], capture_output=True,
-                          text=True, timeout=timeout, cwd=REPO, **kw)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"{args} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
-    return proc
-
-
-def mpiexec(n: int, *args, timeout=120, env=None) -> subprocess.CompletedProcess:
-    """Launch `python args...` on n ranks with the mpiexec next to this Python (the mpich
-    wheel's) or on PATH."""
-    import shutil
-
-    exe = Path(sys.executable).parent / "mpiexec"
-    exe = str(exe) if exe.exists() else shutil.which("mpiexec")
-    if exe is None:
-        pytest.skip("no mpiexec (install the mpich wheel: pip install mpich)")
-    return subprocess.run([exe, "-n", str(n), sys.executable, *map(str, args)], capture_output=True,
-                          text=True, timeout=timeout, cwd=REPO, env=env)
-
-
-def train_records(partition, ranks: int, log, *args, timeout=300) -> list[dict]:
-    """python -m fastsample.train on `ranks` ranks with --log-json `log`: its epoch records."""
-    argv = ["-m", "fastsample.train", "--data", partition, "--log-json", log, *args]
-    proc = run_module(*argv[1:], timeout=timeout) if ranks == 1 else mpiexec(ranks, *argv, timeout=timeout)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return [json.loads(line) for line in open(log)]
 
 
 @pytest.fixture(scope="session")

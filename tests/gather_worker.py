@@ -1,4 +1,5 @@
-"""Run under mpiexec by test_distributed.py: every rank gathers random rows and checks them."""
+"""Run under mpiexec by test_distributed.py: every rank gathers random rows and checks them,
+printing one line per case that passed (helpers.passed); test_distributed.py names the cases."""
 
 import sys
 
@@ -8,6 +9,7 @@ from fastsample.comm import create
 from fastsample.distributed import FeatureGather
 from fastsample.graph import load_dataset
 from fastsample.partition import load_partition
+from helpers import passed
 
 
 def main() -> None:
@@ -18,11 +20,11 @@ def main() -> None:
     gather = FeatureGather(comm, shard.offsets, shard.features)
     rng = np.random.default_rng(comm.rank)
     n = shard.num_nodes
-    cases = [rng.permutation(n)[: 200 * (comm.rank + 1)],      # mixed owners, sizes differ by rank
-             np.arange(shard.offsets[comm.rank], shard.offsets[comm.rank + 1])[:50],  # own rows only
-             np.empty(0, dtype=np.int64)]                    # nothing at all
+    cases = {"mixed_owners": rng.permutation(n)[: 200 * (comm.rank + 1)],  # sizes differ by rank
+             "own_rows": np.arange(shard.offsets[comm.rank], shard.offsets[comm.rank + 1])[:50],
+             "no_rows": np.empty(0, dtype=np.int64)}
     half = FeatureGather(comm, shard.offsets, np.asarray(shard.features, dtype=np.float16))  # numpy path
-    for ids in cases:
+    for name, ids in cases.items():
         rows = half(ids)
         assert rows.dtype == np.float32 and np.array_equal(rows, reference[ids].astype(np.float16)), \
             f"rank {comm.rank}: wrong float16 rows"
@@ -33,7 +35,7 @@ def main() -> None:
         assert c.rounds == 2, c
         own = shard.owner(ids) == comm.rank
         assert c.bytes_sent <= 8 * (len(ids) - own.sum()) + 4 * reference.shape[1] * n, c
-    print(f"rank {comm.rank}: ok", flush=True)
+        passed(comm.rank, name)
 
 
 if __name__ == "__main__":

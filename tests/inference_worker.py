@@ -1,6 +1,8 @@
 """One rank of tests/test_inference.py: layer-wise inference of a saved model on a partition.
 
     mpiexec -n P python tests/inference_worker.py PARTITION KIND STATE OUT_PREFIX BATCH
+
+Each rank writes OUT_PREFIX-RANK.npy and then says so (helpers.passed), for test_inference.py.
 """
 
 import sys
@@ -26,9 +28,11 @@ def make_model(kind: str) -> torch.nn.Module:
 if __name__ == "__main__":
     from fastsample.comm import create
     from fastsample.inference import layerwise
+    from helpers import passed
 
     part, kind, state, out, batch = sys.argv[1:6]
     model = make_model(kind)
     model.load_state_dict(torch.load(state, weights_only=True))
     comm = create("mpi")
     np.save(f"{out}-{comm.rank}.npy", layerwise(model, part, comm, batch_size=int(batch)))
+    passed(comm.rank, "layerwise_saved")

@@ -1,4 +1,5 @@
-"""Run under mpiexec by test_comm.py: the network model charges what its formula says."""
+"""Run under mpiexec by test_comm.py: the network model charges what its formula says. Each
+rank prints one line per check that passed (helpers.passed)."""
 
 import time
 
@@ -6,6 +7,7 @@ import numpy as np
 
 from fastsample.comm import create
 from fastsample.comm.netmodel import ModeledNetwork
+from helpers import passed
 
 ALPHA_US, GBPS = 2000.0, 0.008  # 2 ms per message step, 1 MB/s: easy to see in wall time
 
@@ -25,9 +27,11 @@ def main() -> None:
     expected = ((P - 1) * alpha + 8 * P / beta) + ((P - 1) * alpha + busiest / beta) \
         + (2 * (P - 1) * alpha + 2 * (P - 1) / P * 4000 / beta)
     assert abs(comm.counters.modelled_s - expected) < 1e-9, (comm.counters.modelled_s, expected)
+    passed(r, "modelled_time", f"{comm.counters.modelled_s:.4f}s")
     assert wall >= 0.95 * expected, (wall, expected)
+    passed(r, "wall_time_charged", f"{wall:.4f}s")
     assert np.all(grads == P)
-    print(f"rank {r}: ok modelled {comm.counters.modelled_s:.4f}s wall {wall:.4f}s", flush=True)
+    passed(r, "all_reduce")
 
 
 if __name__ == "__main__":

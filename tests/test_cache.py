@@ -30,6 +30,8 @@ def train(root, ranks, log, *extra):
     return train_records(root / f"p{ranks}", ranks, log, *ARGS, *extra)
 
 
+@pytest.mark.mpi
+@pytest.mark.slow
 @pytest.mark.parametrize("ranks", [1, 2, 3])
 def test_losses_are_bitwise_the_same_with_a_cache_or_prefetch_and_fewer_bytes_move(root, tmp_path, ranks):
     base = train(root, ranks, tmp_path / "none.json")
@@ -54,6 +56,8 @@ def test_losses_are_bitwise_the_same_with_a_cache_or_prefetch_and_fewer_bytes_mo
             assert all(r["cache_hit_rate"] == 0 for r in got)
 
 
+@pytest.mark.mpi
+@pytest.mark.slow
 def test_frequency_beats_degree_and_a_bigger_cache_hits_more(root, tmp_path):
     rates = {(p, f): train(root, 2, tmp_path / f"{p}{f}.json", "--cache-fraction", str(f), "--cache-policy", p)
              [-1]["cache_hit_rate"] for p in ("degree", "frequency") for f in (0.05, 0.2)}

@@ -2,9 +2,13 @@
 
 import pytest
 
-from conftest import CCL, REPO, mpiexec
+from conftest import CCL
 from fastsample.data.synth import SynthConfig, write_synthetic
 from fastsample.partition import partition_dataset
+from fastsample.sampling import native_available
+from helpers import REPO, assert_checks, mpiexec
+
+pytestmark = pytest.mark.mpi
 
 
 @pytest.fixture(scope="module")
@@ -19,12 +23,14 @@ def partitioned(tmp_path_factory):
 @pytest.mark.parametrize("backend", ["mpi", "gloo", CCL])
 def test_feature_gather_returns_the_right_rows_in_two_rounds(partitioned, backend):
     proc = mpiexec(3, REPO / "tests" / "gather_worker.py", partitioned / "g", partitioned / "p3", backend)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.count(": ok") == 3, proc.stdout
+    assert_checks(proc, 3, ["mixed_owners", "own_rows", "no_rows"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["mpi", "gloo", CCL])
 def test_vanilla_sampling_equals_hybrid_with_two_rounds_per_lower_layer(partitioned, backend):
     proc = mpiexec(3, REPO / "tests" / "vanilla_worker.py", partitioned / "p3", backend)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.count(": ok") == 3, proc.stdout
+    kernels = ["numba", "twostep"] + (["native"] if native_available() else [])
+    owners = ["numba"] + (["native"] if native_available() else [])
+    assert_checks(proc, 3, [f"{owner}-step{step}-{check}" for owner in owners for step in range(3)
+                            for check in ["rounds", *kernels]])

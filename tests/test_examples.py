@@ -10,6 +10,7 @@ from conftest import REPO, mpiexec, run_module
 from fastsample.partition import partition_dataset
 
 pytest.importorskip("torch_geometric", reason="the pyg extra is not installed (pip install '.[pyg]')")
+pytestmark = pytest.mark.mpi
 
 
 @pytest.fixture(scope="module")
@@ -20,6 +21,7 @@ def cora2(planetoid_dir, tmp_path_factory):
     return root / "cora-2"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("example", ["pyg_sage.py", "pyg_gat.py"])
 def test_example_loop_reaches_the_accuracy_bar_on_cora(cora2, example):
     proc = mpiexec(2, REPO / "examples" / example, cora2, "--epochs", "30", timeout=300)
@@ -37,6 +39,7 @@ def _train(cora2, log, *extra):
     return [r["step_losses"] for r in map(json.loads, open(log))]
 
 
+@pytest.mark.slow
 def test_a_pyg_model_under_the_trainer_keeps_the_mode_and_resume_contracts(cora2, tmp_path):
     hybrid = _train(cora2, tmp_path / "h.json", "--epochs", "3")
     vanilla = _train(cora2, tmp_path / "v.json", "--epochs", "3", "--mode", "vanilla")

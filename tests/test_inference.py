@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import REPO, mpiexec
+from helpers import REPO, assert_checks, mpiexec
 from fastsample.block import Block
 from fastsample.data.synth import SynthConfig, write_synthetic
 from fastsample.graph import load_dataset
@@ -34,6 +34,8 @@ def full_graph_forward(model, ds) -> np.ndarray:
         return model([block] * model.num_layers, torch.from_numpy(np.array(ds.features, np.float32))).numpy()
 
 
+@pytest.mark.mpi
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["sage", "pyg_sage"])
 def test_layerwise_equals_a_full_graph_forward(root, tmp_path, kind):
     if kind == "pyg_sage":
@@ -52,7 +54,7 @@ def test_layerwise_equals_a_full_graph_forward(root, tmp_path, kind):
         else:
             proc = mpiexec(p, REPO / "tests" / "inference_worker.py", root / f"p{p}", kind, tmp_path / "state.pt",
                            tmp_path / f"out{p}", 64, timeout=300)
-            assert proc.returncode == 0, proc.stdout + proc.stderr
+            assert_checks(proc, p, ["layerwise_saved"])
             shards = [np.load(tmp_path / f"out{p}-{r}.npy") for r in range(p)]
         got = np.empty_like(want)
         got[np.load(root / f"p{p}" / "orig_ids.npy")] = np.concatenate(shards)  # new id -> dataset id
@@ -64,6 +66,8 @@ def test_a_model_without_layers_is_refused(root):
         layerwise(torch.nn.Linear(3, 3), root / "g")
 
 
+@pytest.mark.mpi
+@pytest.mark.slow
 def test_infer_writes_what_the_trainers_full_evaluation_saw(root, tmp_path):
     log, ck, out = tmp_path / "log.jsonl", tmp_path / "ck", tmp_path / "out"
     proc = mpiexec(2, "-m", "fastsample.train", "--data", root / "p2", "--fanouts", "4,4,4", "--hidden", "16",
@@ -91,6 +95,7 @@ def test_infer_writes_what_the_trainers_full_evaluation_saw(root, tmp_path):
                                                     "exists (pass --overwrite to replace it)\n"), proc.stderr
 
 
+@pytest.mark.mpi
 def test_infer_on_a_missing_checkpoint_is_one_line_and_writes_nothing(root, tmp_path):
     proc = mpiexec(2, "-m", "fastsample.infer", "--data", root / "p2", "--checkpoint", tmp_path / "none.pt",
                    "--out", tmp_path / "out", timeout=120)

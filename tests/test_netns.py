@@ -32,8 +32,13 @@ def _netns_usable() -> str | None:
     return None
 
 
-REASON = _netns_usable()
-needs_netns = pytest.mark.skipif(REASON is not None, reason=f"--net namespaces {REASON}")
+@pytest.fixture(scope="session")
+def netns():
+    """Skips the test where namespaces cannot be made; probed once, when a test first needs
+    it (never at collection), and first among the test's fixtures (session scope)."""
+    reason = _netns_usable()
+    if reason is not None:
+        pytest.skip(f"--net namespaces {reason}")
 
 
 @pytest.fixture(scope="module")
@@ -90,8 +95,8 @@ def outputs(tmp_path):
     return ["--json", tmp_path / "e.json", "--csv", tmp_path / "e.csv", "--plot", tmp_path / "e.png"]
 
 
-@needs_netns
-def test_failed_run_leaves_nothing_behind(parts, tmp_path):
+@pytest.mark.root
+def test_failed_run_leaves_nothing_behind(netns, parts, tmp_path):
     broken = tmp_path / "p2"
     shutil.copytree(parts / "p2", broken)
     shutil.rmtree(broken / "part-1")   # rank 1 fails at start-up
@@ -115,8 +120,8 @@ def _processes_using(path) -> list[str]:
     return found
 
 
-@needs_netns
-def test_sigterm_mid_run_leaves_nothing_behind(parts, tmp_path):
+@pytest.mark.root
+def test_sigterm_mid_run_leaves_nothing_behind(netns, parts, tmp_path):
     data = tmp_path / "p2"
     shutil.copytree(parts / "p2", data)
 
@@ -138,8 +143,8 @@ def test_sigterm_mid_run_leaves_nothing_behind(parts, tmp_path):
     assert _processes_using(data) == []
 
 
-@needs_netns
-def test_successful_run_crosses_the_veths_and_leaves_nothing_behind(parts, tmp_path):
+@pytest.mark.root
+def test_successful_run_crosses_the_veths_and_leaves_nothing_behind(netns, parts, tmp_path):
     code, out, pid = epoch("--partitions", parts / "p2", "--net", "namespaces", "--gbps", "10", *TINY,
                            *outputs(tmp_path))
     assert code == 0, out
@@ -154,6 +159,20 @@ def test_successful_run_crosses_the_veths_and_leaves_nothing_behind(parts, tmp_p
     assert row["veth_tx_bytes_rank0"] > 10_000 and row["veth_rx_bytes_rank0"] > 10_000, row
     assert label in out
     assert "namespaces" in (tmp_path / "e.csv").read_text()
+
+
+def test_collecting_these_tests_runs_no_ip_command(tmp_path):
+    """The namespace probe (`ip netns add`) runs only when a test that needs it runs, never
+    when the tests are collected: collected with an `ip` on PATH that records its calls."""
+    fake = tmp_path / "bin" / "ip"
+    fake.parent.mkdir()
+    fake.write_text(f"#!/bin/sh\necho \"ip $*\" >> {tmp_path / 'calls'}\nexit 1\n")
+    fake.chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                           __file__], env=env, capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert not (tmp_path / "calls").exists(), f"collecting ran: {(tmp_path / 'calls').read_text()}"
 
 
 def test_unknown_net_is_one_clear_error(tmp_path):

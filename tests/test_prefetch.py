@@ -92,6 +92,7 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
+@pytest.mark.mpi
 def test_a_rank_failing_in_the_prefetch_thread_ends_the_job(train_parts):
     started = time.time()
     proc = mpiexec(2, "-c", FAILING_RANK, "--data", train_parts / "p2", "--fanouts", "4,3", "--batch-size", "40",

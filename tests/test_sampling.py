@@ -8,9 +8,18 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from fastsample.data.edges import edges_to_csc
 from fastsample.graph import CSCGraph
-from fastsample.sampling import KERNELS, native_available, sample, set_num_threads
+from fastsample.sampling import KERNELS, get_num_threads, native_available, sample, set_num_threads
 
 ALL = [k for k in KERNELS if k != "native" or native_available()]
+
+
+@pytest.fixture(autouse=True)
+def thread_count_unchanged():
+    """Every test leaves the kernels' thread count as it found it (a user's setting, or
+    NUMBA_NUM_THREADS, must not be overwritten by a test's own choice)."""
+    before = get_num_threads()
+    yield
+    assert get_num_threads() == before, f"the test left {get_num_threads()} threads; it found {before}"
 
 
 def random_graph(rng, n, m, hubs=0, hub_degree=0):
@@ -68,6 +77,7 @@ def test_identical_across_thread_counts_and_id_widths():
     wide = CSCGraph(graph.indptr.astype(np.int64), graph.indices.astype(np.int64))
     seeds = rng.permutation(20_000)[:2000]
     runs = []
+    before = get_num_threads()
     try:
         for threads in (1, 2):
             set_num_threads(threads)
@@ -75,7 +85,7 @@ def test_identical_across_thread_counts_and_id_widths():
                 runs += [(threads, k, sample(graph, seeds, [10, 10, 5], kernel=k)),
                          (threads, k + "-int64", sample(wide, seeds, [10, 10, 5], kernel=k))]
     finally:
-        set_num_threads(2)
+        set_num_threads(before)
     ref = runs[0][2]
     assert ref[0].num_edges > 100_000  # large enough for the parallel relabel path
     for threads, k, mfgs in runs:

@@ -23,6 +23,7 @@ pytestmark = [
     pytest.mark.skipif(bool(missing), reason=f"Slurm not installed (missing {', '.join(missing)}; "
                        "apt-get install slurm-wlm munge)"),
     pytest.mark.skipif(os.geteuid() != 0, reason="starting slurmctld/slurmd/munged needs root"),
+    pytest.mark.root, pytest.mark.mpi, pytest.mark.slow,
 ]
 
 CONF = """\

@@ -31,6 +31,7 @@ def train2(*args, timeout=180):
 
 # ---------------------------------------------------------------- one message, every rank stops
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("args, message", [
     (["--epochs", "0"], "--epochs must be positive (got 0)"),
     (["--fanouts", "4,x"], "--fanouts: expected comma-separated integers (got '4,x')"),
@@ -67,6 +68,7 @@ def test_help_shows_every_default_and_every_option_has_help():
 
 # ---------------------------------------------------------------- output paths, checked at start-up
 
+@pytest.mark.mpi
 def test_log_json_in_a_missing_directory_fails_at_start_up(p2, tmp_path):
     proc = train2("--data", p2, *SMALL, "--epochs", "1", "--log-json", tmp_path / "nodir" / "x.jsonl")
     assert proc.returncode == 2, proc.stdout + proc.stderr
@@ -75,6 +77,7 @@ def test_log_json_in_a_missing_directory_fails_at_start_up(p2, tmp_path):
     assert "epoch" not in proc.stdout, "the check must come before any training"
 
 
+@pytest.mark.mpi
 def test_checkpoint_dir_that_cannot_be_created_fails_at_start_up(p2, tmp_path):
     (tmp_path / "file").write_text("not a directory")
     proc = train2("--data", p2, *SMALL, "--epochs", "1", "--checkpoint-dir", tmp_path / "file" / "ckpt")
@@ -82,6 +85,7 @@ def test_checkpoint_dir_that_cannot_be_created_fails_at_start_up(p2, tmp_path):
     assert f"--checkpoint-dir {tmp_path / 'file' / 'ckpt'}: cannot create it" in proc.stderr
 
 
+@pytest.mark.mpi
 def test_resume_from_a_missing_directory_does_not_create_it(p2, tmp_path):
     missing = tmp_path / "ckpt"
     proc = train2("--data", p2, *SMALL, "--epochs", "1", "--checkpoint-dir", missing, "--resume")
@@ -92,6 +96,7 @@ def test_resume_from_a_missing_directory_does_not_create_it(p2, tmp_path):
 
 # ---------------------------------------------------------------- checkpoints
 
+@pytest.mark.mpi
 def test_checkpoint_carrying_a_pickled_callable_is_refused(p2, tmp_path):
     ckpt = tmp_path / "ckpt"
     proc = train2("--data", p2, *SMALL, "--epochs", "1", "--quiet", "--checkpoint-dir", ckpt)
@@ -114,6 +119,7 @@ def test_checkpoint_carrying_a_pickled_callable_is_refused(p2, tmp_path):
 
 # ---------------------------------------------------------------- logs
 
+@pytest.mark.mpi
 def test_log_to_a_file_has_no_progress_bar_and_ends_with_a_summary(p2, tmp_path):
     log = tmp_path / "run.jsonl"
     proc = train2("--data", p2, *SMALL, "--epochs", "3", "--log-json", log)  # no --quiet: stderr is a pipe
@@ -132,6 +138,7 @@ def test_log_to_a_file_has_no_progress_bar_and_ends_with_a_summary(p2, tmp_path)
                          f"(test there {best['test_acc']:.4f}), mean epoch {mean}"), lines[-1]
 
 
+@pytest.mark.mpi
 def test_single_step_epochs_are_warned_about(p2):
     proc = train2("--data", p2, *SMALL, "--epochs", "1", "--batch-size", "5000", "--quiet")
     assert proc.returncode == 0, proc.stderr

@@ -12,6 +12,8 @@ from fastsample.sampling import native_available
 from trainer_reference import FILE, RUNS, cpu_model, run
 
 
+@pytest.mark.mpi
+@pytest.mark.slow
 @pytest.mark.parametrize("name", RUNS)
 def test_trainer_matches_its_recorded_reference(train_parts, name):
     if "native" in RUNS[name][1] and not native_available():

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import platform
-import subprocess
 import sys
 from pathlib import Path
 
@@ -59,20 +58,16 @@ def run(root: Path, name: str, mpiexec) -> dict:
     return {k: [r[k] for r in records] for k in ("step_losses", "loss", "train_acc", "val_acc", "test_acc")}
 
 
-def _mpiexec(n, *args):
-    exe = Path(sys.executable).parent / "mpiexec"
-    return subprocess.run([str(exe), "-n", str(n), sys.executable, *map(str, args)], capture_output=True,
-                          text=True, timeout=300)
-
-
 if __name__ == "__main__":
     import tempfile
+
+    from helpers import mpiexec
 
     if sys.argv[1:] != ["--record"]:
         sys.exit(__doc__)
     with tempfile.TemporaryDirectory() as d:
         build(Path(d))
-        runs = {name: run(Path(d), name, _mpiexec) for name in RUNS}
+        runs = {name: run(Path(d), name, lambda n, *args: mpiexec(n, *args, timeout=300)) for name in RUNS}
     import torch
 
     FILE.write_text(json.dumps({"cpu": cpu_model(), "torch": torch.__version__, "args": ARGS,

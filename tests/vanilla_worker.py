@@ -1,4 +1,5 @@
-"""Run under mpiexec by test_distributed.py: vanilla sampling equals hybrid sampling."""
+"""Run under mpiexec by test_distributed.py: vanilla sampling equals hybrid sampling. Each
+rank prints one line per step and kernel that passed (helpers.passed)."""
 
 import sys
 
@@ -8,6 +9,7 @@ from fastsample.comm import create
 from fastsample.distributed.vanilla import VanillaSampler
 from fastsample.partition import load_partition
 from fastsample.sampling import native_available, sample
+from helpers import passed
 
 
 def main() -> None:
@@ -15,20 +17,22 @@ def main() -> None:
     comm = create(backend)
     hybrid = load_partition(partition, comm.rank, comm.size, mode="hybrid")
     vanilla = load_partition(partition, comm.rank, comm.size, mode="vanilla")
-    sampler = VanillaSampler(comm, vanilla.offsets, vanilla.local_graph)
     kernels = ["numba", "twostep"] + (["native"] if native_available() else [])
-    for step, fanouts in enumerate([(5, 3), (4, 3, 2), (-1, 2)]):
-        seeds = np.asarray(vanilla.train)[step * 7: step * 7 + 20 + comm.rank]
-        comm.counters.reset()
-        got = sampler.sample(seeds, fanouts, seed=3, epoch=1, step=step)
-        rounds = comm.counters.reset().rounds
-        assert rounds == 2 * (len(fanouts) - 1), rounds
-        for kernel in kernels:
-            want = sample(hybrid.graph, seeds, fanouts, seed=3, epoch=1, step=step, rank=comm.rank, kernel=kernel)
-            for layer, (a, b) in enumerate(zip(got, want)):
-                assert a.equals(b), f"rank {comm.rank} step {step} layer {layer}: vanilla != {kernel}"
-    print(f"rank {comm.rank}: ok", flush=True)
-
+    owners = ["numba"] + (["native"] if native_available() else [])  # the owner side's choice kernel
+    for owner in owners:
+        sampler = VanillaSampler(comm, vanilla.offsets, vanilla.local_graph, kernel=owner)
+        for step, fanouts in enumerate([(5, 3), (4, 3, 2), (-1, 2)]):
+            seeds = np.asarray(vanilla.train)[step * 7: step * 7 + 20 + comm.rank]
+            comm.counters.reset()
+            got = sampler.sample(seeds, fanouts, seed=3, epoch=1, step=step)
+            rounds = comm.counters.reset().rounds
+            assert rounds == 2 * (len(fanouts) - 1), rounds
+            passed(comm.rank, f"{owner}-step{step}-rounds")
+            for kernel in kernels:
+                want = sample(hybrid.graph, seeds, fanouts, seed=3, epoch=1, step=step, rank=comm.rank, kernel=kernel)
+                for layer, (a, b) in enumerate(zip(got, want)):
+                    assert a.equals(b), f"rank {comm.rank} step {step} layer {layer}: vanilla ({owner}) != {kernel}"
+                passed(comm.rank, f"{owner}-step{step}-{kernel}")
 
 if __name__ == "__main__":
     main()

@@ -30,7 +30,7 @@ class PartitionConfig:
 
     dataset: str = cfg.option(help="dataset directory (python -m fastsample.data ...)", positional=True)
     out: str = cfg.option(help="partition directory to write", positional=True)
-    parts: int = cfg.option(help="number of ranks (P)", check=(lambda v: v >= 1, "must be positive"))
+    parts: int = cfg.option(help="number of ranks (P), at most the node count")
     method: str = cfg.option("metis", "metis or random", choices=METHODS)
     mode: str = cfg.option("both", "hybrid: topology replicated; vanilla: topology partitioned; both",
                            choices=MODES)

@@ -1,0 +1,129 @@
+"""The one home for launching ranks from tests: the mpiexec lookup, running a module or a
+script on one or n ranks with a timeout, and reading what a worker script says it checked.
+
+A launch that outlives its timeout is a test failure that shows the output so far; the whole
+process group (mpiexec, its proxies and every rank) is killed first, so nothing is left running.
+
+Worker scripts (tests/*_worker.py) call ``passed(rank, check)`` once per named check per rank,
+after that check's assertions; the test names the checks it expects and calls
+``assert_checks(proc, ranks, checks)``, which wants exactly that set of (rank, check) lines:
+a rank that skips a check, or prints nothing, fails the test.
+
+This module imports nothing heavy at import time: the workers import it on every rank.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def mpiexec_path() -> str | None:
+    """The mpiexec next to this Python (the mpich wheel's), else the one on PATH, else None."""
+    exe = Path(sys.executable).parent / "mpiexec"
+    return str(exe) if exe.exists() else shutil.which("mpiexec")
+
+
+def mpiexec_argv(n: int, *args) -> list[str]:
+    """[mpiexec, -n, n, python, args...]; skips the test where there is no mpiexec."""
+    exe = mpiexec_path()
+    if exe is None:
+        import pytest
+
+        pytest.skip("no mpiexec (install the mpich wheel: pip install mpich)")
+    return [exe, "-n", str(n), sys.executable, *map(str, args)]
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL the process group that `proc` leads (started with start_new_session=True)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def fail(message: str):
+    """A test failure (pytest's, so that it reads as one; an AssertionError outside pytest)."""
+    try:
+        import pytest
+    except ImportError:
+        raise AssertionError(message) from None
+    pytest.fail(message, pytrace=False)
+
+
+def run(argv, *, timeout: float, env=None, cwd=REPO) -> subprocess.CompletedProcess:
+    """Run argv to completion in a process group of its own, capturing text output. Past
+    `timeout` seconds the group is killed and the test fails with what it printed."""
+    argv = [str(a) for a in argv]
+    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_group(proc)
+        out, err = proc.communicate()
+        fail(f"{' '.join(argv)}\ndid not finish in {timeout} s (killed); its output:\n{out}{err}")
+    except BaseException:  # KeyboardInterrupt and the like: leave nothing running
+        kill_group(proc)
+        proc.wait()
+        raise
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
+def run_module(*args, check=False, timeout=300, env=None) -> subprocess.CompletedProcess:
+    """`python -m args...` in a subprocess, from the repository root, the way a user would."""
+    proc = run([sys.executable, "-m", *args], timeout=timeout, env=env)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{args} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def mpiexec(n: int, *args, timeout=120, env=None) -> subprocess.CompletedProcess:
+    """`python args...` (a script, or -m module, or -c code) on n ranks with mpiexec_path()."""
+    return run(mpiexec_argv(n, *args), timeout=timeout, env=env)
+
+
+def train_records(partition, ranks: int, log, *args, timeout=300) -> list[dict]:
+    """python -m fastsample.train on `ranks` ranks with --log-json `log`: its epoch records."""
+    argv = ["-m", "fastsample.train", "--data", partition, "--log-json", log, *args]
+    proc = run_module(*argv[1:], timeout=timeout) if ranks == 1 else mpiexec(ranks, *argv, timeout=timeout)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return [json.loads(line) for line in open(log)]
+
+
+# --- worker scripts -----------------------------------------------------------------------
+
+_PASSED = re.compile(r"^rank (\d+) ([\w.-]+): ok(?: .*)?$", re.MULTILINE)
+
+
+def passed(rank: int, check: str, note: str = "") -> None:
+    """In a worker: say that `check` passed on `rank` (call it after the check's assertions).
+    One write of the whole line, so that mpiexec never splices another rank's output into it."""
+    sys.stdout.flush()
+    os.write(sys.stdout.fileno(), f"rank {rank} {check}: ok{' ' + note if note else ''}\n".encode())
+
+
+def worker_checks(stdout: str) -> list[tuple[int, str]]:
+    """The (rank, check) pairs that passed() lines in `stdout` report, in order."""
+    return [(int(m[1]), m[2]) for m in _PASSED.finditer(stdout)]
+
+
+def assert_checks(proc: subprocess.CompletedProcess, ranks: int, checks) -> None:
+    """The worker run `proc` exited 0 and reported every one of `checks` on every rank
+    0..ranks-1, once each, and nothing else."""
+    output = f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    assert proc.returncode == 0, f"exited {proc.returncode}\n{output}"
+    got = worker_checks(proc.stdout)
+    want = {(r, c) for r in range(ranks) for c in checks}
+    missing, unexpected = sorted(want - set(got)), sorted(set(got) - want)
+    repeated = sorted({x for x in got if got.count(x) > 1})
+    assert not (missing or unexpected or repeated), \
+        f"checks missing {missing}, unexpected {unexpected}, repeated {repeated}\n{output}"
