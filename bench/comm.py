@@ -25,7 +25,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from launch import mpiexec
+from fastsample.cli import find_mpiexec
+
 
 HERE = Path(__file__).resolve().parent
 BACKENDS = ("mpi", "gloo", "ccl")
@@ -40,7 +41,7 @@ def sizes(lo: int, hi: int) -> list[int]:
 
 
 def run(backend: str, ranks: int, args, partition: str | None) -> dict:
-    cmd = [mpiexec(), "-n", str(ranks), sys.executable,
+    cmd = [find_mpiexec() or "mpiexec", "-n", str(ranks), sys.executable,
            str(HERE / "comm_worker.py"), backend, ",".join(map(str, sizes(args.min_bytes, args.max_bytes)))]
     if partition:
         cmd += [partition, args.fanouts, str(args.batch_size), str(args.steps)]

@@ -48,8 +48,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from launch import mpiexec
 
+from fastsample.cli import find_mpiexec
 from fastsample.trainer.metrics import read_log
 
 HERE = Path(__file__).resolve().parent
@@ -113,7 +113,7 @@ def run_once(partition: str, ranks: int, scenario: str, net: str, args, netns=No
     mode, sampler = SCENARIOS[scenario]
     with tempfile.TemporaryDirectory() as tmp:
         log = os.path.join(tmp, "log.json")
-        cmd = [mpiexec(), "-n", str(ranks)]
+        cmd = [find_mpiexec() or "mpiexec", "-n", str(ranks)]
         if net == "namespaces":
             cmd += netns.wrapper()
         cmd += [sys.executable, "-m",

@@ -23,7 +23,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from launch import mpiexec
+from fastsample.cli import find_mpiexec
+
 
 HERE = Path(__file__).resolve().parent
 MODES = ("full", "sampled-all", "sampled-eval")
@@ -31,7 +32,7 @@ MODES = ("full", "sampled-all", "sampled-eval")
 
 def run(args, mode: str) -> dict:
     ranks = json.loads((Path(args.partition) / "partition.json").read_text())["num_parts"]
-    cmd = [mpiexec(), "-n", str(ranks), sys.executable, str(HERE / "inference_worker.py"), args.partition, mode,
+    cmd = [find_mpiexec() or "mpiexec", "-n", str(ranks), sys.executable, str(HERE / "inference_worker.py"), args.partition, mode,
            args.fanouts, str(args.batch_size), str(args.eval_batch_size), str(args.hidden), str(args.threads)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
     if proc.returncode != 0:

@@ -27,6 +27,16 @@ def launch_rank() -> int:
     return 0
 
 
+def find_mpiexec() -> str | None:
+    """The mpiexec beside this Python (the mpich wheel's, which matches mpi4py), else the one
+    on PATH, else None. The one lookup the tests and benchmarks use to launch ranks."""
+    import shutil
+    from pathlib import Path
+
+    beside = Path(sys.executable).parent / "mpiexec"
+    return str(beside) if beside.exists() else shutil.which("mpiexec")
+
+
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
     """--help keeps the description's layout and shows each option's default (options
     without one, or whose help already says it, are left alone)."""

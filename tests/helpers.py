@@ -17,19 +17,19 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
 from pathlib import Path
+
+from fastsample.cli import find_mpiexec
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def mpiexec_path() -> str | None:
     """The mpiexec next to this Python (the mpich wheel's), else the one on PATH, else None."""
-    exe = Path(sys.executable).parent / "mpiexec"
-    return str(exe) if exe.exists() else shutil.which("mpiexec")
+    return find_mpiexec()
 
 
 def mpiexec_argv(n: int, *args) -> list[str]:
