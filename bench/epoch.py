@@ -50,12 +50,13 @@ from pathlib import Path
 
 
 from fastsample.cli import find_mpiexec
-from fastsample.trainer.metrics import read_log
+from fastsample.trainer.metrics import TIMERS, read_log
 
 HERE = Path(__file__).resolve().parent
-SCENARIOS = {"vanilla": ("vanilla", "numba"), "hybrid-twostep": ("hybrid", "twostep"),
-             "hybrid-native": ("hybrid", "native")}
-PHASES = ("sample_s", "gather_s", "wait_s", "compute_s", "allreduce_s")
+# scenario -> (mode, sampler); vanilla's sampler is its owner side's choice kernel
+SCENARIOS = {"vanilla": ("vanilla", "numba"), "vanilla-native": ("vanilla", "native"),
+             "hybrid-twostep": ("hybrid", "twostep"), "hybrid-native": ("hybrid", "native")}
+PHASES = TIMERS
 
 
 class Interrupted(Exception):
@@ -162,7 +163,8 @@ NETS = ("none", "model", "namespaces")
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--partitions", required=True, help="comma-separated partition dirs, one per rank count")
-    p.add_argument("--scenarios", default=",".join(SCENARIOS))
+    p.add_argument("--scenarios", default="vanilla,hybrid-twostep,hybrid-native",
+                   help=f"comma-separated, from {', '.join(SCENARIOS)}")
     p.add_argument("--net", default="none,model",
                    help="comma-separated: none, model, namespaces (namespaces needs root)")
     p.add_argument("--latency-us", type=float, default=10.0,

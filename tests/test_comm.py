@@ -37,3 +37,13 @@ def test_missing_backend_packages_are_named(monkeypatch):
 def test_network_model_charges_its_formula_on_every_rank():
     proc = mpiexec(2, REPO / "tests" / "netmodel_worker.py")
     assert_checks(proc, 2, ["modelled_time", "wall_time_charged", "all_reduce"])
+
+
+def test_a_backend_that_cannot_start_is_one_comm_error(monkeypatch):
+    import sys
+
+    from fastsample.comm import CommError, create
+
+    monkeypatch.setitem(sys.modules, "fastsample.comm.mpi", None)  # as when mpi4py finds no MPI library
+    with pytest.raises(CommError, match=r"backend 'mpi' cannot start here \(ImportError"):
+        create("mpi")

@@ -25,18 +25,23 @@ def create(backend: str = "mpi") -> Communicator:
         from fastsample.comm.local import LocalCommunicator
 
         return LocalCommunicator()
-    if backend == "mpi":
-        from fastsample.comm.mpi import MPICommunicator
+    try:
+        if backend == "mpi":
+            from fastsample.comm.mpi import MPICommunicator
 
-        return MPICommunicator()
-    if backend == "ccl":
-        from fastsample.comm.ccl import CCLCommunicator
+            return MPICommunicator()
+        if backend == "ccl":
+            from fastsample.comm.ccl import CCLCommunicator
 
-        return CCLCommunicator()
-    if backend in TORCH_BACKENDS:
-        from fastsample.comm.torch_dist import TorchCommunicator
+            return CCLCommunicator()
+        if backend in TORCH_BACKENDS:
+            from fastsample.comm.torch_dist import TorchCommunicator
 
-        return TorchCommunicator(backend)
+            return TorchCommunicator(backend)
+    except CommError:
+        raise
+    except (ImportError, RuntimeError) as e:  # e.g. mpi4py finds no MPI library: one error, not a traceback
+        raise CommError(f"backend '{backend}' cannot start here ({type(e).__name__}: {str(e).strip()})") from e
     raise CommError(f"backend must be one of {', '.join(BACKENDS)} or local (got {backend!r})")
 
 
