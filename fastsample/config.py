@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 from fastsample.cli import Parser
 
-__all__ = ["ConfigError", "option", "parser", "from_namespace", "validate", "to_dict", "from_dict", "marked",
+__all__ = ["ConfigError", "option", "parser", "parse", "from_namespace", "validate", "to_dict", "from_dict", "marked",
            "flag_message"]
 
 
@@ -117,6 +117,15 @@ def from_namespace(cls, ns) -> Any:
                 raise ConfigError(f.name, f": expected {expect} (got {v!r})") from None
         values[f.name] = v
     return cls(**values)
+
+
+def parse(cls, parser, argv=None) -> Any:
+    """Parse ``argv`` with ``parser`` (made by parser(cls, ...)) into a checked ``cls``; a bad
+    setting exits 2 with one line naming its flag (Parser.error)."""
+    try:
+        return from_namespace(cls, parser.parse_args(argv))
+    except ConfigError as e:
+        parser.error(flag_message(e))
 
 
 def _name(tp) -> str:

@@ -61,10 +61,7 @@ def main(argv=None) -> int:
     from fastsample.trainer import TrainConfig, build_model, load_checkpoint
 
     parser = build_parser()
-    try:
-        args = cfg.from_namespace(InferConfig, parser.parse_args(argv))
-    except cfg.ConfigError as e:
-        parser.error(cfg.flag_message(e))
+    args = cfg.parse(InferConfig, parser, argv)
     comm = create_comm(PROG, args.backend)
     if comm is None:
         return 2

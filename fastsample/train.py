@@ -28,10 +28,7 @@ def build_parser() -> Parser:
 def parse_args(argv=None) -> TrainConfig:
     """The command line as a checked TrainConfig; a bad setting exits 2 with one line naming its flag."""
     parser = build_parser()
-    try:
-        config = cfg.from_namespace(TrainConfig, parser.parse_args(argv))
-    except cfg.ConfigError as e:
-        parser.error(cfg.flag_message(e))
+    config = cfg.parse(TrainConfig, parser, argv)
     if config.device == "cuda" and not torch.cuda.is_available():
         parser.error(f"--device cuda: no CUDA device is available (torch {torch.__version__}, "
                      f"{'built without CUDA' if torch.version.cuda is None else f'CUDA {torch.version.cuda}'})")

@@ -75,10 +75,7 @@ def main(argv=None) -> int:
     """
     prog = "python -m fastsample.partition"
     p = cfg.parser(PartitionConfig, prog, __doc__.split(":", 1)[1].strip(), EPILOG)
-    try:
-        args = cfg.from_namespace(PartitionConfig, p.parse_args(argv))
-    except cfg.ConfigError as e:
-        p.error(cfg.flag_message(e))
+    args = cfg.parse(PartitionConfig, p, argv)
     try:
         num_nodes = read_meta(args.dataset)["num_nodes"]
         if not 1 <= args.parts <= num_nodes:  # the flag's words (the library names the parameter)
