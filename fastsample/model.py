@@ -29,6 +29,7 @@ from torch import nn
 from fastsample.block import Block
 
 from fastsample.native import lib as _native
+from fastsample.native import require
 
 AGGREGATIONS = ("auto", "native", "torch")
 
@@ -108,8 +109,8 @@ class GraphSAGE(nn.Module):
             raise ValueError(f"num_layers must be >= 1 (got {num_layers})")
         if aggregation not in AGGREGATIONS:
             raise ValueError(f"aggregation must be one of {', '.join(AGGREGATIONS)} (got {aggregation!r})")
-        if aggregation == "native" and _native is None:
-            raise RuntimeError("aggregation 'native': fastsample._native is not built")
+        if aggregation == "native":
+            require("GraphSAGE(aggregation='native')")
         dims = [in_dim] + [hidden] * (num_layers - 1) + [num_classes]
         self.layers = nn.ModuleList(SAGEConv(a, b) for a, b in zip(dims[:-1], dims[1:]))
         self.dropout = nn.Dropout(dropout)
