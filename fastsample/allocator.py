@@ -34,3 +34,15 @@ def retain_freed_memory() -> bool:
     except OSError:
         return False
     return bool(libc.mallopt(_M_MMAP_MAX, 0)) and bool(libc.mallopt(_M_TRIM_THRESHOLD, NO_TRIM))
+
+
+def available_memory() -> int | None:
+    """MemAvailable from /proc/meminfo, in bytes (None where there is none): what the
+    trainer's feature cache and the partitioner's method choice are sized against."""
+    try:
+        for line in open("/proc/meminfo"):
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None

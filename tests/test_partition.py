@@ -10,6 +10,7 @@ from conftest import run_module
 from fastsample.data.synth import SynthConfig, write_synthetic
 from fastsample.graph import SPLITS, DatasetError, load_dataset
 from fastsample.partition import PartitionError, load_partition, owner_of, partition_dataset
+from fastsample.partition import kaminpar as kp
 
 P = 3
 
@@ -22,7 +23,8 @@ def dataset(tmp_path_factory):
     return path
 
 
-@pytest.fixture(scope="module", params=["metis", "random"])
+@pytest.fixture(scope="module", params=["metis", "random", pytest.param("kaminpar", marks=pytest.mark.skipif(
+    not kp.available(), reason="the kaminpar package is not installed (pip install 'fastsample[kaminpar]')"))])
 def partitioned(request, dataset, tmp_path_factory):
     out = tmp_path_factory.mktemp("parts") / request.param
     partition_dataset(dataset, out, P, method=request.param, mode="both", progress=False)
@@ -131,7 +133,7 @@ def test_truncated_shard_is_named(copy):
 
 def test_library_errors_name_parameters_not_flags(dataset, tmp_path):
     for kwargs, message in ((dict(parts=0), r"^parts must be in 1\.\.3000"),
-                            (dict(parts=2, method="kway"), r"^method must be one of metis, random"),
+                            (dict(parts=2, method="kway"), r"^method must be one of auto, metis, kaminpar, random"),
                             (dict(parts=2, mode="mixed"), r"^mode must be one of hybrid, vanilla, both")):
         with pytest.raises(PartitionError, match=message):
             partition_dataset(dataset, tmp_path / "p", progress=False, **kwargs)
@@ -158,3 +160,47 @@ def test_interrupted_partition_leaves_nothing(dataset, tmp_path, monkeypatch):
     with pytest.raises(RuntimeError):
         partition_dataset(dataset, tmp_path / "p", 2, progress=False)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_auto_picks_metis_where_its_peak_fits_and_kaminpar_where_it_does_not():
+    n, m = 8_000_000, 2 * 312_000_000  # the 312M-edge graph METIS could not hold in 19 GB
+    assert kp.choose_method(n, m, 24 * 2**30)[0] == "kaminpar"
+    assert kp.choose_method(2_400_000, 2 * 62_000_000, 24 * 2**30)[0] == "metis"
+    method, why = kp.choose_method(n, m, 24 * 2**30)
+    assert "exceeds" in why and "KaMinPar needs about" in why
+
+
+def test_auto_without_room_or_kaminpar_and_a_failing_metis_are_one_clear_error(dataset, tmp_path, monkeypatch):
+    from fastsample.partition import layout
+
+    monkeypatch.setattr(layout, "available_memory", lambda: 2**20)  # 1 MiB: METIS cannot fit
+    monkeypatch.setattr(kp, "available", lambda: False)
+    with pytest.raises(PartitionError, match=r"exceeds .* the kaminpar package is not installed"):
+        partition_dataset(dataset, tmp_path / "a", P, progress=False)
+    assert not (tmp_path / "a").exists()
+
+    def out_of_memory(*args):
+        raise RuntimeError("Caught an unknown exception!")  # what pymetis says when malloc fails
+
+    monkeypatch.setattr(layout, "metis_parts", out_of_memory)
+    with pytest.raises(PartitionError, match=r"metis failed on 3,000 nodes .* use method kaminpar \(about"):
+        partition_dataset(dataset, tmp_path / "b", P, method="metis", progress=False)
+    assert not (tmp_path / "b").exists()
+
+
+@pytest.mark.skipif(not kp.available(), reason="the kaminpar package is not installed")
+def test_the_parhip_file_holds_the_graph_and_weights(dataset, tmp_path):
+    import kaminpar
+
+    from fastsample.partition.assign import symmetric_adjacency
+
+    ds = load_dataset(dataset)
+    adj = symmetric_adjacency(ds)
+    weights = np.arange(adj.num_nodes, dtype=np.int64) + 1
+    kp.write_parhip(tmp_path / "g.parhip", adj, weights)
+    for compress in (False, True):
+        g = kaminpar.load_graph(str(tmp_path / "g.parhip"), kaminpar.GraphFileFormat.PARHIP, compress=compress)
+        assert (g.n(), g.m()) == (adj.num_nodes, adj.num_edges)
+        for u in (0, 17, adj.num_nodes - 1):
+            assert g.node_weight(u) == weights[u] and g.degree(u) == adj.indptr[u + 1] - adj.indptr[u]
+            assert sorted(v for v, _ in g.neighbors(u)) == sorted(adj.indices[adj.indptr[u]:adj.indptr[u + 1]])

@@ -15,8 +15,10 @@ EPILOG = """\
 examples:
   python -m fastsample.partition data/products data/products-4 --parts 4
   python -m fastsample.partition data/products data/products-4r --parts 4 --method random
+  python -m fastsample.partition data/g8m data/g8m-4 --parts 4 --method kaminpar
 
-METIS balances nodes, in-edges and training nodes at once; a refinement pass then
+METIS balances nodes, in-edges and training nodes at once (KaMinPar: one weight,
+in-degree + mean degree; fastsample/partition/kaminpar.py); a refinement pass then
 brings nodes and in-edges within 5% of the mean, and the fewest nodes are moved so that
 every part holds floor(n/P) or floor(n/P)+1 of each split (all ranks then run the same
 number of steps). Node ids are renumbered so each part owns one
@@ -31,7 +33,9 @@ class PartitionConfig:
     dataset: str = cfg.option(help="dataset directory (python -m fastsample.data ...)", positional=True)
     out: str = cfg.option(help="partition directory to write", positional=True)
     parts: int = cfg.option(help="number of ranks (P), at most the node count")
-    method: str = cfg.option("metis", "metis or random", choices=METHODS)
+    method: str = cfg.option("auto", "metis; kaminpar (pip install 'fastsample[kaminpar]': for graphs METIS cannot "
+                             "hold in memory); random; auto: METIS where its estimated peak memory fits, else "
+                             "KaMinPar (it says which and why)", choices=METHODS)
     mode: str = cfg.option("both", "hybrid: topology replicated; vanilla: topology partitioned; both",
                            choices=MODES)
     seed: int = cfg.option(0, "seed of METIS / the random assignment")

@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,14 +24,16 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from fastsample.allocator import available_memory
 from fastsample.atomic import AtomicDirectory
 from fastsample.graph import (SPLITS, CSCGraph, DatasetError, expect_array, load_dataset, open_array,
                               read_json, validate_csc)
-from fastsample.partition.assign import balance_splits, edge_cut, metis_parts, random_parts, rebalance
+from fastsample.partition.assign import (balance_splits, edge_cut, metis_parts, random_parts, rebalance,
+                                         symmetric_adjacency)
 from fastsample.partition.relabel import owner_of, relabel_graph, relabel_order
 
 LAYOUT_VERSION = 1
-METHODS = ("metis", "random")
+METHODS = ("auto", "metis", "kaminpar", "random")
 MODES = ("hybrid", "vanilla", "both")
 _CHUNK_ROWS = 1 << 20
 
@@ -47,13 +50,51 @@ def _stage(msg: str, progress: bool, t0: float) -> None:
         tqdm.write(f"[{time.perf_counter() - t0:7.1f}s] {msg}")
 
 
-def partition_dataset(dataset, out, parts: int, method: str = "metis", mode: str = "both",
+def _resolve_method(method: str, ds, parts: int, progress: bool) -> str:
+    """auto -> metis or kaminpar by memory (said when progress is on); kaminpar must be installed."""
+    from fastsample.partition import kaminpar as kp
+
+    if method == "auto" and parts > 1:
+        m = 2 * ds.graph.num_edges  # the symmetric adjacency's directed edges, at most
+        method, why = kp.choose_method(ds.graph.num_nodes, m, available_memory())
+        if method == "kaminpar" and not kp.available():
+            raise PartitionError(f"{why}, but the kaminpar package is not installed: pip install "
+                                 "'fastsample[kaminpar]' (or pass method metis to try anyway)")
+        if progress:
+            print(f"partition: method auto chose {method}: {why}", file=sys.stderr, flush=True)
+    elif method == "auto":
+        method = "metis"  # one part: nothing to partition
+    if method == "kaminpar" and not kp.available():
+        raise PartitionError("method kaminpar needs the kaminpar package: pip install 'fastsample[kaminpar]'")
+    return method
+
+
+def _graph_parts(method: str, ds, parts: int, seed: int) -> np.ndarray:
+    """METIS or KaMinPar; running out of memory is one PartitionError naming the alternative."""
+    from fastsample.partition import kaminpar as kp
+
+    try:
+        if method == "metis":
+            return metis_parts(ds, parts, seed)
+        return kp.kaminpar_parts(symmetric_adjacency(ds), ds.graph.in_degrees(), parts, seed)
+    except (MemoryError, RuntimeError) as e:  # pymetis reports its malloc failure as "unknown exception"
+        n, m = ds.graph.num_nodes, ds.graph.num_edges
+        need = (kp.metis_peak_bytes if method == "metis" else kp.kaminpar_peak_bytes)(n, 2 * m)
+        other = "method kaminpar (about " + f"{kp.kaminpar_peak_bytes(n, 2 * m) / 2**30:.1f} GiB)" \
+            if method == "metis" else "a machine with more memory"
+        raise PartitionError(f"{method} failed on {n:,} nodes and {m:,} edges ({type(e).__name__}: {e}); it needs "
+                             f"about {need / 2**30:.1f} GiB; use {other}") from None
+
+
+def partition_dataset(dataset, out, parts: int, method: str = "auto", mode: str = "both",
                       seed: int = 0, overwrite: bool = False, progress: bool = True) -> dict:
     """Partition a dataset directory for ``parts`` ranks and write the layout (atomically).
 
     Args:
         dataset: the dataset directory; out: the partition directory to write;
-        parts: the number of ranks, 1..num_nodes; method: metis or random;
+        parts: the number of ranks, 1..num_nodes; method: metis, kaminpar (the optional
+        kaminpar package), random, or auto (METIS where its estimated peak memory fits,
+        else KaMinPar; see partition/kaminpar.py);
         mode: hybrid, vanilla or both (which layouts to write); seed: of METIS / the random
         assignment; overwrite: replace an existing ``out``; progress: report the stages.
     Returns:
@@ -69,11 +110,12 @@ def partition_dataset(dataset, out, parts: int, method: str = "metis", mode: str
     n = ds.graph.num_nodes
     if not 1 <= parts <= n:
         raise PartitionError(f"parts must be in 1..{n} (the node count), got {parts}")
+    method = _resolve_method(method, ds, parts, progress)
     with AtomicDirectory(out, overwrite=overwrite) as target:
         _stage(f"{method}: {n:,} nodes, {ds.graph.num_edges:,} edges into {parts} parts", progress, t0)
-        if method == "metis":
-            part = metis_parts(ds, parts, seed)
-            _stage(f"METIS done: edge cut {edge_cut(ds.graph, part) / max(ds.graph.num_edges, 1):.1%}; "
+        if method in ("metis", "kaminpar"):
+            part = _graph_parts(method, ds, parts, seed)
+            _stage(f"{method} done: edge cut {edge_cut(ds.graph, part) / max(ds.graph.num_edges, 1):.1%}; "
                    "rebalancing nodes and in-edges", progress, t0)
             moved = {"rebalance": rebalance(part, ds, parts)}
         else:

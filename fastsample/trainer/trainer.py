@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from fastsample.allocator import available_memory
 from fastsample.cli import agree
 from fastsample.comm import Communicator
 from fastsample.config import ConfigError, marked, to_dict
@@ -69,17 +70,6 @@ def load_factory(spec: str):
     if not callable(factory):
         raise ConfigError("model", f"{spec}: {path} defines no function {name!r}")
     return factory
-
-
-def available_memory() -> int | None:
-    """MemAvailable from /proc/meminfo, in bytes (None where there is none)."""
-    try:
-        for line in open("/proc/meminfo"):
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
 
 
 def check_outputs(config: TrainConfig) -> None:
