@@ -17,6 +17,8 @@ TIMERS = ("sample_s", "gather_s", "wait_s", "compute_s", "allreduce_s")
 class EpochRecord:
     """One epoch on rank 0: accuracies over all ranks; times, bytes and hits of rank 0.
 
+    remote_input_fraction: of the input rows rank 0 gathered, the share owned by other
+    ranks (before the cache: what the partition's quality decides).
     sample_s, gather_s: time spent making the batches (in the prefetch thread, with
     --prefetch); wait_s: the part the training loop waited for; compute_s: forward and
     backward; allreduce_s: the gradient all-reduce and the optimizer step.
@@ -38,6 +40,7 @@ class EpochRecord:
     net_modelled_s: float | None = None
     step_losses: list[float] = field(default_factory=list)
     cache_hit_rate: float | None = None
+    remote_input_fraction: float = 0.0  # of rank 0's input rows, the share fetched from other ranks
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))

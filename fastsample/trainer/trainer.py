@@ -271,7 +271,8 @@ class Trainer:
         timers = dict.fromkeys(TIMERS, 0.0)
         comm.counters.reset()
         loader.set_epoch(epoch)
-        rows_before = (loader.gather.rows_cached, loader.gather.rows_remote)
+        g = loader.gather
+        rows_before = (g.rows_cached, g.rows_remote, g.rows_local)
         losses, totals = [], np.zeros(3)
         # a bar only on a terminal: in a file (a Slurm log) its redraws are noise
         steps = tqdm(loader, desc=f"epoch {epoch}", leave=False,
@@ -282,13 +283,14 @@ class Trainer:
             totals += (loss_sum, correct, count)
             steps.set_postfix(loss=f"{losses[-1]:.4f}")
         traffic = comm.counters.reset()
-        cached = loader.gather.rows_cached - rows_before[0]
-        remote = loader.gather.rows_remote - rows_before[1]
+        cached, remote, local = (now - before for now, before in zip((g.rows_cached, g.rows_remote, g.rows_local),
+                                                                     rows_before))
         return EpochRecord(epoch=epoch, loss=totals[0] / max(totals[2], 1), train_acc=totals[1] / max(totals[2], 1),
                            epoch_s=time.perf_counter() - t_epoch, **timers, bytes_sent=traffic.bytes_sent,
                            rounds_per_step=traffic.rounds / max(self.steps_per_epoch, 1),
                            net_modelled_s=traffic.modelled_s if c.net_model else None, step_losses=losses,
-                           cache_hit_rate=cached / max(cached + remote, 1) if c.cache_fraction else None)
+                           cache_hit_rate=cached / max(cached + remote, 1) if c.cache_fraction else None,
+                           remote_input_fraction=(cached + remote) / max(cached + remote + local, 1))
 
 
 def startup(config: TrainConfig, comm: Communicator, **components) -> Trainer:
