@@ -56,7 +56,6 @@ HERE = Path(__file__).resolve().parent
 # scenario -> (mode, sampler); vanilla's sampler is its owner side's choice kernel
 SCENARIOS = {"vanilla": ("vanilla", "numba"), "vanilla-native": ("vanilla", "native"),
              "hybrid-twostep": ("hybrid", "twostep"), "hybrid-native": ("hybrid", "native")}
-PHASES = TIMERS
 
 
 class Interrupted(Exception):
@@ -264,7 +263,7 @@ def measure(args, nets, scenarios) -> list[dict]:
 
 
 def summarise(partition, ranks, net, scenario, runs, args, cache: float = 0.0, prefetch: int = 0) -> dict:
-    med = {k: statistics.median(r[k] for r in runs) for k in ("epoch_s", *PHASES)}
+    med = {k: statistics.median(r[k] for r in runs) for k in ("epoch_s", *TIMERS)}
     modelled = [r["net_modelled_s"] for r in runs if r.get("net_modelled_s") is not None]
     row = {"partition": partition, "ranks": ranks, "net": net, "net_desc": net_description(net, args),
            "backend": runs[0]["backend"], "scenario": scenario, "cache_fraction": cache, "prefetch": prefetch,

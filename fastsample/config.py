@@ -29,8 +29,13 @@ class ConfigError(ValueError):
     """A setting out of range; ``field`` names it, ``rule`` says what it must be."""
 
     def __init__(self, field: str, rule: str):
-        super().__init__(f"{field}{'' if rule.startswith(':') else ' '}{rule}")
+        super().__init__(_join(field, rule))
         self.field, self.rule = field, rule
+
+
+def _join(name: str, rule: str) -> str:
+    """'batch_size must be ...', or 'fanouts: expected ...' for a rule that starts with a colon."""
+    return f"{name}{'' if rule.startswith(':') else ' '}{rule}"
 
 
 def option(default: Any = dataclasses.MISSING, help: str = "", *, positional: bool = False, shared: bool = True,
@@ -58,17 +63,14 @@ def _types(cls) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 
-def _base(tp) -> tuple[Any, bool]:
-    """(the element type, optional?) of an annotation such as int | None or tuple[int, ...]."""
+def _base(tp) -> Any:
+    """The type under an optional annotation: int | None -> int; tuple[int, ...] as it is."""
     args = [a for a in typing.get_args(tp) if a is not type(None)]
-    optional = type(None) in typing.get_args(tp)
-    if optional and len(args) == 1:
-        tp = args[0]
-    return tp, optional
+    return args[0] if type(None) in typing.get_args(tp) and len(args) == 1 else tp
 
 
 def _parse_value(tp, text: str):
-    tp, _ = _base(tp)
+    tp = _base(tp)
     if typing.get_origin(tp) is tuple:
         return tuple(typing.get_args(tp)[0](v) for v in text.split(","))
     return tp(text)
@@ -80,7 +82,7 @@ def parser(cls, prog: str, description: str | None = None, epilog: str | None = 
     types = _types(cls)
     for f in dataclasses.fields(cls):
         m, flag = f.metadata, "--" + f.name.replace("_", "-")
-        tp, _ = _base(types[f.name])
+        tp = _base(types[f.name])
         kw = dict(help=m.get("help", ""), dest=f.name)
         if tp is bool:
             p.add_argument(flag, action="store_true", **kw)
@@ -129,7 +131,7 @@ def parse(cls, parser, argv=None) -> Any:
 
 
 def _name(tp) -> str:
-    tp, _ = _base(tp)
+    tp = _base(tp)
     return getattr(tp, "__name__", str(tp))
 
 
@@ -156,7 +158,7 @@ def marked(cls_or_config, key: str) -> tuple[str, ...]:
 
 def to_dict(config) -> dict:
     """Plain values only (a checkpoint stores this; torch's weights-only loader reads it)."""
-    return {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
+    return dataclasses.asdict(config)
 
 
 def from_dict(cls, d: dict) -> Any:
@@ -166,11 +168,10 @@ def from_dict(cls, d: dict) -> Any:
     values = {}
     for k, v in d.items():
         if k in names:
-            values[k] = tuple(v) if isinstance(v, list) and typing.get_origin(_base(types[k])[0]) is tuple else v
+            values[k] = tuple(v) if isinstance(v, list) and typing.get_origin(_base(types[k])) is tuple else v
     return cls(**values)
 
 
 def flag_message(error: ConfigError) -> str:
     """A ConfigError in a command line's words: the field's flag in place of its name."""
-    sep = "" if error.rule.startswith(":") else " "
-    return f"--{error.field.replace('_', '-')}{sep}{error.rule}"
+    return _join("--" + error.field.replace("_", "-"), error.rule)

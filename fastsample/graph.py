@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -79,8 +80,6 @@ class CSCGraph:
             offsets = np.dtype(np.int64)
         for name, arr, dtype in (("indptr", indptr, offsets), ("indices", indices, ids)):
             if arr.dtype != dtype or not arr.flags.c_contiguous:
-                import warnings
-
                 warnings.warn(f"CSCGraph: {name} ({arr.dtype}, {len(arr):,} entries) converted once to contiguous "
                               f"{dtype} (the kernels take int32/int64 ids with offsets at least as wide)",
                               stacklevel=3)

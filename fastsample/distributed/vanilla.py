@@ -52,7 +52,8 @@ class VanillaSampler:
         self.local = local_graph
         self.lo = int(self.offsets[comm.rank])
         self.num_nodes = int(self.offsets[-1])
-        self.kernel = "numba" if resolve_kernel(kernel) == "twostep" else resolve_kernel(kernel)
+        kernel = resolve_kernel(kernel)
+        self.kernel = "numba" if kernel == "twostep" else kernel  # twostep picks as numba does
         self.name = f"vanilla ({self.kernel})"
 
     def _pick_local(self, nodes, fanout, key):

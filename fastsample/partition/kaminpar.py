@@ -51,7 +51,7 @@ def kaminpar_peak_bytes(num_nodes: int, num_edges: int) -> int:
 
 def choose_method(num_nodes: int, num_edges: int, available_bytes: int | None) -> tuple[str, str]:
     """(method, why) for ``auto``: METIS where its estimated peak fits in 80 % of the available
-    memory (its cuts are a little better), else KaMinPar."""
+    memory, else KaMinPar (bench/README.md compares their cuts on products)."""
     need = metis_peak_bytes(num_nodes, num_edges)
     if available_bytes is None or need <= 0.8 * available_bytes:
         have = "unknown" if available_bytes is None else f"{available_bytes / 2**30:.1f} GiB"

@@ -30,6 +30,7 @@ from fastsample.graph import (SPLITS, CSCGraph, DatasetError, expect_array, load
                               read_json, validate_csc)
 from fastsample.partition.assign import (balance_splits, edge_cut, metis_parts, random_parts, rebalance,
                                          symmetric_adjacency)
+from fastsample.partition import kaminpar as kp
 from fastsample.partition.relabel import owner_of, relabel_graph, relabel_order
 
 LAYOUT_VERSION = 1
@@ -52,36 +53,35 @@ def _stage(msg: str, progress: bool, t0: float) -> None:
 
 def _resolve_method(method: str, ds, parts: int, progress: bool) -> str:
     """auto -> metis or kaminpar by memory (said when progress is on); kaminpar must be installed."""
-    from fastsample.partition import kaminpar as kp
-
-    if method == "auto" and parts > 1:
-        m = 2 * ds.graph.num_edges  # the symmetric adjacency's directed edges, at most
-        method, why = kp.choose_method(ds.graph.num_nodes, m, available_memory())
-        if method == "kaminpar" and not kp.available():
-            raise PartitionError(f"{why}, but the kaminpar package is not installed: pip install "
-                                 "'fastsample[kaminpar]' (or pass method metis to try anyway)")
-        if progress:
-            print(f"partition: method auto chose {method}: {why}", file=sys.stderr, flush=True)
-    elif method == "auto":
-        method = "metis"  # one part: nothing to partition
+    why = None
+    if method == "auto":  # one part: nothing to partition, METIS returns at once
+        method, why = kp.choose_method(ds.graph.num_nodes, _sym_edges(ds), available_memory()) if parts > 1 \
+            else ("metis", None)
     if method == "kaminpar" and not kp.available():
-        raise PartitionError("method kaminpar needs the kaminpar package: pip install 'fastsample[kaminpar]'")
+        raise PartitionError(f"{why}, but the kaminpar package is not installed: pip install 'fastsample[kaminpar]' "
+                             "(or pass method metis to try anyway)" if why else
+                             "method kaminpar needs the kaminpar package: pip install 'fastsample[kaminpar]'")
+    if why and progress:
+        print(f"partition: method auto chose {method}: {why}", file=sys.stderr, flush=True)
     return method
+
+
+def _sym_edges(ds) -> int:
+    """The symmetric adjacency's directed edges, at most (what the partitioners' memory scales with)."""
+    return 2 * ds.graph.num_edges
 
 
 def _graph_parts(method: str, ds, parts: int, seed: int) -> np.ndarray:
     """METIS or KaMinPar; running out of memory is one PartitionError naming the alternative."""
-    from fastsample.partition import kaminpar as kp
-
     try:
         if method == "metis":
             return metis_parts(ds, parts, seed)
         return kp.kaminpar_parts(symmetric_adjacency(ds), ds.graph.in_degrees(), parts, seed)
     except (MemoryError, RuntimeError) as e:  # pymetis reports its malloc failure as "unknown exception"
-        n, m = ds.graph.num_nodes, ds.graph.num_edges
-        need = (kp.metis_peak_bytes if method == "metis" else kp.kaminpar_peak_bytes)(n, 2 * m)
-        other = "method kaminpar (about " + f"{kp.kaminpar_peak_bytes(n, 2 * m) / 2**30:.1f} GiB)" \
-            if method == "metis" else "a machine with more memory"
+        n, m, sym = ds.graph.num_nodes, ds.graph.num_edges, _sym_edges(ds)
+        need = (kp.metis_peak_bytes if method == "metis" else kp.kaminpar_peak_bytes)(n, sym)
+        other = (f"method kaminpar (about {kp.kaminpar_peak_bytes(n, sym) / 2**30:.1f} GiB)" if method == "metis"
+                 else "a machine with more memory")
         raise PartitionError(f"{method} failed on {n:,} nodes and {m:,} edges ({type(e).__name__}: {e}); it needs "
                              f"about {need / 2**30:.1f} GiB; use {other}") from None
 

@@ -23,7 +23,7 @@ from tqdm import tqdm
 from fastsample.allocator import available_memory
 from fastsample.cli import agree
 from fastsample.comm import Communicator
-from fastsample.config import ConfigError, marked, to_dict
+from fastsample.config import ConfigError, marked
 from fastsample.distributed import average_gradients
 from fastsample.distributed.cache import build_cache
 from fastsample.inference import check_layerwise, layerwise
@@ -297,7 +297,7 @@ def startup(config: TrainConfig, comm: Communicator, **components) -> Trainer:
     """Build the trainer on every rank; a failure on any rank (bad partition, mismatched
     settings, missing file) stops all of them with its message (cli.agree)."""
     def build():
-        shared = {k: v for k, v in to_dict(config).items() if k in marked(config, "shared")}
+        shared = {k: getattr(config, k) for k in marked(config, "shared")}
         everyone = comm.allgather_object(shared)
         differ = sorted({k for s in everyone for k in s if s[k] != everyone[0][k]})
         if differ:
