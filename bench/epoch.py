@@ -50,12 +50,17 @@ from pathlib import Path
 
 
 from fastsample.cli import find_mpiexec
+from fastsample.matmul import cpu_summary
 from fastsample.trainer.metrics import TIMERS, read_log
 
 HERE = Path(__file__).resolve().parent
-# scenario -> (mode, sampler); vanilla's sampler is its owner side's choice kernel
-SCENARIOS = {"vanilla": ("vanilla", "numba"), "vanilla-native": ("vanilla", "native"),
-             "hybrid-twostep": ("hybrid", "twostep"), "hybrid-native": ("hybrid", "native")}
+# scenario -> (mode, sampler, more flags); vanilla's sampler is its owner side's choice
+# kernel. hybrid-native runs the trainer's defaults (--matmul auto, --precision fp32);
+# hybrid-blas pins the products to torch's BLAS (the default before --matmul existed).
+SCENARIOS = {"vanilla": ("vanilla", "numba", []), "vanilla-native": ("vanilla", "native", []),
+             "hybrid-twostep": ("hybrid", "twostep", []), "hybrid-native": ("hybrid", "native", []),
+             "hybrid-blas": ("hybrid", "native", ["--matmul", "blas"]),
+             "hybrid-bf16": ("hybrid", "native", ["--precision", "bf16"])}
 
 
 class Interrupted(Exception):
@@ -110,7 +115,7 @@ def _read_log(path: str) -> dict | None:
 
 def run_once(partition: str, ranks: int, scenario: str, net: str, args, netns=None, cache: float = 0.0,
              prefetch: int = 0) -> dict:
-    mode, sampler = SCENARIOS[scenario]
+    mode, sampler, flags = SCENARIOS[scenario]
     with tempfile.TemporaryDirectory() as tmp:
         log = os.path.join(tmp, "log.json")
         cmd = [find_mpiexec() or "mpiexec", "-n", str(ranks)]
@@ -121,6 +126,7 @@ def run_once(partition: str, ranks: int, scenario: str, net: str, args, netns=No
                 "--fanouts", args.fanouts, "--batch-size", str(args.batch_size), "--hidden", str(args.hidden),
                 "--epochs", "2" if any(args.cache_fractions) else "1", "--eval-every", "0", "--quiet",
                 "--threads", str(args.threads or max(1, (os.cpu_count() or 1) // ranks)), "--log-json", log]
+        cmd += flags
         if args.steps > 0:
             cmd += ["--max-steps", str(args.steps)]
         if cache:
@@ -178,6 +184,9 @@ def main() -> None:
                    help="which rows the cache holds (python -m fastsample.train --cache-policy)")
     p.add_argument("--prefetch", default="0",
                    help="comma-separated prefetch depths to run each scenario with (0: off), e.g. 0,1")
+    p.add_argument("--base", default="hybrid-native", help="the scenario 'vs base' compares with (its run without "
+                   "cache and prefetch), e.g. hybrid-blas to compare the products' engines and precisions with "
+                   "the BLAS fp32 path")
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--steps", type=int, default=10, help="steps per run; 0: one whole epoch")
     p.add_argument("--threads", type=int, default=None, help="threads per rank (default: cores / P)")
@@ -207,6 +216,8 @@ def main() -> None:
     scenarios = args.scenarios.split(",")
     if bad := [n for n in nets if n not in NETS]:
         p.error(f"--net: unknown {', '.join(bad)} (choose from {', '.join(NETS)})")
+    if args.base not in SCENARIOS:
+        p.error(f"--base: unknown {args.base} (choose from {', '.join(SCENARIOS)})")
     if bad := [s for s in scenarios if s not in SCENARIOS]:
         p.error(f"--scenarios: unknown {', '.join(bad)} (choose from {', '.join(SCENARIOS)})")
     if args.gbps <= 0:
@@ -256,7 +267,7 @@ def measure(args, nets, scenarios) -> list[dict]:
 
     for row in rows:
         vanilla = find(row, scenario="vanilla", cache_fraction=row["cache_fraction"], prefetch=row["prefetch"])
-        base = find(row, scenario="hybrid-native", cache_fraction=0.0, prefetch=0)
+        base = find(row, scenario=args.base, cache_fraction=0.0, prefetch=0)
         row["speedup_vs_vanilla"] = vanilla["epoch_s"] / row["epoch_s"] if vanilla else None
         row["speedup_vs_base"] = base["epoch_s"] / row["epoch_s"] if base else None
     return rows
@@ -287,7 +298,7 @@ def report(args, nets, scenarios, rows) -> None:
     print(f"\nfanouts {args.fanouts}, batch {args.batch_size}/rank, hidden {args.hidden}, "
           f"{'one whole epoch' if args.steps == 0 else f'{args.steps} steps'} per run, "
           f"{args.threads or 'cores / P'} threads per rank, "
-          f"median of {args.reps} runs, {os.cpu_count()} cpus; net: {'; '.join(descs.values())}")
+          f"median of {args.reps} runs, {os.cpu_count()} cpus: {cpu_summary()}; net: {'; '.join(descs.values())}")
     head = (f"{'P':>2} {'net':>10} {'scenario':>15} {'cache':>5} {'pf':>2} {'hits':>6} {'time s':>7} {'sample':>7} "
             f"{'gather':>7} {'waited':>7} {'compute':>8} {'allred':>7} {'rounds':>6} {'MB/step':>8} {'veth MB':>8} "
             f"{'vs vanilla':>10} {'vs base':>8}")
@@ -302,7 +313,7 @@ def report(args, nets, scenarios, rows) -> None:
               f"{r['epoch_s']:>7.2f} {r['sample_s']:>7.2f} {r['gather_s']:>7.2f} {r['wait_s']:>7.2f} "
               f"{r['compute_s']:>8.2f} {r['allreduce_s']:>7.2f} {r['rounds_per_step']:>6.0f} "
               f"{r['bytes_sent_rank0'] / 1e6 / r['steps']:>8.1f} {veth} {speedup} {vs_base}")
-    print("pf: prefetch depth; waited: time rank 0's trainer waited for its batches (sample + gather without "
+    print(f"vs base: against {args.base} without cache and prefetch; pf: prefetch depth; waited: time rank 0's trainer waited for its batches (sample + gather without "
           "prefetch, what prefetch did not hide with it); MB/step: sent by rank 0 per step, as counted by fastsample")
     print("veth MB: bytes rank 0's veth sent "
           "(TCP/IP framing and gloo's headers included), namespaces only; hits: share of rank 0's non-owned "

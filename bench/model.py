@@ -5,7 +5,13 @@ sampler) from a power-law graph, takes their input features from the dataset, an
 each implementation on the same blocks with the same initial weights, each in its own
 process (bench/model_worker.py):
 
-  fastsample   fastsample.model.GraphSAGE, native aggregation (what training runs)
+  fastsample   fastsample.model.GraphSAGE, native aggregation, fp32 products on torch's BLAS
+               (--matmul blas: what training ran before the engines were measured)
+  fastsample-auto   the same with the products' engines measured and chosen (--matmul auto,
+               the training default; fastsample/matmul.py)
+  fastsample-bf16   --precision bf16 as training runs it: bfloat16 features, bf16 products
+               only where measured to pay
+  fastsample-bf16-products   bfloat16 features and bf16 products, whether they pay or not
   reference    the same model in plain PyTorch (sparse CSR mean), the tests' reference
   dgl113       DGL 1.1.3's dgl.nn.SAGEConv('mean'), when --dgl113-python has DGL
 
@@ -14,9 +20,10 @@ for each --threads count and each --allocator:
   retain       freed memory kept mapped (GLIBC_TUNABLES; what `fastsample.train` sets
                for itself, see fastsample/allocator.py), applied to every impl alike
 
-The losses of all impls are compared (same blocks, same weights: they must agree), and
-the ratios are per (threads, allocator) against dgl113, plus fastsample as training runs
-it (retain) against DGL as shipped (system).
+The losses of all impls are compared (same blocks, same weights: fp32 ones must agree to
+1e-4, bf16 ones to 2e-2), and the ratios are per (threads, allocator) against today's
+fastsample (blas) and against dgl113, plus fastsample as training runs it (auto, retain)
+against DGL as shipped (system).
 
     python bench/model.py --dgl113-python /path/dgl113/bin/python
 """
@@ -37,6 +44,7 @@ import torch
 
 from fastsample.allocator import TUNABLES
 from fastsample.graph import load_dataset
+from fastsample.matmul import cpu_summary
 from fastsample.model import GraphSAGE
 from fastsample.sampling import sample
 
@@ -90,7 +98,8 @@ def main() -> None:
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--threads", default="1,2", help="comma-separated thread counts")
     p.add_argument("--allocator", default="system,retain", help="system, retain, or both (see above)")
-    p.add_argument("--impls", default="fastsample,reference,dgl113")
+    p.add_argument("--impls", default="fastsample,fastsample-auto,fastsample-bf16,fastsample-bf16-products,reference,"
+                   "dgl113")
     p.add_argument("--dgl113-python", help="a Python with DGL 1.1.3 (bench/README.md); without it dgl113 is skipped")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", help="write settings and results here")
@@ -119,7 +128,7 @@ def main() -> None:
         print(f"graph {args.data}: {info['num_nodes']:,} nodes, {info['num_edges']:,} edges, {info['feature_dim']} "
               f"features, {info['classes']} classes | batch {args.batch_size}, fanouts {args.fanouts}, hidden "
               f"{args.hidden}, {len(args.fanouts)} layers, dropout 0, Adam | {args.batches} batches, "
-              f"{args.warmup} warm-up + {args.iterations} timed iterations | {os.cpu_count()} cpus")
+              f"{args.warmup} warm-up + {args.iterations} timed iterations | {os.cpu_count()} cpus: {cpu_summary()}")
         print("MFG sizes per layer (input layer first; mean of the batches): "
               + ", ".join(f"{s:,} src -> {d:,} dst, {e:,} edges" for s, d, e in mean_sizes), flush=True)
         rows = []
@@ -134,35 +143,46 @@ def main() -> None:
                            "fwd_bwd_ms": statistics.median(r["fwd_bwd_s"]) * 1e3,
                            "fwd_bwd_min_ms": min(r["fwd_bwd_s"]) * 1e3,
                            "step_ms": statistics.median(r["step_s"]) * 1e3, "first_loss": r["losses"][0],
-                           "last_loss": r["losses"][-1], "versions": {"torch": r["torch"], "dgl": r["dgl"]}}
+                           "last_loss": r["losses"][-1], "versions": {"torch": r["torch"], "dgl": r["dgl"]},
+                           "plan": r.get("plan")}
                     rows.append(row)
-                    print(f"  {impl:10s} {t} thr {allocator:6s} fwd+bwd {row['fwd_bwd_ms']:7.1f} ms "
+                    print(f"  {impl:24s} {t} thr {allocator:6s} fwd+bwd {row['fwd_bwd_ms']:7.1f} ms "
                           f"(min {row['fwd_bwd_min_ms']:.1f}), Adam step {row['step_ms']:.1f} ms, loss "
-                          f"{row['first_loss']:.6f} -> {row['last_loss']:.6f}", flush=True)
+                          f"{row['first_loss']:.6f} -> {row['last_loss']:.6f}"
+                          + (f"\n  {'':24s} products: {row['plan']}" if row["plan"] else ""), flush=True)
     report(rows, args)
 
 
 def report(rows: list[dict], args) -> None:
     if not rows:
         sys.exit("no implementation ran")
-    losses = [r["first_loss"] for r in rows]
-    agree = max(losses) - min(losses) <= 1e-4 * max(1.0, abs(losses[0]))
-    print(f"\nfirst-iteration losses {'agree' if agree else 'DISAGREE'}: {min(losses):.6f} .. {max(losses):.6f}")
+    agree = True
+    for kind, tol in (("fp32", 1e-4), ("bf16", 2e-2)):
+        losses = [r["first_loss"] for r in rows if ("bf16" in r["impl"]) == (kind == "bf16")]
+        base = [r["first_loss"] for r in rows if "bf16" not in r["impl"]] or losses
+        if losses:
+            ok = max(abs(x - base[0]) for x in losses) <= tol * max(1.0, abs(base[0]))
+            agree &= ok
+            print(f"\nfirst-iteration losses, {kind} impls {'agree' if ok else 'DISAGREE'} (to {tol:g}): "
+                  f"{min(losses):.6f} .. {max(losses):.6f}")
 
     def find(impl, t, allocator):
         return next((r for r in rows if (r["impl"], r["threads"], r["allocator"]) == (impl, t, allocator)), None)
 
-    head = f"{'impl':>10} {'threads':>7} {'allocator':>9} {'fwd+bwd ms':>10} {'+ step ms':>9} {'vs dgl113':>9}"
+    head = (f"{'impl':>24} {'threads':>7} {'allocator':>9} {'fwd+bwd ms':>10} {'+ step ms':>9} {'vs blas':>8} "
+            f"{'vs dgl113':>9}")
     print(head)
     print("-" * len(head))
     for r in rows:
-        dgl = find("dgl113", r["threads"], r["allocator"])
+        base, dgl = find("fastsample", r["threads"], r["allocator"]), find("dgl113", r["threads"], r["allocator"])
+        r["speedup_vs_blas"] = base["fwd_bwd_ms"] / r["fwd_bwd_ms"] if base else None
         r["speedup_vs_dgl113"] = dgl["fwd_bwd_ms"] / r["fwd_bwd_ms"] if dgl else None
-        ratio = f"{r['speedup_vs_dgl113']:.2f}x" if dgl else "-"
-        print(f"{r['impl']:>10} {r['threads']:>7} {r['allocator']:>9} {r['fwd_bwd_ms']:>10.1f} "
-              f"{r['fwd_bwd_ms'] + r['step_ms']:>9.1f} {ratio:>9}")
+        ratios = [f"{r[k]:.2f}x" if r[k] else "-" for k in ("speedup_vs_blas", "speedup_vs_dgl113")]
+        print(f"{r['impl']:>24} {r['threads']:>7} {r['allocator']:>9} {r['fwd_bwd_ms']:>10.1f} "
+              f"{r['fwd_bwd_ms'] + r['step_ms']:>9.1f} {ratios[0]:>8} {ratios[1]:>9}")
     for t in sorted({r["threads"] for r in rows}):
-        ours, dgl = find("fastsample", t, "retain"), find("dgl113", t, "system")
+        ours = find("fastsample-auto", t, "retain") or find("fastsample", t, "retain")
+        dgl = find("dgl113", t, "system")
         if ours and dgl:
             print(f"{t} thread(s): fastsample as training runs it (retain) vs DGL as shipped (system): "
                   f"{dgl['fwd_bwd_ms'] / ours['fwd_bwd_ms']:.2f}x forward+backward")

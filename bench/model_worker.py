@@ -5,7 +5,12 @@ so it imports fastsample or DGL only for the impl asked for. Reads a job JSON; p
 one JSON record: per-iteration times of forward + backward and of the optimizer step,
 and the losses (all impls must agree: same blocks, same weights).
 
-  fastsample   fastsample.model.GraphSAGE, native aggregation (the training default)
+  fastsample   fastsample.model.GraphSAGE, native aggregation, fp32 products on torch's BLAS
+               (the training default before the engines were measured: --matmul blas)
+  fastsample-auto   the same, the products' engines measured and chosen (--matmul auto)
+  fastsample-bf16   --precision bf16 as the trainer runs it: bfloat16 input features, and bf16
+               products only where the measurement says they pay
+  fastsample-bf16-products   bfloat16 features and bf16 products, whether they pay or not
   reference    the same model on plain PyTorch (sparse CSR mean), the tests' reference
   dgl113       dgl.nn.SAGEConv('mean') per layer, DGL 1.1.3, on the same blocks
 """
@@ -29,11 +34,24 @@ def load_batches(path):
 
 
 def fastsample_model(job, batches, aggregation):
+    from fastsample import matmul
     from fastsample.block import Block
     from fastsample.model import GraphSAGE
     from fastsample.sampling import set_num_threads
 
     set_num_threads(job["threads"])
+    impl = job["impl"]
+    rows = max(layers[0][3] for layers, _, _ in batches)  # the input layer's destinations
+    shape = (min(rows, 4096), 2 * job["in_dim"], job["hidden"])
+    if impl == "fastsample-auto":
+        matmul.use(matmul.choose("auto", "fp32", shape))
+    elif impl == "fastsample-bf16":
+        matmul.use(matmul.choose("auto", "bf16", shape))
+    elif impl == "fastsample-bf16-products":
+        matmul.use(matmul.Plan(bf16=True, precision="bf16"))
+    job["plan"] = matmul.current().describe()
+    if "bf16" in impl:
+        batches = [(layers, x.to(torch.bfloat16), y) for layers, x, y in batches]
     model = GraphSAGE(job["in_dim"], job["hidden"], job["classes"], job["layers"], dropout=0.0,
                       aggregation=aggregation)
     model.load_state_dict(torch.load(job["weights"]))
@@ -86,7 +104,7 @@ def main() -> None:
     if job["impl"] == "dgl113":
         model, forward, inputs = dgl_model(job, batches)
     else:
-        model, forward, inputs = fastsample_model(job, batches, "native" if job["impl"] == "fastsample" else "torch")
+        model, forward, inputs = fastsample_model(job, batches, "torch" if job["impl"] == "reference" else "native")
     opt = torch.optim.Adam(model.parameters(), lr=job["lr"])
     fwd_bwd, step, losses = [], [], []
     for it in range(job["warmup"] + job["iterations"]):
@@ -103,7 +121,7 @@ def main() -> None:
             fwd_bwd.append(t1 - t0)
             step.append(t2 - t1)
     print(json.dumps({"impl": job["impl"], "threads": job["threads"], "fwd_bwd_s": fwd_bwd, "step_s": step,
-                      "losses": losses, "torch": torch.__version__,
+                      "losses": losses, "torch": torch.__version__, "plan": job.get("plan"),
                       "dgl": sys.modules["dgl"].__version__ if "dgl" in sys.modules else None}))
 
 

@@ -28,6 +28,7 @@ must happen after the same step on every rank, as with any collective loop.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass
@@ -36,11 +37,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from fastsample import bf16
 from fastsample.block import Block
 from fastsample.comm import Communicator
 from fastsample.comm.local import LocalCommunicator
 from fastsample.distributed import FeatureGather
 from fastsample.graph import SPLITS, load_dataset
+from fastsample.matmul import PRECISIONS
 from fastsample.partition import RankPartition, load_partition
 from fastsample.prefetch import Prefetcher
 from fastsample.sampling import MFG, LocalSampler, Sampler, get_num_threads, set_num_threads
@@ -53,7 +56,8 @@ class Batch:
     """One step's data on one rank.
 
     seeds:  int64 (B,) global ids of the nodes whose outputs are trained (B may be 0)
-    x:      float32 (blocks[0].num_src, F) input features, writable, on the loader's device
+    x:      (blocks[0].num_src, F) input features, writable, on the loader's device: float32, or
+            with precision "bf16" 16-bit (bfloat16; float16 where the features are stored so)
     y:      int64 (B,) labels of the seeds, on the loader's device
     mfgs:   the sampled MFGs (numpy, global ids in src_ids), input layer first
     blocks: the same as Blocks, what a model's forward takes (see fastsample/block.py)
@@ -105,6 +109,14 @@ def open_data(data, comm: Communicator, mode: str = "hybrid") -> RankPartition:
                          ds.labels, ds.train, ds.val, ds.test)
 
 
+def narrow_features(part: RankPartition) -> RankPartition:
+    """``part`` with its float32 features narrowed to bfloat16 (in memory, half the bytes);
+    16-bit features are returned as they are."""
+    if part.features.dtype != np.float32:
+        return part
+    return dataclasses.replace(part, features=bf16.narrow(part.features))
+
+
 class NodeLoader:
     """Batches of ``split`` nodes with their sampled MFGs and input features; see the module doc.
 
@@ -125,11 +137,16 @@ class NodeLoader:
         device: where batch.x, batch.y and the blocks' tensors go.
         max_steps: cap on the steps per epoch.
         prefetch: steps made ahead in a background thread (0: none; 1 or 2 is enough).
+        precision: "fp32" (batch.x float32) or "bf16": the features are gathered and sent in
+            16 bits (float32 ones narrowed to bfloat16 once, here; float16 ones as stored)
+            and batch.x keeps them so (fastsample/bf16.py). Pass the same opened partition
+            (open_data, then narrow_features) to several loaders to narrow it once.
     """
 
     def __init__(self, data, fanouts, batch_size: int, split: str = "train", shuffle: bool | None = None,
                  seed: int = 0, comm: Communicator | None = None, kernel: str = "auto", mode: str = "hybrid",
-                 device="cpu", max_steps: int | None = None, prefetch: int = 0, sampler: Sampler | None = None):
+                 device="cpu", max_steps: int | None = None, prefetch: int = 0, sampler: Sampler | None = None,
+                 precision: str = "fp32"):
         if split not in SPLITS:
             raise ValueError(f"split must be one of {', '.join(SPLITS)} (got {split!r})")
         if mode not in MODES:
@@ -143,8 +160,12 @@ class NodeLoader:
             raise ValueError(f"max_steps must be positive (got {max_steps})")
         if not isinstance(prefetch, (int, np.integer)) or prefetch < 0:
             raise ValueError(f"prefetch must be a non-negative integer (got {prefetch!r})")
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)} (got {precision!r})")
         self.comm = comm if comm is not None else LocalCommunicator()
         self.part = open_data(data, self.comm, mode)
+        if precision == "bf16":
+            self.part = narrow_features(self.part)
         self.split, self.batch_size, self.seed, self.mode = split, int(batch_size), int(seed), mode
         self.shuffle = split == "train" if shuffle is None else bool(shuffle)
         self.device = torch.device(device)
@@ -154,7 +175,7 @@ class NodeLoader:
         self.prefetch = int(prefetch)
         # the data path's collectives: on their own communicator when a thread runs them
         data_comm = self.comm.dup() if self.prefetch else self.comm
-        self.gather = FeatureGather(data_comm, self.part.offsets, self.part.features)
+        self.gather = FeatureGather(data_comm, self.part.offsets, self.part.features, keep_dtype=precision == "bf16")
         if sampler is not None:
             if not isinstance(sampler, Sampler):
                 raise TypeError(f"sampler must implement fastsample.sampling.Sampler (got {type(sampler).__name__})")
@@ -219,7 +240,7 @@ class NodeLoader:
         t0 = time.perf_counter()
         mfgs = self.sample(seeds, step)
         t1 = time.perf_counter()
-        x = torch.from_numpy(self.gather(mfgs[0].src_ids))
+        x = bf16.to_tensor(self.gather(mfgs[0].src_ids))
         t2 = time.perf_counter()
         blocks = [Block.from_mfg(m, self.device) for m in mfgs]
         y = torch.from_numpy(np.asarray(self.part.labels[np.asarray(seeds) - self.lo], dtype=np.int64))

@@ -8,7 +8,9 @@ Layer l maps source rows h_src (num_src, d_in) to destination rows (num_dst, d_o
 projection, at width d_in, with no per-edge message tensors. Two paths:
   * "native" (CPU, float32): each layer is one autograd Function (_NativeSAGE) on the
     C++/OpenMP kernels of native/aggregate.cpp. Forward writes the mean beside h_dst in one
-    buffer Z = [h_dst | mean] and projects it with one matmul, then adds the bias and applies
+    buffer Z = [h_dst | mean] (in fp32; the input layer reads float32, bfloat16 or float16
+    features as they come) and projects it with one matmul (fastsample/matmul.py picks
+    the engine, and bf16 products where they pay), then adds the bias and applies
     ReLU and dropout in one pass, in place (native/activation.cpp: counter-based keep bits,
     ~20x cheaper than torch's bernoulli_). Backward is one matmul for both weights (Z^T g), one for Z's gradient, and
     one native pass that scatters the mean's gradient to the sources, adds the self term,
@@ -26,12 +28,14 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from fastsample import matmul
 from fastsample.block import Block
 
 from fastsample.native import lib as _native
 from fastsample.native import require
 
 AGGREGATIONS = ("auto", "native", "torch")
+HALF = (torch.bfloat16, torch.float16)
 
 
 class _NativeSAGE(torch.autograd.Function):
@@ -49,16 +53,17 @@ class _NativeSAGE(torch.autograd.Function):
     @staticmethod
     def forward(ctx, h, w_self, bias, w_neigh, block, drop, seed, in_scale):
         d, n = h.shape[1], block.num_dst
-        z = torch.empty(n, 2 * d, dtype=h.dtype)
-        _native.mean_aggregate(block.indptr, block.indices, h, z)  # z = [h[:n] | mean]
+        z = torch.empty(n, 2 * d, dtype=torch.float32)
+        aggregate(block, h, z)  # z = [h[:n] | mean], in fp32 whatever h's width
         w = torch.cat([w_self, w_neigh], 1)
+        plan = matmul.current()
         if drop is None:
-            out = torch.addmm(bias, z, w.t())
-        else:  # bias, ReLU and dropout in one pass (addmm would first copy the bias everywhere)
-            out = z @ w.t()
+            out = plan.forward(z, w, bias)
+        else:  # bias, ReLU and dropout in one pass (a fused bias would first be copied everywhere)
+            out = plan.forward(z, w)
             _native.bias_relu_dropout(out, bias.detach(), drop, seed)
         ctx.save_for_backward(z, w, h if in_scale is not None else None)
-        ctx.block, ctx.num_src, ctx.in_scale = block, h.shape[0], in_scale
+        ctx.block, ctx.num_src, ctx.in_scale, ctx.plan, ctx.h_dtype = block, h.shape[0], in_scale, plan, h.dtype
         return out
 
     @staticmethod
@@ -66,15 +71,27 @@ class _NativeSAGE(torch.autograd.Function):
         z, w, mask = ctx.saved_tensors
         d = z.shape[1] // 2
         g = g.contiguous()
-        grad_wt = z.t() @ g  # = (g^T z)^T; this operand order is ~15% faster in MKL here
+        grad_w = ctx.plan.weight_grad(g, z)  # (d_out, 2 d): [w_self | w_neigh]'s gradient
         grad_h = None
         if ctx.needs_input_grad[0]:
-            gz = g @ w
-            grad_h = torch.empty(ctx.num_src, d, dtype=g.dtype)
+            gz = ctx.plan.input_grad(g, w)
+            grad_h = torch.empty(ctx.num_src, d, dtype=torch.float32)
             scale = 1.0 if ctx.in_scale is None else ctx.in_scale
             _native.mean_aggregate_backward(ctx.block.indptr, ctx.block.indices, gz[:, d:], gz[:, :d], mask,
                                             scale, grad_h)
-        return grad_h, grad_wt[:d].t(), g.sum(0), grad_wt[d:].t(), None, None, None, None
+            grad_h = grad_h.to(ctx.h_dtype)
+        return grad_h, grad_w[:, :d], g.sum(0), grad_w[:, d:], None, None, None, None
+
+
+def aggregate(block: Block, h: torch.Tensor, z: torch.Tensor) -> None:
+    """z = [h[:num_dst] | mean of the in-neighbours' rows] (or only the mean, if z is as wide
+    as h) in fp32, on the native kernel; h float32, bfloat16 or float16 (read as is)."""
+    if h.dtype == torch.float32:
+        _native.mean_aggregate(block.indptr, block.indices, h, z)
+    elif h.dtype in HALF:
+        _native.mean_aggregate_half(block.indptr, block.indices, h.view(torch.uint16), z, h.dtype == torch.bfloat16)
+    else:
+        raise TypeError(f"features must be float32, bfloat16 or float16 (got {h.dtype})")
 
 
 class SAGEConv(nn.Module):
@@ -124,9 +141,10 @@ class GraphSAGE(nn.Module):
         Returns:
             The logits of blocks[-1]'s destination nodes, (num_dst, num_classes).
         """
-        native_kernels = _native is not None and x.device.type == "cpu" and x.dtype == torch.float32
         if self._native_layers(x):
             return self._forward_native(blocks, x)
+        x = x.float()  # 16-bit features: the plain-PyTorch layers compute in fp32
+        native_kernels = _native is not None and x.device.type == "cpu"
         h = x
         for i, (layer, block) in enumerate(zip(self.layers, blocks)):
             h = layer(block, h)
@@ -141,8 +159,9 @@ class GraphSAGE(nn.Module):
         return h
 
     def _native_layers(self, x: torch.Tensor) -> bool:
-        """Whether the layers run as _NativeSAGE (the native module, float32 on the CPU)."""
-        return (_native is not None and x.device.type == "cpu" and x.dtype == torch.float32
+        """Whether the layers run as _NativeSAGE (the native module on the CPU; the input
+        layer reads float32, bfloat16 or float16 features, the others are float32)."""
+        return (_native is not None and x.device.type == "cpu" and x.dtype in (torch.float32, *HALF)
                 and self.aggregation != "torch")
 
     @property
@@ -158,7 +177,7 @@ class GraphSAGE(nn.Module):
             conv = self.layers[i]
             return _NativeSAGE.apply(h.contiguous(), conv.self_lin.weight, conv.self_lin.bias, conv.neigh_lin.weight,
                                      block, None if last else 0.0, 0, None)
-        h = self.layers[i](block, h)
+        h = self.layers[i](block, h.float())
         return h if last else torch.relu(h)
 
     def _forward_native(self, blocks: list[Block], x: torch.Tensor) -> torch.Tensor:

@@ -13,6 +13,7 @@
 #include "prefetch.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 namespace fastsample {
@@ -20,26 +21,65 @@ namespace {
 
 constexpr int64_t kAhead = 8;  // edges prefetched ahead: covers ~a memory latency of row sums
 
-}  // namespace
+// 16-bit rows are widened as they are read and summed in fp32.
+struct Bf16 {  // bfloat16: the high half of a float
+  static float load(uint16_t v) {
+    uint32_t bits = static_cast<uint32_t>(v) << 16;
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    return f;
+  }
+};
 
-FS_CLONES void mean_aggregate(const int64_t* indptr, const int32_t* indices, int64_t num_dst, const float* h,
-                    int64_t width, float* out, bool with_self) {
+struct Fp16 {  // IEEE half: rebias the exponent; subnormals by one float subtraction; no branches
+  static float load(uint16_t v) {
+    const uint32_t sign = static_cast<uint32_t>(v & 0x8000u) << 16;
+    uint32_t body = static_cast<uint32_t>(v & 0x7fffu) << 13;  // exponent and mantissa, float-aligned
+    const uint32_t exp = body & 0x0f800000u;
+    body += (127u - 15u) << 23;
+    body += (exp == 0x0f800000u) ? ((128u - 16u) << 23) : 0u;  // inf / nan keep an all-ones exponent
+    float f;
+    if (exp == 0) {  // zero or subnormal: scale the mantissa as a float
+      body += 1u << 23;
+      std::memcpy(&f, &body, sizeof f);
+      f -= 6.103515625e-05f;  // 2^-14
+    } else {
+      std::memcpy(&f, &body, sizeof f);
+    }
+    uint32_t bits;
+    std::memcpy(&bits, &f, sizeof bits);
+    bits |= sign;
+    std::memcpy(&f, &bits, sizeof f);
+    return f;
+  }
+};
+
+struct F32 {
+  static float load(float v) { return v; }
+};
+
+template <typename Load, typename T>
+[[gnu::always_inline]] inline void mean_aggregate_rows(const int64_t* indptr, const int32_t* indices, int64_t num_dst,
+                                                       const T* h, int64_t width, float* out, bool with_self) {
   const int64_t num_edges = indptr[num_dst];
   const int64_t out_stride = with_self ? 2 * width : width;
 #pragma omp parallel for schedule(dynamic, 64)
   for (int64_t i = 0; i < num_dst; ++i) {
     float* o = out + i * out_stride;
     if (with_self) {
-      std::copy(h + i * width, h + (i + 1) * width, o);
+      const T* self = h + i * width;
+#pragma omp simd
+      for (int64_t f = 0; f < width; ++f) o[f] = Load::load(self[f]);
       o += width;
     }
     std::fill(o, o + width, 0.0f);
     const int64_t begin = indptr[i], end = indptr[i + 1];
     for (int64_t j = begin; j < end; ++j) {
-      if (j + kAhead < num_edges) prefetch_lines(h + static_cast<int64_t>(indices[j + kAhead]) * width, width);
-      const float* row = h + static_cast<int64_t>(indices[j]) * width;
+      if (j + kAhead < num_edges)
+        prefetch_lines(h + static_cast<int64_t>(indices[j + kAhead]) * width, width);
+      const T* row = h + static_cast<int64_t>(indices[j]) * width;
 #pragma omp simd
-      for (int64_t f = 0; f < width; ++f) o[f] += row[f];
+      for (int64_t f = 0; f < width; ++f) o[f] += Load::load(row[f]);
     }
     if (end > begin) {
       const float scale = 1.0f / static_cast<float>(end - begin);
@@ -47,6 +87,21 @@ FS_CLONES void mean_aggregate(const int64_t* indptr, const int32_t* indices, int
       for (int64_t f = 0; f < width; ++f) o[f] *= scale;
     }
   }
+}
+
+}  // namespace
+
+FS_CLONES void mean_aggregate(const int64_t* indptr, const int32_t* indices, int64_t num_dst, const float* h,
+                              int64_t width, float* out, bool with_self) {
+  mean_aggregate_rows<F32>(indptr, indices, num_dst, h, width, out, with_self);
+}
+
+FS_CLONES void mean_aggregate_half(const int64_t* indptr, const int32_t* indices, int64_t num_dst, const uint16_t* h,
+                                   int64_t width, float* out, bool with_self, bool bf16) {
+  if (bf16)
+    mean_aggregate_rows<Bf16>(indptr, indices, num_dst, h, width, out, with_self);
+  else
+    mean_aggregate_rows<Fp16>(indptr, indices, num_dst, h, width, out, with_self);
 }
 
 FS_CLONES void mean_aggregate_backward(const int64_t* indptr, const int32_t* indices, int64_t num_dst,

@@ -9,6 +9,11 @@ namespace fastsample {
 void mean_aggregate(const int64_t* indptr, const int32_t* indices, int64_t num_dst, const float* h,
                     int64_t width, float* out, bool with_self);
 
+// The same over 16-bit rows (bfloat16 if bf16, else IEEE half), widened to fp32 as read:
+// layer 1 of a reduced-precision model reads its input features at half the bytes.
+void mean_aggregate_half(const int64_t* indptr, const int32_t* indices, int64_t num_dst, const uint16_t* h,
+                         int64_t width, float* out, bool with_self, bool bf16);
+
 // The input gradient of a GraphSAGE layer, in one pass over the sources:
 //   grad_h[u, :] = grad_self[u, :] (u < num_dst, if grad_self)
 //                + sum over edges i -> u of grad_agg[i, :] / deg(i)

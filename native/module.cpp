@@ -74,6 +74,9 @@ void def_sampling(nb::module_& m) {
 
 using Rows = nb::ndarray<float, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
 using ConstRows = nb::ndarray<const float, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
+// 16-bit rows (float16 or bfloat16 bits, viewed as uint16 by the caller)
+using Rows16 = nb::ndarray<uint16_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
+using ConstRows16 = nb::ndarray<const uint16_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
 // Row-strided views (a column block of a wider matrix); elements within a row contiguous.
 using ConstVec = nb::ndarray<const float, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 using ConstStridedRows = nb::ndarray<const float, nb::ndim<2>, nb::device::cpu>;
@@ -83,6 +86,25 @@ int64_t row_stride(const A& a, const char* name) {
   if (a.shape(1) > 1 && a.stride(1) != 1) throw nb::value_error((std::string(name) + ": rows must be contiguous").c_str());
   return a.stride(0);
 }
+template <typename H, typename O>
+void check_aggregate(const In<int64_t>& indptr, const H& h, const O& out) {
+  const bool with_self = out.shape(1) == 2 * h.shape(1);
+  if (!with_self && out.shape(1) != h.shape(1)) throw nb::value_error("out: width must be h's or twice h's");
+  if (static_cast<int64_t>(out.shape(0)) != indptr.shape(0) - 1) throw nb::value_error("out: one row per destination");
+  if (with_self && h.shape(0) < out.shape(0)) throw nb::value_error("h: fewer sources than destinations");
+}
+
+template <typename T>
+void copy_rows_(nb::ndarray<const T, nb::ndim<2>, nb::c_contig, nb::device::cpu> src, In<int64_t> src_rows,
+                nb::ndarray<T, nb::ndim<2>, nb::c_contig, nb::device::cpu> dst, std::optional<In<int64_t>> dst_rows) {
+  if (src.shape(1) != dst.shape(1)) throw nb::value_error("src and dst: different row widths");
+  if (dst_rows && dst_rows->shape(0) != src_rows.shape(0)) throw nb::value_error("dst_rows: one per src_rows");
+  if (!dst_rows && dst.shape(0) < src_rows.shape(0)) throw nb::value_error("dst: fewer rows than src_rows");
+  nb::gil_scoped_release release;
+  copy_rows(reinterpret_cast<const char*>(src.data()), src_rows.data(), reinterpret_cast<char*>(dst.data()),
+            dst_rows ? dst_rows->data() : nullptr, src_rows.shape(0), src.shape(1) * sizeof(T));
+}
+
 NB_MODULE(_native, m) {
   m.doc() = "fastsample C++/OpenMP kernels";
   m.def("max_threads", []() { return omp_get_max_threads(); },
@@ -94,18 +116,25 @@ NB_MODULE(_native, m) {
 
   m.def("mean_aggregate",
         [](In<int64_t> indptr, In<int32_t> indices, ConstRows h, Rows out) {
-          const bool with_self = out.shape(1) == 2 * h.shape(1);
-          if (!with_self && out.shape(1) != h.shape(1)) throw nb::value_error("out: width must be h's or twice h's");
-          if (static_cast<int64_t>(out.shape(0)) != indptr.shape(0) - 1) throw nb::value_error("out: one row per destination");
-          if (with_self && h.shape(0) < out.shape(0)) throw nb::value_error("h: fewer sources than destinations");
+          check_aggregate(indptr, h, out);
           nb::gil_scoped_release release;
           mean_aggregate(indptr.data(), indices.data(), indptr.shape(0) - 1, h.data(), h.shape(1), out.data(),
-                         with_self);
+                         out.shape(1) == 2 * h.shape(1));
         },
         nb::arg("indptr").noconvert(), nb::arg("indices").noconvert(), nb::arg("h").noconvert(),
         nb::arg("out").noconvert(),
         "out[i] = mean of h[indices[indptr[i]:indptr[i+1]]] (0 without edges); if out is twice "
         "h's width, out[i] = [h[i] | mean]; see aggregate.cpp");
+  m.def("mean_aggregate_half",
+        [](In<int64_t> indptr, In<int32_t> indices, ConstRows16 h, Rows out, bool bf16) {
+          check_aggregate(indptr, h, out);
+          nb::gil_scoped_release release;
+          mean_aggregate_half(indptr.data(), indices.data(), indptr.shape(0) - 1, h.data(), h.shape(1), out.data(),
+                              out.shape(1) == 2 * h.shape(1), bf16);
+        },
+        nb::arg("indptr").noconvert(), nb::arg("indices").noconvert(), nb::arg("h").noconvert(),
+        nb::arg("out").noconvert(), nb::arg("bf16"),
+        "mean_aggregate over 16-bit rows h (bfloat16 bits if bf16, else float16, as uint16), summed in fp32");
   m.def("mean_aggregate_backward",
         [](In<int64_t> indptr, In<int32_t> indices, ConstStridedRows grad_agg, std::optional<ConstStridedRows> grad_self,
            std::optional<ConstRows> mask, float scale, Rows grad_h) {
@@ -137,16 +166,10 @@ NB_MODULE(_native, m) {
         },
         nb::arg("mask").noconvert(), nb::arg("p"), nb::arg("seed"),
         "mask = 1/(1-p) where relu_dropout keeps an element, else 0 (same seed, same draws)");
-  m.def("copy_rows",
-        [](ConstRows src, In<int64_t> src_rows, Rows dst, std::optional<In<int64_t>> dst_rows) {
-          if (src.shape(1) != dst.shape(1)) throw nb::value_error("src and dst: different row widths");
-          if (dst_rows && dst_rows->shape(0) != src_rows.shape(0)) throw nb::value_error("dst_rows: one per src_rows");
-          if (!dst_rows && dst.shape(0) < src_rows.shape(0)) throw nb::value_error("dst: fewer rows than src_rows");
-          nb::gil_scoped_release release;
-          copy_rows(src.data(), src_rows.data(), dst.data(), dst_rows ? dst_rows->data() : nullptr,
-                    src_rows.shape(0), src.shape(1));
-        },
-        nb::arg("src").noconvert(), nb::arg("src_rows").noconvert(), nb::arg("dst").noconvert(),
-        nb::arg("dst_rows").noconvert().none() = nb::none(),
+  m.def("copy_rows", &copy_rows_<float>, nb::arg("src").noconvert(), nb::arg("src_rows").noconvert(),
+        nb::arg("dst").noconvert(), nb::arg("dst_rows").noconvert().none() = nb::none(),
         "dst[dst_rows[i] (or i)] = src[src_rows[i]]; row ids are not checked (the caller's are in range)");
+  m.def("copy_rows", &copy_rows_<uint16_t>, nb::arg("src").noconvert(), nb::arg("src_rows").noconvert(),
+        nb::arg("dst").noconvert(), nb::arg("dst_rows").noconvert().none() = nb::none(),
+        "the same for 16-bit rows (float16 or bfloat16 bits as uint16)");
 }

@@ -10,10 +10,10 @@
 
 namespace fastsample {
 
-void copy_rows(const float* src, const int64_t* src_rows, float* dst, const int64_t* dst_rows, int64_t n,
+void copy_rows(const char* src, const int64_t* src_rows, char* dst, const int64_t* dst_rows, int64_t n,
                int64_t width) {
   constexpr int64_t kAhead = 8;
-  const size_t bytes = static_cast<size_t>(width) * sizeof(float);
+  const size_t bytes = static_cast<size_t>(width);
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i) {
     if (i + kAhead < n) prefetch_lines(src + src_rows[i + kAhead] * width, width);

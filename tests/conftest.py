@@ -1,3 +1,7 @@
+import atexit
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -8,6 +12,12 @@ from fastsample.graph import write_dataset
 # launching ranks lives in helpers.py; re-exported for the tests that import it from here
 from helpers import REPO, mpiexec, run_module, train_records  # noqa: F401
 PLANETOID = REPO.parent / "shared" / "data" / "planetoid"
+
+# The matmul engine choice is cached per host (fastsample/matmul.py): a session of its own,
+# so a user's cache never steers the tests and the runs a test compares share one choice.
+_CACHE = tempfile.mkdtemp(prefix="fastsample-test-cache-")
+os.environ["XDG_CACHE_HOME"] = _CACHE
+atexit.register(shutil.rmtree, _CACHE, True)
 
 
 def ccl_available() -> bool:

@@ -59,8 +59,10 @@ def test_cora_accuracy(planetoid_dir, tmp_path):
 
 @pytest.mark.mpi
 @pytest.mark.slow
-def test_readme_cora_command_on_two_ranks(planetoid_dir, tmp_path):
-    """README's Cora command (measured 0.803 here; 0.79 leaves room for another CPU's rounding)."""
+@pytest.mark.parametrize("precision", [[], ["--precision", "bf16", "--matmul", "blas"]], ids=["fp32", "bf16"])
+def test_readme_cora_command_on_two_ranks(planetoid_dir, tmp_path, precision):
+    """README's Cora command (measured 0.803 here; 0.79 leaves room for another CPU's rounding),
+    and the same with bf16 products (pinned: they run even where they do not pay)."""
     readme = (REPO / "README.md").read_text()
     flags = "--batch-size 32 --fanouts 10,10 \\\n    --lr 0.002 --weight-decay 1e-3 --dropout 0.6 --epochs 30"
     assert f"mpiexec -n 2 python -m fastsample.train --data data/cora-2 {flags}" in readme
@@ -68,7 +70,7 @@ def test_readme_cora_command_on_two_ranks(planetoid_dir, tmp_path):
                check=True)
     partition_dataset(tmp_path / "cora", tmp_path / "cora-2", 2, progress=False)
     proc = mpiexec(2, "-m", "fastsample.train", "--data", tmp_path / "cora-2", *flags.replace("\\\n", "").split(),
-                   "--threads", "1", timeout=300)
+                   "--threads", "1", *precision, timeout=300)
     assert proc.returncode == 0, proc.stderr
     best = float(proc.stdout.splitlines()[-1].split("(test there ")[1].split(")")[0])
     assert best >= 0.79, proc.stdout
@@ -189,3 +191,30 @@ def test_missing_part_stops_a_vanilla_job_without_hanging(train_parts, tmp_path)
     proc = mpiexec(2, "-m", "fastsample.train", "--data", copy, "--mode", "vanilla", *ARGS, timeout=120)
     assert proc.returncode != 0
     assert proc.stderr.count("part-1: missing") == 1 and proc.stderr.count("\n") == 1, proc.stderr
+
+
+@pytest.mark.mpi
+@pytest.mark.slow
+def test_bf16_losses_identical_across_modes_cache_and_prefetch(train_parts, tmp_path):
+    # --precision bf16 narrows the features once; every data path (hybrid and vanilla
+    # gathers, the hot-feature cache, the prefetch thread) must then move the same 16-bit
+    # rows, so the losses agree bitwise. They differ from fp32's (the features are random
+    # floats, not bf16-exact) by the rounding only.
+    variants = {"hybrid": ["--mode", "hybrid"], "vanilla": ["--mode", "vanilla"],
+                "cache+prefetch": ["--mode", "hybrid", "--cache-fraction", "0.2", "--prefetch", "1"]}
+    losses = {}
+    for name, extra in variants.items():
+        records = train(train_parts, 2, "--precision", "bf16", *extra, log=tmp_path / f"{name}.json")
+        losses[name] = [loss for r in records for loss in r["step_losses"]]
+    fp32 = [loss for r in train(train_parts, 2, log=tmp_path / "fp32.json") for loss in r["step_losses"]]
+    assert losses["vanilla"] == losses["hybrid"] and losses["cache+prefetch"] == losses["hybrid"]
+    assert losses["hybrid"] != fp32
+    np.testing.assert_allclose(losses["hybrid"], fp32, rtol=1e-2)
+
+
+def test_start_up_line_names_precision_and_matmul(train_parts):
+    for flags, says in ((["--precision", "bf16", "--matmul", "blas"], "precision bf16, matmul bf16 products (set)"),
+                        (["--matmul", "blas"], "precision fp32, matmul fp32 blas (set)")):
+        proc = run_module("fastsample.train", "--data", train_parts / "p1", *ARGS, "--epochs", "1", *flags)
+        assert proc.returncode == 0, proc.stderr
+        assert says in proc.stdout, proc.stdout

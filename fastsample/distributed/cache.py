@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fastsample import bf16
+
 POLICIES = ("degree", "frequency")
 
 
@@ -95,4 +97,7 @@ def build_cache(loader, fraction: float, policy: str = "frequency", presample_ep
     ids = np.sort(top[scores[top] > 0]).astype(np.int64)
     loader.gather.cache = None
     rows = loader.gather(ids)  # one collective fetch, as a step's
-    return FeatureCache(ids, rows.astype(part.features.dtype, copy=False))
+    stored = loader.gather.shard.dtype  # the cache holds rows as the shard does
+    if rows.dtype != stored:
+        rows = bf16.narrow(rows) if stored == bf16.BITS else rows.astype(stored)
+    return FeatureCache(ids, rows)

@@ -12,32 +12,42 @@ from __future__ import annotations
 
 import numpy as np
 
+from fastsample import bf16
 from fastsample.comm import Communicator
 from fastsample.partition import owner_of
 
 from fastsample.native import lib as _native
 
 
+_ROWS = {np.dtype(np.float32): np.float32, np.dtype(np.float16): np.uint16, bf16.BITS: np.uint16}
+
+
 def copy_rows(src: np.ndarray, rows: np.ndarray, dst: np.ndarray, dst_rows: np.ndarray | None = None) -> None:
-    """dst[dst_rows] = src[rows] (dst[:len(rows)] without dst_rows), in one pass.
+    """dst[dst_rows] = src[rows] (dst[:len(rows)] without dst_rows), in one pass; 16-bit
+    rows are widened when dst is float32.
 
     The native copy prefetches the random rows (numpy's fancy indexing waits on each
     miss, and `out[mask] = shard[ids]` also makes a temporary): ~2x less time here."""
-    native = (_native is not None and src.dtype == dst.dtype == np.float32 and src.ndim == dst.ndim == 2
+    view = _ROWS.get(src.dtype) if src.dtype == dst.dtype else None
+    native = (_native is not None and view is not None and src.ndim == dst.ndim == 2
               and src.flags.c_contiguous and dst.flags.c_contiguous)
     if native:
-        _native.copy_rows(src, np.ascontiguousarray(rows, dtype=np.int64), dst,
+        _native.copy_rows(src.view(view), np.ascontiguousarray(rows, dtype=np.int64), dst.view(view),
                           None if dst_rows is None else np.ascontiguousarray(dst_rows, dtype=np.int64))
-    elif dst_rows is None:
-        dst[: len(rows)] = src[rows]
+        return
+    block = bf16.widen(src[rows]) if src.dtype != dst.dtype else src[rows]
+    if dst_rows is None:
+        dst[: len(rows)] = block
     else:
-        dst[dst_rows] = src[rows]
+        dst[dst_rows] = block
 
 
 class FeatureGather:
-    def __init__(self, comm: Communicator, offsets: np.ndarray, shard: np.ndarray):
-        """shard: this rank's feature rows, ids offsets[rank]..offsets[rank+1]-1."""
+    def __init__(self, comm: Communicator, offsets: np.ndarray, shard: np.ndarray, keep_dtype: bool = False):
+        """shard: this rank's feature rows, ids offsets[rank]..offsets[rank+1]-1; the rows
+        come out as float32, or with keep_dtype in the shard's dtype (16-bit rows stay 16-bit)."""
         self.comm = comm
+        self.out_dtype = shard.dtype if keep_dtype else np.dtype(np.float32)
         self.offsets = np.asarray(offsets, dtype=np.int64)
         self.shard = shard
         self.lo = int(self.offsets[comm.rank])
@@ -45,11 +55,11 @@ class FeatureGather:
         self.rows_local = self.rows_cached = self.rows_remote = 0  # since construction
 
     def __call__(self, ids: np.ndarray) -> np.ndarray:
-        """(len(ids), feature_dim) float32 rows of the global ``ids``, in their order."""
+        """(len(ids), feature_dim) rows of the global ``ids``, in their order (see __init__)."""
         ids = np.asarray(ids)
         owner = owner_of(self.offsets, ids)
         mine = owner == self.comm.rank
-        out = np.empty((len(ids), self.shard.shape[1]), dtype=np.float32)  # float16 shards are widened
+        out = np.empty((len(ids), self.shard.shape[1]), dtype=self.out_dtype)
         local = np.flatnonzero(mine)
         copy_rows(self.shard, ids[local] - self.lo, out, local)
         wanted = ~mine

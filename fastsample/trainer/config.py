@@ -14,6 +14,8 @@ from fastsample.comm import BACKENDS
 from fastsample.config import ConfigError, option, validate
 from fastsample.distributed.cache import POLICIES
 from fastsample.loader import MODES
+from fastsample.matmul import BACKENDS as MATMUL_BACKENDS
+from fastsample.matmul import PRECISIONS
 from fastsample.sampling import KERNELS
 
 __all__ = ["TrainConfig"]
@@ -71,6 +73,16 @@ class TrainConfig:
     prefetch: int = option(0, "sample and gather up to DEPTH steps ahead in a background thread while the model "
                            "computes (same results; pays when the gather waits on the network, see "
                            "bench/README.md); 0: off", metavar="DEPTH", check=(lambda v: 0 <= v <= 8, "must be in 0..8"))
+    precision: str = option("fp32", "fp32: everything in float32 (the paper's setting); bf16: features gathered, "
+                            "sent and read by the first layer in 16 bits (bfloat16, or float16 where stored so), "
+                            "and the model's matrix products in bfloat16 with fp32 accumulation where the CPU "
+                            "makes that pay (AVX-512 BF16, AMX: measured at start-up); weights, optimizer and loss "
+                            "stay fp32. See fastsample/matmul.py", choices=PRECISIONS)
+    matmul: str = option("auto", "the engine of the built-in GraphSAGE's matrix products: auto (the faster of blas "
+                         "and onednn for this model's shapes, measured once per host and cached, so reruns "
+                         "reproduce), blas (torch's default, MKL on x86) or onednn. With --precision bf16, auto "
+                         "uses bf16 products only where they measure faster, blas or onednn use them always",
+                         choices=MATMUL_BACKENDS)
     checkpoint_dir: str | None = option(None, "save model and optimizer after every epoch (rank 0)", shared=False)
     resume: bool = option(False, "continue from the latest checkpoint in --checkpoint-dir")
     log_json: str | None = option(None, "rank 0 appends one JSON object per epoch to this file (its directory must "

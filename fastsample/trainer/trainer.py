@@ -10,6 +10,7 @@ the caller may pass (defaults: the built-in GraphSAGE, Adam, cross-entropy); che
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import time
@@ -20,6 +21,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from fastsample import matmul
 from fastsample.allocator import available_memory
 from fastsample.cli import agree
 from fastsample.comm import Communicator
@@ -27,7 +29,7 @@ from fastsample.config import ConfigError, marked
 from fastsample.distributed import average_gradients
 from fastsample.distributed.cache import build_cache
 from fastsample.inference import check_layerwise, layerwise
-from fastsample.loader import Batch, NodeLoader, open_data
+from fastsample.loader import Batch, NodeLoader, narrow_features, open_data
 from fastsample.model import GraphSAGE
 from fastsample.sampling import layer_key, set_num_threads
 from fastsample.trainer.checkpoint import Checkpoints
@@ -127,7 +129,10 @@ class Trainer:
         c = self.config
         self.shard = open_data(c.data, self.comm, c.mode)  # a partition, or a dataset for one process
         self.num_classes = self.shard.meta["dataset"]["num_classes"]
-        common = dict(comm=self.comm, kernel=c.sampler, mode=c.mode, device=self.device, prefetch=c.prefetch)
+        if c.precision == "bf16":  # once, for every loader
+            self.shard = narrow_features(self.shard)
+        common = dict(comm=self.comm, kernel=c.sampler, mode=c.mode, device=self.device, prefetch=c.prefetch,
+                      precision=c.precision)
         self.loaders = {"train": NodeLoader(self.shard, c.fanouts, c.batch_size, "train", shuffle=True, seed=c.seed,
                                             max_steps=c.max_steps, **common)}
         for split in ("val", "test"):  # eval draws its samples from a key space of its own
@@ -156,6 +161,28 @@ class Trainer:
             optimizer = optimizer(self.model.parameters())
         self.optimizer = optimizer
 
+    def choose_matmul(self) -> None:
+        """The built-in GraphSAGE's product engines (fastsample/matmul.py): decided on rank 0
+        for the model's input layer (the widest products, most of the work), used by all."""
+        c = self.config
+        if not isinstance(self.model, GraphSAGE) or self.device.type != "cpu":
+            self.matmul_note = "the model's own"
+            return
+        if self.rank == 0:
+            first = self.model.layers[0].self_lin.weight
+            rows = c.batch_size * math.prod(f if f > 0 else 64 for f in c.fanouts[1:])  # layer 1's destinations
+            plan, source = matmul.plan_for(c.matmul, c.precision, (min(rows, 4096), 2 * first.shape[1], first.shape[0]))
+        else:
+            plan = source = None
+        plan, source = self.comm.broadcast_object((plan, source))
+        matmul.use(plan)
+        self.matmul_note = f"{plan.describe()} ({source})"
+
+    def input(self, batch: Batch) -> torch.Tensor:
+        """batch.x for the model: 16-bit features go to the built-in GraphSAGE as they are
+        (its first layer reads them), widened for any other model."""
+        return batch.x if isinstance(self.model, GraphSAGE) else batch.x.float()
+
     # ---------------------------------------------------------------- one step
 
     def train_step(self, batch: Batch, epoch: int, step: int, timers: dict) -> tuple[float, float, float]:
@@ -165,7 +192,7 @@ class Trainer:
         torch.manual_seed(layer_key(self.config.seed, epoch, step, self.rank, 0) & 0x7FFFFFFFFFFFFFFF)
         self.model.train()
         self.optimizer.zero_grad(set_to_none=False)
-        logits = self.model(batch.blocks, batch.x)
+        logits = self.model(batch.blocks, self.input(batch))
         if len(batch):
             loss = self.loss(logits, batch.y)
             loss.backward()
@@ -190,7 +217,7 @@ class Trainer:
         stats = np.zeros(2)
         for batch in loader:
             if len(batch):
-                pred = self.model(batch.blocks, batch.x).argmax(1)
+                pred = self.model(batch.blocks, self.input(batch)).argmax(1)
                 stats += [int((pred == batch.y).sum()), len(batch)]
         self.comm.all_reduce(stats)
         return float(stats[0] / max(stats[1], 1))
@@ -216,6 +243,7 @@ class Trainer:
         # in the constructor: vanilla sampling is collective, and a rank that failed to load
         # would leave the others waiting in it.
         self.loaders["train"].warm_up()
+        self.choose_matmul()
         if c.cache_fraction:
             t0 = time.perf_counter()
             cache = build_cache(self.loaders["train"], c.cache_fraction, c.cache_policy)
@@ -233,7 +261,7 @@ class Trainer:
                 f"{comm.size} ranks x {torch.get_num_threads()} threads, mode {c.mode}, sampler "
                 f"{self.loaders['train'].sampler.name}, backend {comm.name}, fanouts {list(c.fanouts)}, batch "
                 f"{c.batch_size}/rank ({c.batch_size * comm.size} global), {self.steps_per_epoch} steps/epoch, "
-                f"epochs {self.start_epoch}..{c.epochs - 1}")
+                f"epochs {self.start_epoch}..{c.epochs - 1}, precision {c.precision}, matmul {self.matmul_note}")
 
     def run(self) -> list[EpochRecord]:
         c, lead = self.config, self.rank == 0

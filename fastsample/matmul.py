@@ -1,0 +1,265 @@
+"""The dense products of the built-in GraphSAGE, on the fastest path the CPU at hand offers.
+
+A native GraphSAGE layer (fastsample/model.py) does three matrix products per step:
+
+    forward      out    = Z @ W^T        (rows, 2 d_in) x (2 d_in, d_out)
+    weight grad  dW     = G^T @ Z        (d_out, rows) x (rows, 2 d_in)
+    input grad   dZ     = G @ W          (rows, d_out) x (d_out, 2 d_in)
+
+torch ships two CPU engines for them: its BLAS (MKL in the x86 wheels; `torch.mm`) and
+oneDNN (`torch.ops.mkldnn._linear_pointwise`, the inner product inductor uses). Which is
+faster depends on the CPU and on the shapes (measured, one core: oneDNN 1.6x MKL on one
+AMD EPYC host at 40000x256 @ 256x256, 0.8-1.2x on another, by shape), so `choose` measures both on the model's
+largest layer at start-up (~0.1-0.3 s) and keeps, per product, the faster one; BLAS stays
+unless the other is clearly (5 %) faster. Both compute in fp32 with fp32 accumulation: the
+results differ from each other by rounding only (the 1e-5 contract of tests/test_model.py).
+
+bf16 (``--precision bf16``): the products run on bfloat16 operands with fp32 accumulation,
+their results rounded to bfloat16 (torch's CPU bf16 products return bf16) and widened
+(outputs within 1 % of fp32, gradients within 10 %, norm-wise: tests/test_matmul.py);
+weights, optimizer and loss stay fp32. Only where the measurement says they pay (CPUs
+with AVX-512 BF16 or AMX); elsewhere (AVX2: bf16 products are emulated, 7-40x slower
+than fp32) the products stay fp32 and bf16 only narrows the features (fastsample/bf16.py).
+
+The chosen plan is process-wide (`use`, `current`), like torch's own backend flags: the
+trainer decides on rank 0 and every rank uses rank 0's plan, so ranks compute alike. A
+measured choice is kept on disk (`plan_for`: $XDG_CACHE_HOME/fastsample/matmul.json, per
+CPU, torch version, thread count and shape), so that runs on one host with one seed stay
+bitwise reproducible: two fresh measurements of engines within noise of each other could
+otherwise pick differently.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+
+BACKENDS = ("auto", "blas", "onednn")
+ENGINES = BACKENDS[1:]
+PRECISIONS = ("fp32", "bf16")
+OPS = ("forward", "weight_grad", "input_grad")
+MARGIN = 1.05  # another engine replaces BLAS only when at least this much faster: noise must not flip it
+BF16_MARGIN = 1.2  # bf16 products also pay for casting their operands
+
+
+def _onednn(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """a @ b^T (+ bias) through oneDNN's inner product (a, b row-major or transposed views)."""
+    return torch.ops.mkldnn._linear_pointwise(a, b, bias, "none", [], "")
+
+
+def _blas_forward(z, w, bias=None):
+    return z @ w.t() if bias is None else torch.addmm(bias, z, w.t())
+
+
+def _bf16_forward(z, w, bias=None):  # bf16 operands, fp32 out: torch's bf16 products accumulate in fp32
+    out = (z.to(torch.bfloat16) @ w.to(torch.bfloat16).t()).float()
+    return out if bias is None else out.add_(bias)
+
+
+def onednn_available() -> bool:
+    if not (torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")):
+        return False
+    try:
+        _onednn(torch.ones(2, 3), torch.ones(4, 3))
+        return True
+    except RuntimeError:
+        return False
+
+
+# (engine, op) -> f; forward(z, w[, bias]), weight_grad(g, z) -> (d_out, 2 d_in), input_grad(g, w)
+_IMPL = {
+    ("blas", "forward"): _blas_forward,
+    ("blas", "weight_grad"): lambda g, z: (z.t() @ g).t(),  # this operand order is ~15% faster in MKL
+    ("blas", "input_grad"): lambda g, w: g @ w,
+    ("onednn", "forward"): _onednn,
+    ("onednn", "weight_grad"): lambda g, z: _onednn(g.t(), z.t()),
+    ("onednn", "input_grad"): lambda g, w: _onednn(g, w.t()),
+    ("bf16", "forward"): _bf16_forward,
+    ("bf16", "weight_grad"): lambda g, z: (z.to(torch.bfloat16).t() @ g.to(torch.bfloat16)).t().float(),
+    ("bf16", "input_grad"): lambda g, w: (g.to(torch.bfloat16) @ w.to(torch.bfloat16)).float(),
+}
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Which engine runs each product, and in which precision.
+
+    engines: op -> "blas" or "onednn" (see OPS); bf16: products on bfloat16 operands;
+    precision: what was asked for ("fp32" or "bf16": bf16 may still compute in fp32, see
+    the module doc); measured: GFLOP/s per candidate from `choose` ({} if not measured).
+    """
+
+    engines: dict = field(default_factory=lambda: dict.fromkeys(OPS, "blas"))
+    bf16: bool = False
+    precision: str = "fp32"
+    measured: dict = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def forward(self, z: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+        """z @ w^T (+ bias): a layer's projection of Z = [h_dst | mean]."""
+        return self._run("forward", z, w, bias) if bias is not None else self._run("forward", z, w)
+
+    def weight_grad(self, g: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+        """g^T z, the gradient of w (d_out, 2 d_in)."""
+        return self._run("weight_grad", g, z)
+
+    def input_grad(self, g: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        """g w, the gradient of Z."""
+        return self._run("input_grad", g, w)
+
+    def _run(self, op: str, *args: torch.Tensor) -> torch.Tensor:
+        return _IMPL["bf16" if self.bf16 else self.engines[op], op](*args)
+
+    def describe(self) -> str:
+        """One line: the engines, and the measurement that chose them."""
+        if self.bf16:
+            what = "bf16 products"
+        else:
+            names = sorted(set(self.engines.values()))
+            what = "fp32 " + (names[0] if len(names) == 1 else ", ".join(f"{op} {self.engines[op]}" for op in OPS))
+        if self.precision == "bf16" and not self.bf16:
+            what += " (bf16 products do not pay on this CPU: bf16 narrows the features only)"
+        if self.measured:
+            m = self.measured
+            figures = "; ".join(f"{op} " + " ".join(f"{e} {m[f'{op} {e}']:.0f}" for e in ENGINES if f"{op} {e}" in m)
+                                for op in OPS)
+            if "bf16 step" in m:
+                figures += f"; step fp32 {m['fp32 step']:.0f} bf16 {m['bf16 step']:.0f}"
+            what += f" [GFLOP/s {figures}; measured in {self.seconds:.2f} s]"
+        return what
+
+
+_current = Plan()
+
+
+def current() -> Plan:
+    """The plan the model's products use now (BLAS, fp32 until `use` says otherwise)."""
+    return _current
+
+
+def use(plan: Plan) -> Plan:
+    """Make ``plan`` the process's plan; returns the previous one."""
+    global _current
+    previous, _current = _current, plan
+    return previous
+
+
+def _gflops(f, flops: float, reps: int = 2) -> float:
+    f()  # warm: oneDNN builds its primitive on the first call
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        f()
+        best = min(best, time.perf_counter() - t0)
+    return flops / best / 1e9
+
+
+def choose(backend: str = "auto", precision: str = "fp32", shape: tuple[int, int, int] = (4096, 512, 256),
+           seed: int = 0) -> Plan:
+    """The plan for ``backend`` and ``precision`` on products of ``shape`` = (rows, 2 d_in,
+    d_out): the model's largest layer, rows capped by the caller. "auto" measures: the
+    faster engine per product, and with bf16 whether bf16 products pay; "blas" or "onednn"
+    pin the engine, and with bf16 the bf16 products (which run on torch's own dispatch:
+    oneDNN where the CPU has bf16 instructions)."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(BACKENDS)} (got {backend!r})")
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)} (got {precision!r})")
+    if backend == "onednn" and not onednn_available():
+        raise ValueError("backend onednn: this torch build has no usable oneDNN inner product")
+    if backend != "auto":  # pinned: no measurement; with bf16, bf16 products whether they pay or not
+        return Plan(dict.fromkeys(OPS, backend), bf16=precision == "bf16", precision=precision)
+    t0 = time.perf_counter()
+    rows, k, n = shape
+    gen = torch.Generator().manual_seed(seed)
+    z, w, g = (torch.randn(*s, generator=gen) for s in ((rows, k), (n, k), (rows, n)))
+    args = {"forward": (z, w), "weight_grad": (g, z), "input_grad": (g, w)}
+    flops = 2.0 * rows * k * n
+    engines = ENGINES if onednn_available() else ("blas",)
+    measured, chosen = {}, {}
+    for op in OPS:
+        speed = {e: _gflops(lambda e=e: _IMPL[e, op](*args[op]), flops) for e in engines}
+        measured.update({f"{op} {e}": s for e, s in speed.items()})
+        best = max(speed, key=speed.get)
+        chosen[op] = best if best == "blas" or "blas" not in speed or speed[best] >= MARGIN * speed["blas"] else "blas"
+    bf16 = False
+    if precision == "bf16":  # on a slice: emulated bf16 is slow, and a slice shows the ratio
+        cut = max(1, rows // 8)
+        small = {"forward": (z[:cut], w), "weight_grad": (g[:cut], z[:cut]), "input_grad": (g[:cut], w)}
+        fp32, half = Plan(chosen), Plan(bf16=True)
+        step32 = sum(1 / _gflops(lambda op=op: fp32._run(op, *small[op]), flops / 8) for op in OPS)
+        step16 = sum(1 / _gflops(lambda op=op: half._run(op, *small[op]), flops / 8, reps=1) for op in OPS)
+        measured.update({"fp32 step": 3 / step32, "bf16 step": 3 / step16})
+        bf16 = step32 >= BF16_MARGIN * step16
+    return Plan(chosen, bf16, precision, measured, time.perf_counter() - t0)
+
+
+def cache_file() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "fastsample" / "matmul.json"
+
+
+def _cpuinfo() -> dict:
+    """The first CPU's /proc/cpuinfo fields ({} where there is none)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            block = f.read().split("\n\n", 1)[0]
+    except OSError:
+        return {}
+    return {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in block.splitlines())}
+
+
+MATMUL_FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_tile")
+
+
+def cpu_summary() -> str:
+    """The CPU model and the flags that decide the products' speed, e.g. "AMD EPYC (avx2 fma;
+    no avx512f avx512_bf16 ...)": what a benchmark prints beside its figures."""
+    info = _cpuinfo()
+    flags = set(info.get("flags", "").split())
+    have = [f for f in MATMUL_FLAGS if f in flags]
+    lack = [f for f in MATMUL_FLAGS if f not in flags]
+    return f"{info.get('model name', 'unknown CPU')} ({' '.join(have) or 'none of ' + ' '.join(MATMUL_FLAGS)}" + \
+        (f"; no {' '.join(lack)})" if lack and have else ")")
+
+
+def _host_key(backend: str, precision: str, shape, threads: int) -> str:
+    info = _cpuinfo()  # model and flags: what decides which kernels run
+    cpu = hashlib.sha1(f"{info.get('model name')} {info.get('flags')}".encode()).hexdigest()[:12]
+    return f"{cpu} torch {torch.__version__} {backend} {precision} {threads} threads {'x'.join(map(str, shape))}"
+
+
+def plan_for(backend: str, precision: str, shape: tuple[int, int, int]) -> tuple[Plan, str]:
+    """`choose`'s plan, measured once per host and settings and then read from
+    cache_file(); returns it and where it came from ("measured", "cached" or "set")."""
+    if backend != "auto":
+        return choose(backend, precision, shape), "set"
+    key, path = _host_key(backend, precision, shape, torch.get_num_threads()), cache_file()
+    try:
+        saved = json.loads(path.read_text()).get(key)
+        if saved is not None:
+            return Plan(**saved), "cached"
+    except (OSError, ValueError, TypeError, AttributeError):
+        pass  # no cache, or an unreadable one: measure (and rewrite it)
+    plan = choose(backend, precision, shape)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            entries = json.loads(path.read_text())
+            entries = entries if isinstance(entries, dict) else {}
+        except (OSError, ValueError):
+            entries = {}
+        entries[key] = asdict(plan)
+        with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as f:
+            json.dump(entries, f, indent=1)
+        os.replace(f.name, path)  # atomic: concurrent jobs never read half a file
+    except OSError:
+        pass  # a read-only home: the plan still holds for this process
+    return plan, "measured"

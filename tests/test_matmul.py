@@ -1,0 +1,132 @@
+"""The matmul engines and reduced precision of the built-in GraphSAGE (fastsample/matmul.py,
+fastsample/bf16.py): each fp32 engine matches the plain-PyTorch reference within 1e-5,
+bf16 products within the documented tolerance, 16-bit features are read exactly."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from fastsample import bf16, matmul
+from fastsample.model import GraphSAGE, aggregate
+from fastsample.sampling import native_available
+from test_model import blocks_for
+
+pytestmark = pytest.mark.skipif(not native_available(), reason="fastsample._native not built")
+ENGINES = ["blas", pytest.param("onednn", marks=pytest.mark.skipif(not matmul.onednn_available(),
+                                                                    reason="torch without oneDNN"))]
+
+
+@pytest.fixture
+def plan():
+    """Set a plan for the test; the process's plan is restored after it."""
+    previous = matmul.current()
+    yield matmul.use
+    matmul.use(previous)
+
+
+def run(blocks, x, aggregation, dropout=0.0):
+    torch.manual_seed(1)
+    model = GraphSAGE(x.shape[1], 16, 5, len(blocks), dropout=dropout, aggregation=aggregation)
+    xi = x.clone().requires_grad_(x.dtype == torch.float32)
+    out = model(blocks, xi)
+    (out ** 2).sum().backward()
+    return out.detach(), xi.grad, [p.grad for p in model.parameters()]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("dropout", [0.0, 0.5])
+def test_fp32_engines_match_the_reference(plan, engine, dropout):
+    blocks = blocks_for([4, 3, 2])
+    x = torch.randn(blocks[0].num_src, 7)
+    want = run(blocks, x, "torch", dropout)
+    plan(matmul.Plan(dict.fromkeys(matmul.OPS, engine)))
+    got = run(blocks, x, "native", dropout)
+    assert want[0].abs().sum() > 0 and want[1].abs().sum() > 0
+    torch.testing.assert_close(got[0], want[0], rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(got[1], want[1], rtol=1e-5, atol=1e-6)
+    for a, b in zip(got[2], want[2]):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+def rel(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a - b).norm() / b.norm())
+
+
+def test_bf16_products_within_their_tolerance(plan):
+    # bfloat16 keeps 8 significant bits: each operand (and each bf16 product) is off by up
+    # to 2^-9 relative. Outputs stay within 1 % (norm-wise); gradients, which pass through
+    # one more rounded product per layer and cancel, within 10 % (fastsample/matmul.py)
+    blocks = blocks_for([4, 3, 2])
+    x = torch.randn(blocks[0].num_src, 64)
+    want = run(blocks, x, "torch")
+    plan(matmul.Plan(bf16=True, precision="bf16"))
+    got = run(blocks, x, "native")
+    assert 0 < rel(got[0], want[0]) < 1e-2  # > 0: the products did run in bf16
+    errors = [rel(a, b) for a, b in zip(got[2], want[2])]
+    assert max(errors) < 0.1, errors
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_16_bit_features_are_read_as_stored(dtype):
+    blocks = blocks_for([4, 3])
+    x16 = torch.randn(blocks[0].num_src, 7).to(dtype)
+    want = run(blocks, x16.float(), "torch")
+    got = run(blocks, x16, "native")
+    torch.testing.assert_close(got[0], want[0], rtol=1e-5, atol=1e-6)
+    for a, b in zip(got[2], want[2]):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    torch.manual_seed(0)
+    model = GraphSAGE(7, 16, 5, 2).eval()  # and layer by layer (exact inference reads them so)
+    with torch.no_grad():
+        torch.testing.assert_close(model.layer(0, blocks[0], x16), model.layer(0, blocks[0], x16.float()))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_every_16_bit_value_widens_exactly(dtype):
+    # all 65,536 bit patterns (subnormals, signed zeros, infinities) through the native
+    # aggregation's loader, one row per destination, each its own single source
+    from fastsample.block import Block
+
+    bits = torch.arange(65536, dtype=torch.int32).to(torch.uint16).reshape(256, 256)
+    h = bits.view(dtype)
+    block = Block(np.arange(257, dtype=np.int64), np.arange(256, dtype=np.int32), 256, 256)
+    z = torch.empty(256, 512)
+    aggregate(block, h, z)
+    want = h.float()
+    nan = want.isnan()
+    assert torch.equal(z[:, :256].isnan(), nan) and torch.equal(z[:, 256:].isnan(), nan)
+    assert torch.equal(z[:, :256][~nan], want[~nan]) and torch.equal(z[:, 256:][~nan], want[~nan])
+    assert torch.equal(torch.signbit(z[:, :256][~nan]), torch.signbit(want[~nan]))
+
+
+def test_narrow_rounds_as_torch_and_widens_back():
+    a = np.random.default_rng(0).standard_normal((70_000, 3)).astype(np.float32)  # > one chunk
+    bits = bf16.narrow(a)
+    assert bits.dtype == bf16.BITS
+    assert torch.equal(bf16.to_tensor(bits), torch.from_numpy(a).to(torch.bfloat16))
+    np.testing.assert_array_equal(bf16.widen(bits), torch.from_numpy(a).to(torch.bfloat16).float().numpy())
+
+
+def test_the_choice_is_measured_once_then_read_from_the_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    shape = (256, 64, 32)
+    first, source = matmul.plan_for("auto", "fp32", shape)
+    assert source == "measured" and set(first.engines) == set(matmul.OPS) and first.measured
+    again, source = matmul.plan_for("auto", "fp32", shape)
+    assert source == "cached" and again == first
+    entry = json.loads(matmul.cache_file().read_text())
+    assert len(entry) == 1 and f"{shape[0]}x{shape[1]}x{shape[2]}" in next(iter(entry))
+    matmul.cache_file().write_text("{half a file")  # unreadable: measured afresh, then rewritten
+    assert matmul.plan_for("auto", "fp32", shape)[1] == "measured"
+    assert matmul.plan_for("auto", "fp32", shape)[1] == "cached"
+    assert matmul.plan_for("blas", "fp32", shape) == (matmul.Plan(), "set")
+    assert matmul.plan_for("blas", "bf16", shape)[0].bf16  # pinned: bf16 products, whether they pay or not
+
+
+def test_bad_names_are_refused():
+    with pytest.raises(ValueError, match="backend must be one of auto, blas, onednn"):
+        matmul.choose("mkl")
+    with pytest.raises(ValueError, match="precision must be one of fp32, bf16"):
+        matmul.choose("auto", "fp16")
