@@ -56,11 +56,13 @@ from fastsample.trainer.metrics import TIMERS, read_log
 HERE = Path(__file__).resolve().parent
 # scenario -> (mode, sampler, more flags); vanilla's sampler is its owner side's choice
 # kernel. hybrid-native runs the trainer's defaults (--matmul auto, --precision fp32);
-# hybrid-blas pins the products to torch's BLAS (the default before --matmul existed).
+# hybrid-blas pins the products to torch's BLAS (the default before --matmul existed);
+# hybrid-bf16 is --precision bf16 as a user gets it, hybrid-bf16-products forces bf16 products.
 SCENARIOS = {"vanilla": ("vanilla", "numba", []), "vanilla-native": ("vanilla", "native", []),
              "hybrid-twostep": ("hybrid", "twostep", []), "hybrid-native": ("hybrid", "native", []),
              "hybrid-blas": ("hybrid", "native", ["--matmul", "blas"]),
-             "hybrid-bf16": ("hybrid", "native", ["--precision", "bf16"])}
+             "hybrid-bf16": ("hybrid", "native", ["--precision", "bf16"]),
+             "hybrid-bf16-products": ("hybrid", "native", ["--precision", "bf16", "--matmul", "blas"])}
 
 
 class Interrupted(Exception):

@@ -31,24 +31,19 @@ struct Bf16 {  // bfloat16: the high half of a float
   }
 };
 
-struct Fp16 {  // IEEE half: rebias the exponent; subnormals by one float subtraction; no branches
+struct Fp16 {  // IEEE half, without branches (so the loops vectorise): see below
   static float load(uint16_t v) {
-    const uint32_t sign = static_cast<uint32_t>(v & 0x8000u) << 16;
-    uint32_t body = static_cast<uint32_t>(v & 0x7fffu) << 13;  // exponent and mantissa, float-aligned
-    const uint32_t exp = body & 0x0f800000u;
-    body += (127u - 15u) << 23;
-    body += (exp == 0x0f800000u) ? ((128u - 16u) << 23) : 0u;  // inf / nan keep an all-ones exponent
+    // Exponent and mantissa moved to a float's positions read as a float are the value
+    // scaled by 2^-112 (the bias gap, 127 - 15): one multiply rescales normals and
+    // subnormals alike. Infinities and NaNs (exponent all ones) get float's all-ones exponent.
+    const uint32_t body = static_cast<uint32_t>(v & 0x7fffu) << 13;
     float f;
-    if (exp == 0) {  // zero or subnormal: scale the mantissa as a float
-      body += 1u << 23;
-      std::memcpy(&f, &body, sizeof f);
-      f -= 6.103515625e-05f;  // 2^-14
-    } else {
-      std::memcpy(&f, &body, sizeof f);
-    }
+    std::memcpy(&f, &body, sizeof f);
+    f *= 5.192296858534828e33f;  // 2^112
     uint32_t bits;
     std::memcpy(&bits, &f, sizeof bits);
-    bits |= sign;
+    bits |= (body >= 0x0f800000u) ? 0x7f800000u : 0u;
+    bits |= static_cast<uint32_t>(v & 0x8000u) << 16;
     std::memcpy(&f, &bits, sizeof f);
     return f;
   }
@@ -58,34 +53,30 @@ struct F32 {
   static float load(float v) { return v; }
 };
 
+// Destination i's row of the output. Inlined into each FS_CLONES function, whose own
+// `omp parallel for` calls it: an OpenMP region inside a shared helper would be outlined
+// once, for the baseline ISA, and lose the clones' vector width.
 template <typename Load, typename T>
-[[gnu::always_inline]] inline void mean_aggregate_rows(const int64_t* indptr, const int32_t* indices, int64_t num_dst,
-                                                       const T* h, int64_t width, float* out, bool with_self) {
-  const int64_t num_edges = indptr[num_dst];
-  const int64_t out_stride = with_self ? 2 * width : width;
-#pragma omp parallel for schedule(dynamic, 64)
-  for (int64_t i = 0; i < num_dst; ++i) {
-    float* o = out + i * out_stride;
-    if (with_self) {
-      const T* self = h + i * width;
+[[gnu::always_inline]] inline void mean_row(const int64_t* indptr, const int32_t* indices, int64_t num_edges,
+                                            const T* h, int64_t width, float* o, bool with_self, int64_t i) {
+  if (with_self) {
+    const T* self = h + i * width;
 #pragma omp simd
-      for (int64_t f = 0; f < width; ++f) o[f] = Load::load(self[f]);
-      o += width;
-    }
-    std::fill(o, o + width, 0.0f);
-    const int64_t begin = indptr[i], end = indptr[i + 1];
-    for (int64_t j = begin; j < end; ++j) {
-      if (j + kAhead < num_edges)
-        prefetch_lines(h + static_cast<int64_t>(indices[j + kAhead]) * width, width);
-      const T* row = h + static_cast<int64_t>(indices[j]) * width;
+    for (int64_t f = 0; f < width; ++f) o[f] = Load::load(self[f]);
+    o += width;
+  }
+  std::fill(o, o + width, 0.0f);
+  const int64_t begin = indptr[i], end = indptr[i + 1];
+  for (int64_t j = begin; j < end; ++j) {
+    if (j + kAhead < num_edges) prefetch_lines(h + static_cast<int64_t>(indices[j + kAhead]) * width, width);
+    const T* row = h + static_cast<int64_t>(indices[j]) * width;
 #pragma omp simd
-      for (int64_t f = 0; f < width; ++f) o[f] += Load::load(row[f]);
-    }
-    if (end > begin) {
-      const float scale = 1.0f / static_cast<float>(end - begin);
+    for (int64_t f = 0; f < width; ++f) o[f] += Load::load(row[f]);
+  }
+  if (end > begin) {
+    const float scale = 1.0f / static_cast<float>(end - begin);
 #pragma omp simd
-      for (int64_t f = 0; f < width; ++f) o[f] *= scale;
-    }
+    for (int64_t f = 0; f < width; ++f) o[f] *= scale;
   }
 }
 
@@ -93,15 +84,24 @@ template <typename Load, typename T>
 
 FS_CLONES void mean_aggregate(const int64_t* indptr, const int32_t* indices, int64_t num_dst, const float* h,
                               int64_t width, float* out, bool with_self) {
-  mean_aggregate_rows<F32>(indptr, indices, num_dst, h, width, out, with_self);
+  const int64_t num_edges = indptr[num_dst], stride = with_self ? 2 * width : width;
+#pragma omp parallel for schedule(dynamic, 64)
+  for (int64_t i = 0; i < num_dst; ++i)
+    mean_row<F32>(indptr, indices, num_edges, h, width, out + i * stride, with_self, i);
 }
 
 FS_CLONES void mean_aggregate_half(const int64_t* indptr, const int32_t* indices, int64_t num_dst, const uint16_t* h,
                                    int64_t width, float* out, bool with_self, bool bf16) {
-  if (bf16)
-    mean_aggregate_rows<Bf16>(indptr, indices, num_dst, h, width, out, with_self);
-  else
-    mean_aggregate_rows<Fp16>(indptr, indices, num_dst, h, width, out, with_self);
+  const int64_t num_edges = indptr[num_dst], stride = with_self ? 2 * width : width;
+  if (bf16) {
+#pragma omp parallel for schedule(dynamic, 64)
+    for (int64_t i = 0; i < num_dst; ++i)
+      mean_row<Bf16>(indptr, indices, num_edges, h, width, out + i * stride, with_self, i);
+  } else {
+#pragma omp parallel for schedule(dynamic, 64)
+    for (int64_t i = 0; i < num_dst; ++i)
+      mean_row<Fp16>(indptr, indices, num_edges, h, width, out + i * stride, with_self, i);
+  }
 }
 
 FS_CLONES void mean_aggregate_backward(const int64_t* indptr, const int32_t* indices, int64_t num_dst,

@@ -61,3 +61,38 @@ def test_empty_batch_runs():
     blocks = [Block(np.zeros(1, np.int64), np.zeros(0, np.int32), 0, 0) for _ in range(2)]
     model = GraphSAGE(4, 8, 3, 2)
     assert model(blocks, torch.zeros(0, 4)).shape == (0, 3)
+
+
+def _keep_bits(seed: int, p: float, k: np.ndarray) -> np.ndarray:
+    """native/activation.cpp's keep rule, written out in numpy's uint64."""
+    def lowbias32(x):
+        x = x & 0xFFFFFFFF
+        x ^= x >> 16
+        x = (x * 0x7FEB352D) & 0xFFFFFFFF
+        x ^= x >> 15
+        x = (x * 0x846CA68B) & 0xFFFFFFFF
+        return x ^ (x >> 16)
+
+    k = k.astype(np.uint64)
+    high = (seed >> 32) ^ (((k >> 32) * 0x9E3779B9) & 0xFFFFFFFF)
+    return (lowbias32(lowbias32((k & 0xFFFFFFFF) ^ (seed & 0xFFFFFFFF)) + high) >> 8) >= int(p * 16777216.0 + 0.5)
+
+
+@pytest.mark.parametrize("p", [0.3, 0.5])
+def test_dropout_keep_bits_follow_the_documented_rule(p):
+    # the masks are part of the training contract (recorded losses depend on them); the
+    # kernels compute them in vectorised 32-bit lanes, this is the rule in plain uint64
+    from fastsample.native import lib
+
+    seed = 0x1234_5678_9ABC_DEF1
+    mask = np.empty((1001, 333), np.float32)
+    lib.dropout_mask(mask, p, seed)
+    keep = _keep_bits(seed, p, np.arange(mask.size)).reshape(mask.shape)
+    np.testing.assert_array_equal(mask, np.where(keep, np.float32(1 / (1 - p)), np.float32(0)))
+    assert abs(keep.mean() - (1 - p)) < 0.01
+    x = np.random.default_rng(0).standard_normal((257, 129)).astype(np.float32)
+    bias = np.random.default_rng(1).standard_normal(129).astype(np.float32)
+    out = x.copy()
+    lib.bias_relu_dropout(out, bias, p, seed)
+    keep = _keep_bits(seed, p, np.arange(x.size)).reshape(x.shape)
+    np.testing.assert_array_equal(out, np.maximum(x + bias, 0) * np.where(keep, np.float32(1 / (1 - p)), np.float32(0)))
