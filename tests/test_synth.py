@@ -66,3 +66,62 @@ def test_cli_rejects_bad_parameters_by_name(tmp_path):
     proc = run_module("fastsample.data", "synth", tmp_path / "x", "--nodes", "1")
     assert proc.returncode == 2 and "--nodes must be >= 2 (got 1)" in proc.stderr, proc.stderr
     assert not (tmp_path / "x").exists()
+
+
+def sequential_edges(cfg):
+    """The generator as it was before it went parallel: one stream, chunk after chunk,
+    np.searchsorted for every endpoint. Its (src, dst) in generation ids."""
+    from fastsample.data import synth
+
+    rng = np.random.default_rng(cfg.seed)
+    comm, starts = synth._communities(cfg, rng)
+    cw = np.cumsum(synth._weights(cfg, rng))
+    total, last = cw[-1], cfg.num_nodes - 1
+    lo, hi = np.concatenate([[0.0], cw])[starts[:-1]], cw[starts[1:] - 1]
+    num_pairs = int(round(cfg.num_nodes * cfg.avg_degree / 2))
+    src, dst = [], []
+    for begin in range(0, num_pairs, synth.CHUNK):
+        k = min(synth.CHUNK, num_pairs - begin)
+        u = np.minimum(np.searchsorted(cw, rng.random(k) * total, side="right"), last)
+        inside, r = rng.random(k) < cfg.intra, rng.random(k)
+        c = comm[u]
+        v = np.minimum(np.searchsorted(cw, np.where(inside, lo[c] + r * (hi[c] - lo[c]), r * total), side="right"),
+                       last)
+        src.append(u)
+        dst.append(v)
+    return np.concatenate(src), np.concatenate(dst), rng
+
+
+def test_chunked_parallel_generator_equals_the_sequential_one(monkeypatch, tmp_path):
+    # chunk c jumps the stream to its own start and looks endpoints up through a bucket
+    # table: the edges must be exactly the sequential generator's, chunk boundaries and
+    # thread counts notwithstanding, and what follows the edges (the permutation, the
+    # features) must continue the stream where the sequential one left it
+    from fastsample.data import synth
+
+    monkeypatch.setattr(synth, "CHUNK", 1000)  # many chunks, one partial
+    cfg = SynthConfig(num_nodes=3001, avg_degree=9.5, num_classes=5, feature_dim=4, seed=11)
+    src, dst, rng = sequential_edges(cfg)
+    stream = synth.EdgeStream(cfg)
+    assert len(stream) == 15
+    got = [stream.chunk(c) for c in range(len(stream))]
+    perm = rng.permutation(cfg.num_nodes)
+    np.testing.assert_array_equal(np.concatenate([u for u, _ in got]), perm[src])
+    np.testing.assert_array_equal(np.concatenate([v for _, v in got]), perm[dst])
+    assert stream.after.bit_generator.state == rng.bit_generator.state
+    for threads in (1, 2):
+        write_synthetic(tmp_path / f"t{threads}", cfg, progress=False, threads=threads)
+    for name in ("indptr", "indices", "features", "labels", "train"):
+        assert (tmp_path / "t1" / f"{name}.npy").read_bytes() == (tmp_path / "t2" / f"{name}.npy").read_bytes(), name
+
+
+def test_float16_features(tmp_path):
+    cfg = SynthConfig(num_nodes=500, avg_degree=6, num_classes=3, feature_dim=8, feature_dtype="float16")
+    write_synthetic(tmp_path / "h", cfg, progress=False)
+    write_synthetic(tmp_path / "f", SynthConfig(**{**cfg.__dict__, "feature_dtype": "float32"}), progress=False)
+    h, f = load_dataset(tmp_path / "h"), load_dataset(tmp_path / "f")
+    assert h.features.dtype == np.float16 and h.meta["dtypes"]["features"] == "float16"
+    np.testing.assert_array_equal(h.features, f.features.astype(np.float16))
+    proc = run_module("fastsample.data", "synth", tmp_path / "x", "--feature-dtype", "float64")
+    assert proc.returncode == 2 and "--feature-dtype must be one of float32, float16 (got 'float64')" in proc.stderr, \
+        proc.stderr

@@ -106,3 +106,101 @@ def edges_to_csc(src: np.ndarray, dst: np.ndarray, num_nodes: int, *,
     _compact(indptr, indices, new_indptr, out)
     del indices
     return CSCGraph(new_indptr.astype(offset_dtype(len(out))), out)
+
+
+# ---------------------------------------------------------------- bounded memory, on disk
+
+
+@numba.njit(cache=True, nogil=True)
+def _count_into(src, dst, counts, symmetric, self_loops):
+    for e in range(len(src)):
+        u, v = src[e], dst[e]
+        if u == v and not self_loops:
+            continue
+        counts[v + 1] += 1
+        if symmetric and u != v:
+            counts[u + 1] += 1
+
+
+@numba.njit(cache=True, nogil=True)
+def _scatter_into(src, dst, pos, out, symmetric, self_loops):
+    for e in range(len(src)):
+        u, v = src[e], dst[e]
+        if u == v and not self_loops:
+            continue
+        out[pos[v]] = u
+        pos[v] += 1
+        if symmetric and u != v:
+            out[pos[u]] = v
+            pos[u] += 1
+
+
+@numba.njit(cache=True, nogil=True)
+def _compact_left(indptr, indices, new_indptr):
+    # new_indptr[v] <= indptr[v] for every v: moving segments left, in order, never
+    # overwrites a value still to be read
+    for v in range(len(indptr) - 1):
+        start, dest = indptr[v], new_indptr[v]
+        for i in range(new_indptr[v + 1] - dest):
+            indices[dest + i] = indices[start + i]
+
+
+def shrink_npy(path, length: int) -> None:
+    """Cut the 1-D .npy file at ``path`` to its first ``length`` entries, in place: the
+    header is rewritten at its old size (space-padded, as the format allows) and the file
+    truncated, so no copy of the data is made."""
+    with open(path, "r+b") as f:
+        version = np.lib.format.read_magic(f)
+        read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        shape, fortran, dtype = read(f)
+        data_start = f.tell()
+        if len(shape) != 1 or length > shape[0]:
+            raise ValueError(f"{path}: cannot shrink {shape} to ({length},)")
+        prefix = 8 + (2 if version == (1, 0) else 4)  # magic + version, then the header length
+        fields = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": fortran, "shape": (length,)}
+        text = "{" + "".join(f"{k!r}: {v!r}, " for k, v in fields.items()) + "}"  # as numpy writes it
+        text = text.ljust(data_start - prefix - 1) + "\n"
+        if len(text) != data_start - prefix:
+            raise ValueError(f"{path}: header does not fit")
+        f.seek(prefix)
+        f.write(text.encode("latin1"))
+        f.truncate(data_start + length * dtype.itemsize)
+
+
+def edges_to_csc_file(chunks, num_nodes: int, indices_path, *, symmetric: bool, self_loops: bool = False,
+                      progress=None) -> np.ndarray:
+    """edges_to_csc for edge lists too large for memory: the same CSC, with the indices
+    written to the .npy file ``indices_path`` (memory-mapped, so the kernel pages it out)
+    and O(num_nodes) arrays in memory besides one chunk.
+
+    Args:
+        chunks: a function returning an iterable of (src, dst) chunks; it is called twice
+            (count, then place) and must give the same chunks both times;
+        num_nodes, symmetric, self_loops: as edges_to_csc;
+        indices_path: the .npy file to write (created, then cut to the final length);
+        progress: called with the number of pairs of each chunk, per pass (or None).
+    Returns:
+        indptr (int64, num_nodes + 1); the indices are in the file, sorted and deduplicated
+        within each node exactly as edges_to_csc leaves them.
+    """
+    ids = id_dtype(num_nodes)
+    counts = np.zeros(num_nodes + 1, dtype=np.int64)
+    for src, dst in chunks():
+        _count_into(src.astype(ids, copy=False), dst.astype(ids, copy=False), counts, symmetric, self_loops)
+        if progress:
+            progress(len(src))
+    indptr = np.cumsum(counts)
+    del counts
+    indices = np.lib.format.open_memmap(indices_path, mode="w+", dtype=ids, shape=(int(indptr[-1]),))
+    pos = indptr[:-1].copy()
+    for src, dst in chunks():
+        _scatter_into(src.astype(ids, copy=False), dst.astype(ids, copy=False), pos, indices, symmetric, self_loops)
+        if progress:
+            progress(len(src))
+    del pos
+    new_indptr = np.cumsum(_sort_dedupe(indptr, indices))
+    _compact_left(indptr, indices, new_indptr)
+    indices.flush()
+    del indices
+    shrink_npy(indices_path, int(new_indptr[-1]))
+    return new_indptr
