@@ -15,6 +15,8 @@ output-sized index arrays; no O(E) int64 temporaries when ids are int32.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numba
 import numpy as np
 
@@ -112,37 +114,56 @@ def edges_to_csc(src: np.ndarray, dst: np.ndarray, num_nodes: int, *,
 
 
 @numba.njit(cache=True, nogil=True)
-def _count_into(src, dst, counts, symmetric, self_loops):
+def _directed(src, dst, symmetric, self_loops, counts):
+    """The stored (dst, src) pairs of one chunk, both directions if symmetric; counts
+    each destination's in-edges into counts[v + 1]."""
+    n = 0
+    for e in range(len(src)):
+        if src[e] != dst[e] or self_loops:
+            n += 2 if symmetric and src[e] != dst[e] else 1
+    d = np.empty(n, dtype=src.dtype)
+    s = np.empty(n, dtype=src.dtype)
+    k = 0
     for e in range(len(src)):
         u, v = src[e], dst[e]
         if u == v and not self_loops:
             continue
+        d[k], s[k] = v, u
+        k += 1
         counts[v + 1] += 1
         if symmetric and u != v:
+            d[k], s[k] = u, v
+            k += 1
             counts[u + 1] += 1
+    return d, s
 
 
 @numba.njit(cache=True, nogil=True)
-def _scatter_into(src, dst, pos, out, symmetric, self_loops):
-    for e in range(len(src)):
-        u, v = src[e], dst[e]
-        if u == v and not self_loops:
-            continue
-        out[pos[v]] = u
+def _by_range(d, s, width, ranges):
+    """(dst, src) pairs grouped by destination range (v // width), order kept within a
+    range (a counting sort), as rows of an (n, 2) array, with each range's row offsets."""
+    offsets = np.zeros(ranges + 1, dtype=np.int64)
+    for i in range(len(d)):
+        offsets[d[i] // width + 1] += 1
+    for r in range(ranges):
+        offsets[r + 1] += offsets[r]
+    pos = offsets[:-1].copy()
+    out = np.empty((len(d), 2), dtype=d.dtype)
+    for i in range(len(d)):
+        r = d[i] // width
+        out[pos[r], 0] = d[i]
+        out[pos[r], 1] = s[i]
+        pos[r] += 1
+    return out, offsets
+
+
+@numba.njit(cache=True, nogil=True)
+def _place(pairs, first, pos, out):
+    # pos[v - first]: where v's next in-neighbour goes in out
+    for i in range(len(pairs)):
+        v = pairs[i, 0] - first
+        out[pos[v]] = pairs[i, 1]
         pos[v] += 1
-        if symmetric and u != v:
-            out[pos[u]] = v
-            pos[u] += 1
-
-
-@numba.njit(cache=True, nogil=True)
-def _compact_left(indptr, indices, new_indptr):
-    # new_indptr[v] <= indptr[v] for every v: moving segments left, in order, never
-    # overwrites a value still to be read
-    for v in range(len(indptr) - 1):
-        start, dest = indptr[v], new_indptr[v]
-        for i in range(new_indptr[v + 1] - dest):
-            indices[dest + i] = indices[start + i]
 
 
 def shrink_npy(path, length: int) -> None:
@@ -168,39 +189,68 @@ def shrink_npy(path, length: int) -> None:
 
 
 def edges_to_csc_file(chunks, num_nodes: int, indices_path, *, symmetric: bool, self_loops: bool = False,
-                      progress=None) -> np.ndarray:
-    """edges_to_csc for edge lists too large for memory: the same CSC, with the indices
-    written to the .npy file ``indices_path`` (memory-mapped, so the kernel pages it out)
-    and O(num_nodes) arrays in memory besides one chunk.
+                      expected_edges: int | None = None, budget: int = 1 << 30, progress=None) -> np.ndarray:
+    """edges_to_csc for edge lists too large for memory: the same CSC, its indices written
+    to the .npy file ``indices_path``, in O(num_nodes) memory plus ``budget`` bytes.
+
+    One pass over the chunks spills each stored (dst, src) pair to the file of its
+    destination range (beside indices_path); then each range is read back, placed,
+    sorted and deduplicated in memory and appended to indices_path. Every write is
+    sequential: scattering into a file-backed map instead made the kernel write the same
+    pages back over and over (600 MB/s of writeback, 10x slower than counting).
 
     Args:
-        chunks: a function returning an iterable of (src, dst) chunks; it is called twice
-            (count, then place) and must give the same chunks both times;
+        chunks: an iterable of (src, dst) chunks;
         num_nodes, symmetric, self_loops: as edges_to_csc;
-        indices_path: the .npy file to write (created, then cut to the final length);
-        progress: called with the number of pairs of each chunk, per pass (or None).
+        indices_path: the .npy file to write (made at its largest, then cut to length);
+        expected_edges: about how many pairs are stored (both directions), to size the
+            ranges (default: one range, all edges in memory at once);
+        budget: bytes a range may take in memory (12 per stored pair);
+        progress: called with the number of input pairs of each chunk (or None).
     Returns:
-        indptr (int64, num_nodes + 1); the indices are in the file, sorted and deduplicated
-        within each node exactly as edges_to_csc leaves them.
+        indptr (int64, num_nodes + 1); the indices are in the file, sorted and
+        deduplicated within each node exactly as edges_to_csc leaves them.
     """
     ids = id_dtype(num_nodes)
+    ranges = max(1, min(num_nodes, -(-12 * int(expected_edges or 0) // budget)))
+    width = -(-num_nodes // ranges)
+    indices_path = Path(indices_path)
+    spill = [indices_path.with_name(f"{indices_path.stem}.range{r}.tmp") for r in range(ranges)]
     counts = np.zeros(num_nodes + 1, dtype=np.int64)
-    for src, dst in chunks():
-        _count_into(src.astype(ids, copy=False), dst.astype(ids, copy=False), counts, symmetric, self_loops)
-        if progress:
-            progress(len(src))
+    files = [open(p, "wb") for p in spill]
+    try:
+        for src, dst in chunks:
+            d, s = _directed(src.astype(ids, copy=False), dst.astype(ids, copy=False), symmetric, self_loops, counts)
+            pairs, offsets = _by_range(d, s, width, ranges)
+            del d, s
+            for r in range(ranges):
+                pairs[offsets[r]:offsets[r + 1]].tofile(files[r])
+            if progress:
+                progress(len(src))
+    finally:
+        for f in files:
+            f.close()
     indptr = np.cumsum(counts)
     del counts
-    indices = np.lib.format.open_memmap(indices_path, mode="w+", dtype=ids, shape=(int(indptr[-1]),))
-    pos = indptr[:-1].copy()
-    for src, dst in chunks():
-        _scatter_into(src.astype(ids, copy=False), dst.astype(ids, copy=False), pos, indices, symmetric, self_loops)
-        if progress:
-            progress(len(src))
-    del pos
-    new_indptr = np.cumsum(_sort_dedupe(indptr, indices))
-    _compact_left(indptr, indices, new_indptr)
-    indices.flush()
-    del indices
-    shrink_npy(indices_path, int(new_indptr[-1]))
+    out = np.lib.format.open_memmap(indices_path, mode="w+", dtype=ids, shape=(int(indptr[-1]),))
+    new_indptr = np.zeros(num_nodes + 1, dtype=np.int64)
+    written = 0
+    for r, path in enumerate(spill):
+        first, last = r * width, min(num_nodes, (r + 1) * width)
+        pairs = np.fromfile(path, dtype=ids).reshape(-1, 2)
+        path.unlink()
+        local = indptr[first:last + 1] - indptr[first]
+        segment = np.empty(int(local[-1]), dtype=ids)
+        _place(pairs, first, local[:-1].copy(), segment)
+        del pairs
+        unique = _sort_dedupe(local, segment)
+        kept = np.cumsum(unique)
+        compact = np.empty(int(kept[-1]), dtype=ids)
+        _compact(local, segment, kept, compact)
+        out[written:written + len(compact)] = compact
+        new_indptr[first + 1:last + 1] = written + kept[1:]
+        written += len(compact)
+    out.flush()
+    del out
+    shrink_npy(indices_path, written)
     return new_indptr

@@ -17,9 +17,9 @@ Model (a degree-corrected stochastic block model, Chung-Lu style):
 Everything is drawn from one numpy stream seeded by ``seed``, so the output depends only
 on the parameters. The edges come in fixed-size chunks, each from that stream advanced to
 its start (EdgeStream), and the endpoint lookups run on all cores; the graph is the same
-for any thread count. Memory: O(num_nodes) arrays and a few chunks: the edges are made twice (count,
-then place) and placed straight into the output file's memory map
-(edges.edges_to_csc_file); features are written chunk by chunk.
+for any thread count. Memory: O(num_nodes) arrays, a chunk, and one destination range of edges at a
+time (edges.edges_to_csc_file spills the edges by range to disk and builds the CSC range
+by range); features are written chunk by chunk.
 """
 
 from __future__ import annotations
@@ -221,10 +221,9 @@ def write_synthetic(out, cfg: SynthConfig, overwrite: bool = False, progress: bo
         edges = EdgeStream(cfg)
         rng = edges.after  # the rest (centroids, features, splits) continues the stream
         labels = edges.labels()
-        with tqdm(total=2 * edges.num_pairs, desc="edges (count, place)", unit="e", unit_scale=True,
-                  disable=not progress) as bar:
-            indptr = edges_to_csc_file(edges.chunks, cfg.num_nodes, writer.tmp / "indices.npy", symmetric=True,
-                                       progress=bar.update)
+        with tqdm(total=edges.num_pairs, desc="edges", unit="e", unit_scale=True, disable=not progress) as bar:
+            indptr = edges_to_csc_file(edges.chunks(), cfg.num_nodes, writer.tmp / "indices.npy", symmetric=True,
+                                       expected_edges=2 * edges.num_pairs, progress=bar.update)
         del edges
         writer.save("indptr", indptr.astype(offset_dtype(int(indptr[-1])), copy=False))
         del indptr
