@@ -212,8 +212,8 @@ def edges_to_csc_file(chunks, num_nodes: int, indices_path, *, symmetric: bool, 
         deduplicated within each node exactly as edges_to_csc leaves them.
     """
     ids = id_dtype(num_nodes)
-    ranges = max(1, min(num_nodes, -(-12 * int(expected_edges or 0) // budget)))
-    width = -(-num_nodes // ranges)
+    width = max(1, -(-num_nodes // max(1, min(num_nodes, -(-12 * int(expected_edges or 0) // budget)))))
+    ranges = max(1, -(-num_nodes // width))  # ranges of `width` nodes, the last maybe shorter, none empty
     indices_path = Path(indices_path)
     spill = [indices_path.with_name(f"{indices_path.stem}.range{r}.tmp") for r in range(ranges)]
     counts = np.zeros(num_nodes + 1, dtype=np.int64)
