@@ -41,6 +41,13 @@ from pathlib import Path
 
 import torch
 
+# oneDNN (and ideep, torch's wrapper of it) keep a compiled primitive per matrix shape,
+# up to 1024; a layer's row count differs every step, so a rank on the onednn engine
+# grew by ~1.2 GiB over 750 medium steps. Small caches keep it flat (both are needed);
+# read at the first oneDNN call, so set here, before any; a user's setting wins.
+os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "16")
+os.environ.setdefault("LRU_CACHE_CAPACITY", "16")
+
 BACKENDS = ("auto", "blas", "onednn")
 ENGINES = BACKENDS[1:]
 PRECISIONS = ("fp32", "bf16")

@@ -3,6 +3,9 @@ fastsample/bf16.py): each fp32 engine matches the plain-PyTorch reference within
 bf16 products within the documented tolerance, 16-bit features are read exactly."""
 
 import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -130,3 +133,19 @@ def test_bad_names_are_refused():
         matmul.choose("mkl")
     with pytest.raises(ValueError, match="precision must be one of fp32, bf16"):
         matmul.choose("auto", "fp16")
+
+
+@pytest.mark.skipif(not matmul.onednn_available(), reason="torch without oneDNN")
+def test_onednn_engine_does_not_grow_with_new_shapes():
+    # every step's layer sizes differ; oneDNN's default per-shape caches made a rank on the
+    # onednn engine grow for hundreds of steps (fastsample/matmul.py bounds them)
+    script = ("import torch; from fastsample import matmul; torch.set_num_threads(1)\n"
+              "w, z = torch.randn(256, 200), torch.randn(6000, 200)\n"
+              "rss = lambda: int(open('/proc/self/statm').read().split()[1]) * 4096 / 2**20\n"
+              "matmul._onednn(z[:100], w); before = rss()\n"
+              "for i in range(400): matmul._onednn(z[:3000 + 7 * i], w)\n"
+              "print(rss() - before)")
+    env = {k: v for k, v in os.environ.items() if k not in ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY")}
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert float(proc.stdout) < 100, f"grew {float(proc.stdout):.0f} MiB over 400 shapes"  # ~235 MiB unbounded

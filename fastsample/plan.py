@@ -1,0 +1,440 @@
+"""python -m fastsample.plan: memory per rank and per machine for a graph size and a cluster, before anything is built.
+
+Every figure is an expected value for the trainer's defaults (python -m fastsample.train),
+from the sizes alone; what each term counts, and where it was measured, is below.
+
+Persistent, per rank
+  topology        hybrid: indptr (N+1) and indices (E) of the whole in-edge CSC, memory-mapped,
+                  so the R ranks of a machine share one copy through the page cache (it is
+                  counted once per machine); vanilla: the rank's own rows, (N/P+1) + E/P.
+                  Dtypes by graph.py's rule: ids int32 while N < 2^31, indptr int32 while
+                  E < 2^31, else int64 (and int64 whenever the ids are).
+  feature shard   ceil(N/P) x F x the feature dtype (memory-mapped, private to its rank), plus
+                  labels (int64) and the rank's split ids.
+  feature cache   --cache-fraction f: floor(f N) rows and their int64 ids (distributed/cache.py);
+                  its start-up build holds ~4 int64 arrays of N (frequency policy; 3 for degree).
+  node map        the fused sampler's global -> local map: one uint64 per node, filled at first
+                  use and kept (native/node_map.hpp; the Numba kernels' map is int64 too).
+  model state     GraphSAGE: per layer W_self, W_neigh (d_in x d_out) and a bias (d_out); fp32
+                  parameters, gradients, Adam's two moments, the forward's [W_self | W_neigh]
+                  copy and the all-reduce's flat bucket: 6 copies.
+  runtime         Python, torch, MPI and fastsample themselves (RUNTIME_BYTES per rank, measured),
+                  and the shared libraries' pages (LIBRARY_BYTES, once per machine).
+
+Per step, per rank (expected: see "Sampled sizes")
+  MFGs            per layer indptr (dst+1) int64, indices (edges) int32, src_ids (dst+edges)
+                  ids: the native kernel allocates src for the worst case, dst + edges.
+  gathered input  x: src_0 x F float32 rows, plus the gather's buffers: the rows this rank
+                  sends and receives ((P-1)/P of the inputs each way, a random partition's
+                  share; METIS keeps more local) and ~5 int64 per input node of bookkeeping.
+  activations     per layer Z = [h_dst | mean] (dst x 2 d_in, fp32) and the output (dst x d_out);
+                  backward adds the output's gradient, Z's gradient and the input's (src x d_in).
+  peak            the larger of: the compute peak (inputs + saved tensors + one layer's backward,
+                  + --prefetch DEPTH batches made ahead), and the gather of the next batch
+                  while the current one is still referenced (two batches' inputs).
+  allocator       the per-step blocks vary in size from step to step, so the heap a process
+                  keeps is larger than the logical peak: the larger of the compute phase's and
+                  the gather phase's peak, each x HEAP_FRAGMENTATION[--allocator] (retain, the
+                  trainer's default, keeps freed memory mapped: 1.8 and 1.1; system: 1.3 and
+                  1.0; fitted on medium P=1, 2 and products P=4, flat after ~40 steps with
+                  --matmul blas). With oneDNN products (--matmul auto picks them where faster)
+                  the heap grew on for hundreds of steps in our runs (ideep's per-shape
+                  primitive cache, LRU_CACHE_CAPACITY); the plan does not model that growth.
+
+Sampled sizes. The degree distribution is modelled as the synthetic generator's
+(fastsample/data/synth.py): Chung-Lu with power-law weights of exponent --degree-exponent
+(default 2.3), mean E/N, a node's degree Poisson around its weight. Seeds are uniform; a node
+reached through an edge is degree-biased, and keeps min(degree, fanout) neighbours. Picks are
+modelled as independent draws proportional to degree, so after T picks the expected number
+of distinct nodes is sum_v 1 - (1 - d_v/E)^T (duplicates, and hubs saturating, are what
+bring it below T). Community structure adds some overlap that independent draws miss: the
+inputs come out up to 7 % high on the 100k-2.4M-node synthetic graphs, +0.2 % at 4M nodes.
+Calibration against the real sampler: tests/test_plan.py and README.md.
+
+Partitioning (python -m fastsample.partition, on one machine): METIS's and KaMinPar's
+estimated peaks and the --method auto choice are fastsample/partition/kaminpar.py's own.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import sys
+from dataclasses import asdict, dataclass
+from types import SimpleNamespace
+
+import numpy as np
+
+from fastsample import config as cfg
+from fastsample.allocator import available_memory
+from fastsample.data.summary import format_bytes
+from fastsample.graph import id_dtype, offset_dtype
+
+__all__ = ["PlanConfig", "LayerSizes", "expected_mfgs", "plan", "format_plan", "main", "parse_size",
+           "RUNTIME_BYTES", "LIBRARY_BYTES", "HEAP_FRAGMENTATION"]
+
+PROG = "python -m fastsample.plan"
+MODES = ("hybrid", "vanilla")
+FEATURE_DTYPES = {"float32": 4, "float16": 2, "bfloat16": 2}
+CACHE_POLICIES = ("frequency", "degree")
+
+# Measured on this project's machines (README.md, "Planning memory"):
+RUNTIME_BYTES = 280 * 2**20  # a rank's own memory before its data: Python, torch, MPI, fastsample, start-up
+LIBRARY_BYTES = 140 * 2**20  # the shared libraries' pages, once per machine
+# the heap a process keeps / the logical peak of (the compute phase, the gather phase), by --allocator
+HEAP_FRAGMENTATION = {"retain": (1.8, 1.1), "system": (1.3, 1.0)}
+
+_GRID = 1536  # quantile cells of the degree model
+_UNITS = {"": 1, "b": 1, "k": 2**10, "kb": 10**3, "kib": 2**10, "m": 2**20, "mb": 10**6, "mib": 2**20,
+          "g": 2**30, "gb": 10**9, "gib": 2**30, "t": 2**40, "tb": 10**12, "tib": 2**40}
+
+
+def parse_size(text: str) -> int:
+    """Bytes from "512G", "1.5TiB", "64GB", "1000000" (K/M/G/T alone are binary). ValueError if not a size."""
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", str(text))
+    if not m or m.group(2).lower() not in _UNITS:
+        raise ValueError(f"not a size: {text!r}")
+    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+
+
+def _is_size(text: str) -> bool:
+    try:
+        return parse_size(text) > 0
+    except ValueError:
+        return False
+
+
+def _positive(v) -> bool:
+    return v > 0
+
+
+@dataclass(frozen=True)
+class PlanConfig:
+    """The settings of python -m fastsample.plan (its command line is generated from them)."""
+
+    nodes: int = cfg.option(help="nodes (N)", check=(lambda v: v >= 2, "must be at least 2"))
+    edges: int = cfg.option(help="stored directed edges (E): what the in-edge CSC holds; an undirected graph of M "
+                            "edges is stored with both directions, E = 2M (python -m fastsample.data info prints it)",
+                            check=(lambda v: v >= 0, "must be >= 0"))
+    feature_dim: int = cfg.option(help="feature width (F)", check=(_positive, "must be positive"))
+    feature_dtype: str = cfg.option("float32", "how the features are stored", choices=tuple(FEATURE_DTYPES))
+    classes: int = cfg.option(47, "output classes (the last layer's width)", check=(_positive, "must be positive"))
+    ranks: int = cfg.option(1, "ranks in the job (P)", check=(_positive, "must be positive"))
+    ranks_per_machine: int = cfg.option(1, "ranks on one machine (R); they share its copy of the topology in "
+                                        "hybrid mode", check=(_positive, "must be positive"))
+    mode: str = cfg.option("hybrid", "hybrid: topology replicated per machine; vanilla: topology partitioned",
+                           choices=MODES)
+    fanouts: tuple[int, ...] = cfg.option((15, 10, 5), "per layer, input layer first; -1 = all neighbours (write "
+                                          "--fanouts=-1,-1)", expect="comma-separated integers",
+                                          check=(lambda v: len(v) > 0 and all(f == -1 or f > 0 for f in v),
+                                                 "must be positive or -1"))
+    batch_size: int = cfg.option(1000, "training seeds per rank per step", check=(_positive, "must be positive"))
+    hidden: int = cfg.option(256, "width of the hidden GraphSAGE layers", check=(_positive, "must be positive"))
+    layers: int | None = cfg.option(None, "GNN layers (default: number of fanouts)",
+                                    check=(_positive, "must be positive"))
+    cache_fraction: float = cfg.option(0.0, "the hot-feature cache: this fraction of all nodes' rows on every rank",
+                                       check=(lambda v: 0 <= v < 1, "must be in [0, 1)"))
+    cache_policy: str = cfg.option("frequency", "the cache's policy (its start-up build differs)",
+                                   choices=CACHE_POLICIES)
+    prefetch: int = cfg.option(0, "batches made ahead in a background thread", metavar="DEPTH",
+                               check=(lambda v: 0 <= v <= 8, "must be in 0..8"))
+    allocator: str = cfg.option("retain", "the trainer's --allocator (retain keeps freed heap mapped: more memory)",
+                                choices=tuple(HEAP_FRAGMENTATION))
+    memory: str | None = cfg.option(None, "memory per machine, e.g. 256G, 512GiB or a byte count (default: this "
+                                    "machine's MemAvailable)", metavar="SIZE",
+                                    check=(_is_size, "must be a size such as 256G, 512GiB or a byte count"))
+    degree_exponent: float = cfg.option(2.3, "power-law exponent of the degree model (the synthetic generator's "
+                                        "default; real graphs are mostly 2-3)",
+                                        check=(lambda v: v > 2, "must be > 2 (a finite mean degree)"))
+    json: bool = cfg.option(False, "print the plan as JSON")
+
+    def __post_init__(self):
+        object.__setattr__(self, "fanouts", tuple(int(f) for f in self.fanouts))
+        if self.layers is None:
+            object.__setattr__(self, "layers", len(self.fanouts))
+        cfg.validate(self)
+        if self.layers != len(self.fanouts):
+            raise cfg.ConfigError("layers", f"{self.layers} needs {self.layers} fanouts, got {list(self.fanouts)}")
+        if self.ranks_per_machine > self.ranks:
+            raise cfg.ConfigError("ranks_per_machine", f"must be at most the ranks, {self.ranks} "
+                                  f"(got {self.ranks_per_machine})")
+        if self.ranks > self.nodes:
+            raise cfg.ConfigError("ranks", f"must be at most the nodes, {self.nodes:,} (got {self.ranks})")
+
+    @property
+    def memory_bytes(self) -> int | None:
+        return parse_size(self.memory) if self.memory is not None else available_memory()
+
+
+# ---------------------------------------------------------------------------------------------
+# The degree model and the expected MFG sizes
+
+
+class _Degrees:
+    """The Chung-Lu power-law degree model on a quantile grid: cell j holds a share
+    ``mass[j]`` of the nodes, each with expected degree ``lam[j]`` (mean: E/N)."""
+
+    def __init__(self, num_nodes: int, num_edges: int, exponent: float):
+        n, mean = num_nodes, num_edges / num_nodes
+        tail = exponent - 1.0  # the weights' Pareto index (synth.py's _weights)
+        # cells in the upper-tail probability q = 1 - u, log-spaced down to one node
+        q = np.concatenate([[0.0], np.geomspace(0.5 / n, 1.0, _GRID)])
+        self.mass = np.diff(q)
+        mid = np.sqrt(np.maximum(q[:-1], 0.25 / n) * q[1:])
+        w = mid ** (-1.0 / tail)
+        w_mean = float(self.mass @ w)
+        cap = min(400 * mean, n / 4) if mean > 0 else 1.0  # synth.py's default cap on the expected degree
+        w = np.minimum(w, cap * w_mean / max(mean, 1e-12))
+        self.lam = mean * w / float(self.mass @ w)
+        self.n, self.mean = n, mean
+
+    def picks(self, fanout: int, biased: bool) -> np.ndarray:
+        """E[min(D, fanout)] per cell; D ~ Poisson(lam), or 1 + Poisson(lam) for a node reached
+        through an edge (size-biased); fanout -1: E[D]."""
+        lam = self.lam
+        if fanout == -1:
+            return lam + 1.0 if biased else lam.copy()
+        # E[min(D, f)] = sum_{k<f} P(D > k); D' = 1 + D: sum_{k<f} P(D' > k) = 1 + sum_{k<f-1} P(D > k)
+        terms = fanout - 1 if biased else fanout
+        pmf = np.exp(-lam)
+        cdf = pmf.copy()
+        total = np.zeros_like(lam)
+        for k in range(terms):
+            total += 1.0 - cdf
+            pmf = pmf * lam / (k + 1)
+            cdf = cdf + pmf
+        return total + (1.0 if biased else 0.0)
+
+    def reached(self, picks: float) -> np.ndarray:
+        """Per cell, the probability that a node is among ``picks`` degree-biased draws."""
+        if self.mean == 0:
+            return np.zeros_like(self.lam)
+        return -np.expm1(picks * np.log1p(-np.minimum(self.lam / (self.n * self.mean), 1.0)))
+
+
+@dataclass(frozen=True)
+class LayerSizes:
+    """One layer's expected MFG: destinations, sampled edges, sources (destinations included)."""
+
+    num_dst: float
+    num_edges: float
+    num_src: float
+
+
+def expected_mfgs(num_nodes: int, num_edges: int, fanouts, batch_size: int,
+                  exponent: float = 2.3) -> list[LayerSizes]:
+    """Expected MFG sizes of one step (input layer first, as fastsample.sampling.sample's).
+
+    Args:
+        num_nodes, num_edges: the graph (stored directed edges); fanouts: per layer, input
+        layer first; batch_size: seeds (uniform over the graph); exponent: the degree
+        model's power law.
+    """
+    deg = _Degrees(num_nodes, num_edges, exponent)
+    seeds = float(min(batch_size, num_nodes))
+    layers, dst, picked = [], seeds, 0.0
+    for f in reversed([int(f) for f in fanouts]):
+        p = deg.reached(picked)  # the non-seed destinations: nodes reached so far
+        per_reached = float(deg.mass @ (p * deg.picks(f, True))) / float(deg.mass @ p) if picked else 0.0
+        edges = seeds * float(deg.mass @ deg.picks(f, False)) + (dst - seeds) * per_reached
+        picked += edges
+        distinct = num_nodes * float(deg.mass @ deg.reached(picked))  # among every pick so far
+        src = min(float(num_nodes), max(dst, seeds + distinct))
+        layers.append(LayerSizes(dst, edges, src))
+        dst = src
+    return layers[::-1]
+
+
+# ---------------------------------------------------------------------------------------------
+# The plan
+
+
+def _itemsize(dtype) -> int:
+    return np.dtype(dtype).itemsize
+
+
+def plan(c: PlanConfig) -> dict:
+    """Every figure of the plan (bytes, expected values), as the report and --json show it."""
+    from fastsample.partition import kaminpar as kp
+    from fastsample.partition.layout import _sym_edges
+
+    n, e, P, R = c.nodes, c.edges, c.ranks, c.ranks_per_machine
+    machines = math.ceil(P / R)
+    ids = id_dtype(n)
+    offs = np.dtype(np.int64) if ids == np.int64 else offset_dtype(e)
+    idb, offb, fb = _itemsize(ids), _itemsize(offs), FEATURE_DTYPES[c.feature_dtype]
+    shard_rows = [n // P + (r < n % P) for r in range(P)]  # an even split; the partitioner's is within 5 %
+    owned = shard_rows[0]  # the largest
+
+    topology = (n + 1) * offb + e * idb
+    rank_topology = (owned + 1) * offb + math.ceil(e / P) * idb  # vanilla: the rank's rows
+    mfgs = expected_mfgs(n, e, c.fanouts, c.batch_size, c.degree_exponent)
+    dims = [c.feature_dim] + [c.hidden] * (c.layers - 1) + [c.classes]
+
+    # persistent, per rank
+    shard = owned * c.feature_dim * fb
+    labels = owned * 8 + owned * idb  # labels (int64) and the split ids (at most one per owned node)
+    cached_rows = min(int(c.cache_fraction * n), n - owned) if c.cache_fraction else 0
+    cache = cached_rows * (c.feature_dim * fb + 8)
+    cache_build = (4 if c.cache_policy == "frequency" else 3) * 8 * n if c.cache_fraction else 0
+    node_map = 8 * n
+    params = sum(2 * a * b + b for a, b in zip(dims[:-1], dims[1:]))
+    model_state = 6 * 4 * params
+
+    # per step, per rank
+    mfg_bytes = sum((m.num_dst + 1) * 8 + m.num_edges * 4 + (m.num_dst + m.num_edges) * idb for m in mfgs)
+    inputs = mfgs[0].num_src
+    x = inputs * c.feature_dim * 4
+    remote = inputs * (P - 1) / P
+    gather_buffers = 2 * remote * c.feature_dim * fb + inputs * 5 * 8
+    if c.mode == "vanilla":  # requests and picks of every lower layer, both ways
+        mfg_bytes += sum(2 * (m.num_dst + m.num_edges) * 8 for m in mfgs[:-1])
+    batch = mfg_bytes + x + c.batch_size * 16  # + seeds and labels
+    z = [m.num_dst * 2 * a * 4 for m, a in zip(mfgs, dims[:-1])]
+    out = [m.num_dst * b * 4 for m, b in zip(mfgs, dims[1:])]
+    # layer i's backward: saved Z_0..Z_i and outputs below it, its output's gradient, and (not for the
+    # input layer, whose input needs none) Z's gradient and the input's
+    backward = [sum(z[:i + 1]) + sum(out[:i]) + out[i] + (z[i] + mfgs[i].num_src * dims[i] * 4 if i else 0)
+                for i in range(len(mfgs))]
+    forward_end = sum(z) + sum(out) + 2 * c.batch_size * c.classes * 4
+    activations = max(max(backward), forward_end)
+    compute_peak = batch + activations + c.prefetch * batch + (gather_buffers if c.prefetch else 0)
+    gather_peak = 2 * batch + gather_buffers
+    step_peak = max(compute_peak, gather_peak)
+    f_compute, f_gather = HEAP_FRAGMENTATION[c.allocator]
+    heap = max(f_compute * compute_peak, f_gather * gather_peak, cache_build)
+
+    rank_fixed = RUNTIME_BYTES + shard + labels + cache + node_map + model_state
+    rank_total = rank_fixed + heap + (rank_topology if c.mode == "vanilla" else 0)
+    machine_topology = topology if c.mode == "hybrid" else 0
+    machine_total = machine_topology + LIBRARY_BYTES + R * rank_total
+    memory = c.memory_bytes
+
+    # the partitioner's own count of the symmetric adjacency (what --method auto sizes METIS by)
+    sym = _sym_edges(SimpleNamespace(graph=SimpleNamespace(num_edges=e)))
+    method, why = kp.choose_method(n, sym, memory) if P > 1 else ("metis", "one part: nothing to partition")
+    return {
+        "config": asdict(c),
+        "graph": {"nodes": n, "edges": e, "avg_degree": e / n, "id_dtype": ids.name, "indptr_dtype": offs.name},
+        "machines": machines,
+        "memory_per_machine": memory,
+        "memory_source": "--memory" if c.memory is not None else "this machine's MemAvailable",
+        "mfgs": [asdict(m) for m in mfgs],
+        "model": {"dims": dims, "parameters": params},
+        "per_rank": {
+            "feature_shard": shard, "shard_rows": shard_rows, "labels_and_splits": labels, "feature_cache": cache,
+            "cache_rows": cached_rows, "cache_build_transient": cache_build, "node_map": node_map,
+            "model_state": model_state,
+            "runtime": RUNTIME_BYTES, "topology_part": rank_topology if c.mode == "vanilla" else 0,
+            "step": {"mfgs": mfg_bytes, "gathered_features": x, "gather_buffers": gather_buffers,
+                     "activations": activations, "prefetched_batches": c.prefetch * batch,
+                     "compute_peak": compute_peak, "gather_peak": gather_peak, "peak": step_peak},
+            "heap": heap,
+            "total": rank_total,
+        },
+        "per_machine": {"ranks": R, "topology": machine_topology, "libraries": LIBRARY_BYTES, "total": machine_total,
+                        "fits": None if memory is None else machine_total <= memory},
+        "topology_bytes": topology,
+        "partition": {"symmetric_edges": sym, "metis_peak": kp.metis_peak_bytes(n, sym),
+                      "kaminpar_peak": kp.kaminpar_peak_bytes(n, sym),
+                      "metis_peak_if_symmetric": kp.metis_peak_bytes(n, e),
+                      "kaminpar_peak_if_symmetric": kp.kaminpar_peak_bytes(n, e),
+                      "auto": method, "why": why},
+    }
+
+
+def _b(v: float) -> str:
+    return format_bytes(float(v))
+
+
+def format_plan(p: dict) -> str:
+    """plan()'s dict as the report the CLI prints."""
+    c, g, r, m, s = p["config"], p["graph"], p["per_rank"], p["per_machine"], p["per_rank"]["step"]
+    hybrid = c["mode"] == "hybrid"
+    lines = [
+        f"graph       {g['nodes']:,} nodes, {g['edges']:,} stored directed edges (mean in-degree "
+        f"{g['avg_degree']:.1f}), ids {g['id_dtype']}, indptr {g['indptr_dtype']}; {c['feature_dim']} features "
+        f"{c['feature_dtype']}, {c['classes']} classes",
+        f"job         {c['ranks']} ranks, {c['ranks_per_machine']} per machine ({p['machines']} machines), mode "
+        f"{c['mode']}; GraphSAGE {'-'.join(map(str, p['model']['dims']))}, fanouts "
+        f"{','.join(map(str, c['fanouts']))}, batch {c['batch_size']}/rank"
+        + (f", cache {c['cache_fraction']:g} ({c['cache_policy']})" if c["cache_fraction"] else "")
+        + (f", prefetch {c['prefetch']}" if c["prefetch"] else ""),
+        "expected MFGs per step (input layer first; degree model exponent "
+        f"{c['degree_exponent']:g}):",
+    ]
+    lines += [f"  layer {i}   {x['num_dst']:>12,.0f} dst {x['num_edges']:>13,.0f} edges {x['num_src']:>12,.0f} src"
+              for i, x in enumerate(p["mfgs"])]
+    row = "  {:<34} {:>11}"
+    lines += ["per rank (expected; the largest shard)"]
+    lines += [row.format(k, _b(v)) for k, v in [
+        ("feature shard (N/P x F)", r["feature_shard"]),
+        ("labels + split ids", r["labels_and_splits"]),
+        (f"feature cache ({r['cache_rows']:,} rows)", r["feature_cache"]),
+        ("sampler node map (8 B x N)", r["node_map"]),
+        (f"model: {p['model']['parameters']:,} params x 6", r["model_state"]),
+        ("runtime (Python, torch, MPI)", r["runtime"]),
+    ] + ([("topology part (vanilla)", r["topology_part"])] if not hybrid else [])]
+    lines += ["  step:"]
+    lines += [row.format("  " + k, _b(v)) for k, v in [
+        ("MFGs", s["mfgs"]),
+        ("gathered input features (fp32)", s["gathered_features"]),
+        ("gather send/receive buffers", s["gather_buffers"]),
+        ("activations + gradients (peak)", s["activations"]),
+        ("batches made ahead (--prefetch)", s["prefetched_batches"]),
+        ("step peak", s["peak"]),
+    ]]
+    fc, fg = HEAP_FRAGMENTATION[c["allocator"]]
+    lines += [row.format(f"  compute / gather phase", f"{_b(s['compute_peak'])} / {_b(s['gather_peak'])}"),
+              row.format(f"heap kept (x {fc:g} / x {fg:g}, {c['allocator']})", _b(r["heap"])),
+              row.format("rank total", _b(r["total"]))]
+    lines += [f"per machine ({m['ranks']} ranks)"]
+    if hybrid:
+        lines += [row.format("topology (shared, page cache)", _b(m["topology"]))]
+    lines += [row.format("shared libraries", _b(m["libraries"])),
+              row.format(f"{m['ranks']} x rank total", _b(m["ranks"] * r["total"])),
+              row.format("machine total", _b(m["total"]))]
+    mem = p["memory_per_machine"]
+    if mem is None:
+        lines += ["  memory per machine unknown (pass --memory): cannot say whether it fits"]
+    else:
+        verdict = "fits" if m["fits"] else "DOES NOT FIT"
+        lines += [f"  {verdict} in {_b(mem)} ({p['memory_source']}): {m['total'] / mem:.0%} of it"]
+    q = p["partition"]
+    lines += [
+        "partitioning (python -m fastsample.partition, one machine; estimated peak, symmetric adjacency "
+        f"<= 2E = {q['symmetric_edges']:,} edges as --method auto counts; an undirected graph's is E, half):",
+        f"  METIS     {_b(q['metis_peak']):>11}   ({_b(q['metis_peak_if_symmetric'])} if already symmetric)",
+        f"  KaMinPar  {_b(q['kaminpar_peak']):>11}   ({_b(q['kaminpar_peak_if_symmetric'])} if already symmetric)",
+        f"  --method auto: {q['auto']} ({q['why']})",
+    ]
+    return "\n".join(lines)
+
+
+EPILOG = """\
+examples:
+  python -m fastsample.plan --nodes 2400000 --edges 117957736 --feature-dim 100 --ranks 4
+  python -m fastsample.plan --nodes 111059956 --edges 3231371744 --feature-dim 128 --classes 172 \\
+      --ranks 16 --ranks-per-machine 4 --memory 256G
+
+Figures are expected values (the MFGs' sizes vary from step to step by a few per cent);
+fastsample/plan.py says what each counts and README.md how they compare with measurements.
+"""
+
+
+def build_parser():
+    return cfg.parser(PlanConfig, PROG, __doc__.split(":", 1)[1].split("\n\n")[0].strip(), EPILOG)
+
+
+def main(argv=None) -> int:
+    """The command line (``python -m fastsample.plan``). Returns 0; a bad flag exits 2 naming it."""
+    parser = build_parser()
+    config = cfg.parse(PlanConfig, parser, argv)
+    p = plan(config)
+    print(json.dumps(p, indent=2) if config.json else format_plan(p))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
