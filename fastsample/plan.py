@@ -62,7 +62,6 @@ import math
 import re
 import sys
 from dataclasses import asdict, dataclass
-from types import SimpleNamespace
 
 import numpy as np
 
@@ -257,7 +256,7 @@ def _itemsize(dtype) -> int:
 def plan(c: PlanConfig) -> dict:
     """Every figure of the plan (bytes, expected values), as the report and --json show it."""
     from fastsample.partition import kaminpar as kp
-    from fastsample.partition.layout import _sym_edges
+    from fastsample.partition.assign import symmetric_edges
 
     n, e, P, R = c.nodes, c.edges, c.ranks, c.ranks_per_machine
     machines = math.ceil(P / R)
@@ -312,7 +311,7 @@ def plan(c: PlanConfig) -> dict:
     memory = c.memory_bytes
 
     # the partitioner's own count of the symmetric adjacency (what --method auto sizes METIS by)
-    sym = _sym_edges(SimpleNamespace(graph=SimpleNamespace(num_edges=e)))
+    sym = symmetric_edges(e, symmetric=False)
     method, why = kp.choose_method(n, sym, memory) if P > 1 else ("metis", "one part: nothing to partition")
     return {
         "config": asdict(c),

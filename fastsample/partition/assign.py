@@ -31,10 +31,21 @@ def _mask(n: int, ids) -> np.ndarray:
     return m
 
 
+def is_symmetric(ds: Dataset) -> bool:
+    """Whether ds stores every edge both ways and no self-loops (its meta says so)."""
+    return bool(ds.meta.get("symmetric")) and not ds.meta.get("self_loops")
+
+
+def symmetric_edges(num_edges: int, symmetric: bool) -> int:
+    """The directed edges of the symmetric adjacency, at most: what the partitioners'
+    memory scales with (a symmetric graph's own; else up to both ways of each)."""
+    return num_edges if symmetric else 2 * num_edges
+
+
 def symmetric_adjacency(ds: Dataset) -> CSCGraph:
     """The graph as METIS wants it: both directions of every edge, no self-loops."""
     g = ds.graph
-    if ds.meta.get("symmetric") and not ds.meta.get("self_loops"):
+    if is_symmetric(ds):
         return g
     dst = np.repeat(np.arange(g.num_nodes, dtype=g.indices.dtype), np.diff(g.indptr))
     return edges_to_csc(g.indices, dst, g.num_nodes, symmetric=True)

@@ -28,8 +28,8 @@ from fastsample.allocator import available_memory
 from fastsample.atomic import AtomicDirectory
 from fastsample.graph import (SPLITS, CSCGraph, DatasetError, expect_array, load_dataset, open_array,
                               read_json, validate_csc)
-from fastsample.partition.assign import (balance_splits, edge_cut, metis_parts, random_parts, rebalance,
-                                         symmetric_adjacency)
+from fastsample.partition.assign import (balance_splits, edge_cut, is_symmetric, metis_parts, random_parts,
+                                         rebalance, symmetric_adjacency, symmetric_edges)
 from fastsample.partition import kaminpar as kp
 from fastsample.partition.relabel import owner_of, relabel_graph, relabel_order
 
@@ -67,8 +67,7 @@ def _resolve_method(method: str, ds, parts: int, progress: bool) -> str:
 
 
 def _sym_edges(ds) -> int:
-    """The symmetric adjacency's directed edges, at most (what the partitioners' memory scales with)."""
-    return 2 * ds.graph.num_edges
+    return symmetric_edges(ds.graph.num_edges, is_symmetric(ds))
 
 
 def _graph_parts(method: str, ds, parts: int, seed: int) -> np.ndarray:
