@@ -153,10 +153,11 @@ def test_cli_reports_quality_and_rejects_bad_arguments(dataset, tmp_path):
 def test_interrupted_partition_leaves_nothing(dataset, tmp_path, monkeypatch):
     import fastsample.partition.layout as layout
 
-    def broken(*a, **k):
+    def broken(graph, orig_ids, folder):  # fails half-way through writing the topology
+        (folder / "indptr.npy").write_bytes(b"half")
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(layout, "relabel_graph", broken)
+    monkeypatch.setattr(layout, "relabel_graph_to", broken)
     with pytest.raises(RuntimeError):
         partition_dataset(dataset, tmp_path / "p", 2, progress=False)
     assert list(tmp_path.iterdir()) == []
@@ -204,3 +205,32 @@ def test_the_parhip_file_holds_the_graph_and_weights(dataset, tmp_path):
         for u in (0, 17, adj.num_nodes - 1):
             assert g.node_weight(u) == weights[u] and g.degree(u) == adj.indptr[u + 1] - adj.indptr[u]
             assert sorted(v for v, _ in g.neighbors(u)) == sorted(adj.indices[adj.indptr[u]:adj.indptr[u + 1]])
+
+
+@pytest.mark.parametrize("mode", ["both", "vanilla"])
+def test_block_by_block_relabel_writes_what_the_in_memory_one_computes(dataset, tmp_path, monkeypatch, mode):
+    # the layout's topology is relabelled and written in row blocks (bounded memory); with
+    # blocks of a few edges it must equal relabel_graph's in-memory result, in the hybrid
+    # topology and in every vanilla part, and a vanilla-only layout keeps no topology/
+    from fastsample.graph import load_dataset
+    from fastsample.partition import relabel
+
+    partition_dataset(dataset, tmp_path / "whole", 3, mode=mode, progress=False)
+    monkeypatch.setattr(relabel, "CHUNK_EDGES", 5)
+    partition_dataset(dataset, tmp_path / "blocks", 3, mode=mode, progress=False)
+    orig_ids = np.load(tmp_path / "whole" / "orig_ids.npy")
+    want = relabel.relabel_graph(load_dataset(dataset).graph, orig_ids)
+    files = sorted(p.relative_to(tmp_path / "whole") for p in (tmp_path / "whole").rglob("*.npy"))
+    assert files == sorted(p.relative_to(tmp_path / "blocks") for p in (tmp_path / "blocks").rglob("*.npy"))
+    for f in files:
+        assert (tmp_path / "whole" / f).read_bytes() == (tmp_path / "blocks" / f).read_bytes(), f
+    if mode == "both":
+        np.testing.assert_array_equal(np.load(tmp_path / "blocks" / "topology" / "indices.npy"), want.indices)
+        np.testing.assert_array_equal(np.load(tmp_path / "blocks" / "topology" / "indptr.npy"), want.indptr)
+    else:
+        assert not (tmp_path / "blocks" / "topology").exists()
+    offsets = json.loads((tmp_path / "blocks" / "partition.json").read_text())["offsets"]
+    for k in range(3):
+        lo, hi = offsets[k], offsets[k + 1]
+        e_lo, e_hi = int(want.indptr[lo]), int(want.indptr[hi])
+        np.testing.assert_array_equal(np.load(tmp_path / "blocks" / f"part-{k}" / "indices.npy"), want.indices[e_lo:e_hi])

@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import time
 from dataclasses import dataclass
@@ -31,7 +32,7 @@ from fastsample.graph import (SPLITS, CSCGraph, DatasetError, expect_array, load
 from fastsample.partition.assign import (balance_splits, edge_cut, is_symmetric, metis_parts, random_parts,
                                          rebalance, symmetric_adjacency, symmetric_edges)
 from fastsample.partition import kaminpar as kp
-from fastsample.partition.relabel import owner_of, relabel_graph, relabel_order
+from fastsample.partition.relabel import owner_of, relabel_graph_to, relabel_order
 
 LAYOUT_VERSION = 1
 METHODS = ("auto", "metis", "kaminpar", "random")
@@ -124,18 +125,17 @@ def partition_dataset(dataset, out, parts: int, method: str = "auto", mode: str 
         _stage(f"edge cut {cut / max(ds.graph.num_edges, 1):.1%}; nodes moved for balance {moved}", progress, t0)
         orig_ids, offsets = relabel_order(part, parts)
         del part
-        graph = relabel_graph(ds.graph, orig_ids)
+        tmp = target.tmp
+        # written in row blocks, read back memory-mapped: the relabelled topology never
+        # sits in memory whole (vanilla-only layouts drop it once the parts are cut)
+        (tmp / "topology").mkdir()
+        graph = relabel_graph_to(ds.graph, orig_ids, tmp / "topology")
         _stage("relabelled: each part owns one contiguous id range", progress, t0)
         new_of_old = np.empty(n, dtype=np.int64)
         new_of_old[orig_ids] = np.arange(n)
 
-        tmp = target.tmp
         np.save(tmp / "orig_ids.npy", orig_ids.astype(ds.graph.indices.dtype))
         topo_bytes = graph.indptr.nbytes + graph.indices.nbytes
-        if mode in ("hybrid", "both"):
-            (tmp / "topology").mkdir()
-            np.save(tmp / "topology" / "indptr.npy", graph.indptr)
-            np.save(tmp / "topology" / "indices.npy", graph.indices)
         split_new = {s: np.sort(new_of_old[np.asarray(getattr(ds, s))]) for s in SPLITS}
         stats = []
         for k in tqdm(range(parts), desc="writing parts", disable=not progress):
@@ -185,6 +185,9 @@ def partition_dataset(dataset, out, parts: int, method: str = "auto", mode: str 
             "seconds": round(time.perf_counter() - t0, 2),
         }
         (tmp / "partition.json").write_text(json.dumps(meta, indent=2) + "\n")
+        del graph
+        if mode == "vanilla":
+            shutil.rmtree(tmp / "topology")
         target.commit()
     _stage(f"written to {out}", progress, t0)
     return meta

@@ -42,14 +42,45 @@ def _permute(indptr, indices, orig_ids, new_of_old, new_indptr, out):
         out[start:new_indptr[i + 1]].sort()
 
 
-def relabel_graph(graph: CSCGraph, orig_ids: np.ndarray) -> CSCGraph:
-    """The same graph under new ids: node i here is node orig_ids[i] there."""
+CHUNK_EDGES = 1 << 26  # relabel_graph_to's rows per pass hold about this many edges (256 MiB of int32)
+
+
+def _new_indptr(graph: CSCGraph, orig_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     ids = graph.indices.dtype
     new_of_old = np.empty(len(orig_ids), dtype=ids)
     new_of_old[orig_ids] = np.arange(len(orig_ids), dtype=ids)
     degree = np.diff(np.asarray(graph.indptr, dtype=np.int64))[orig_ids]
     new_indptr = np.zeros(len(orig_ids) + 1, dtype=np.int64)
     np.cumsum(degree, out=new_indptr[1:])
-    out = np.empty(graph.num_edges, dtype=ids)
+    return new_of_old, new_indptr
+
+
+def relabel_graph(graph: CSCGraph, orig_ids: np.ndarray) -> CSCGraph:
+    """The same graph under new ids: node i here is node orig_ids[i] there (in memory)."""
+    new_of_old, new_indptr = _new_indptr(graph, orig_ids)
+    out = np.empty(graph.num_edges, dtype=graph.indices.dtype)
     _permute(graph.indptr, graph.indices, orig_ids, new_of_old, new_indptr, out)
     return CSCGraph(new_indptr.astype(offset_dtype(graph.num_edges)), out)
+
+
+def relabel_graph_to(graph: CSCGraph, orig_ids: np.ndarray, folder) -> CSCGraph:
+    """relabel_graph written to ``folder``/indptr.npy and indices.npy, row block by row
+    block (about CHUNK_EDGES edges each): O(num_nodes) memory plus a block, and sequential
+    writes. Returns the graph memory-mapped from those files."""
+    new_of_old, new_indptr = _new_indptr(graph, orig_ids)
+    n, e = len(orig_ids), int(new_indptr[-1])
+    np.save(f"{folder}/indptr.npy", new_indptr.astype(offset_dtype(e)))
+    out = np.lib.format.open_memmap(f"{folder}/indices.npy", mode="w+", dtype=graph.indices.dtype, shape=(e,))
+    lo = 0
+    while lo < n:
+        # the rows up to ~CHUNK_EDGES edges on (at least one row: a hub may hold more)
+        hi = max(lo + 1, int(np.searchsorted(new_indptr, new_indptr[lo] + CHUNK_EDGES, side="right")) - 1)
+        hi = min(hi, n)
+        base = int(new_indptr[lo])
+        block = np.empty(int(new_indptr[hi]) - base, dtype=graph.indices.dtype)
+        _permute(graph.indptr, graph.indices, orig_ids[lo:hi], new_of_old, new_indptr[lo:hi + 1] - base, block)
+        out[base:base + len(block)] = block
+        lo = hi
+    out.flush()
+    del out
+    return CSCGraph(np.load(f"{folder}/indptr.npy", mmap_mode="r"), np.load(f"{folder}/indices.npy", mmap_mode="r"))
