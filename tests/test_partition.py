@@ -234,3 +234,26 @@ def test_block_by_block_relabel_writes_what_the_in_memory_one_computes(dataset, 
         lo, hi = offsets[k], offsets[k + 1]
         e_lo, e_hi = int(want.indptr[lo]), int(want.indptr[hi])
         np.testing.assert_array_equal(np.load(tmp_path / "blocks" / f"part-{k}" / "indices.npy"), want.indices[e_lo:e_hi])
+
+
+def test_metis_out_of_memory_is_one_line_naming_the_alternative(tmp_path):
+    # a real allocation failure, not a mock: METIS gets 100 MiB of address space beyond
+    # what the process holds after its imports, on a graph it needs ~230 MiB for
+    import subprocess
+    import sys
+
+    write_synthetic(tmp_path / "g", SynthConfig(num_nodes=100_000, avg_degree=20, seed=1), progress=False)
+    script = ("import resource, sys\n"
+              "from fastsample.partition.__main__ import main\n"
+              "import numba, pymetis\n"
+              "vm = next(int(l.split()[1]) * 1024 for l in open('/proc/self/status') if l.startswith('VmSize'))\n"
+              "resource.setrlimit(resource.RLIMIT_AS, (vm + 100 * 2**20, vm + 100 * 2**20))\n"
+              "sys.exit(main(sys.argv[1:]))")
+    proc = subprocess.run([sys.executable, "-c", script, str(tmp_path / "g"), str(tmp_path / "p"), "--parts", "2",
+                           "--method", "metis", "--quiet"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("python -m fastsample.partition: error: metis failed on 100,000 "
+                                                   "nodes and "), proc.stderr
+    assert "Memory allocation failed" in lines[0] and "use method kaminpar (about" in lines[0], lines[0]
+    assert not (tmp_path / "p").exists()

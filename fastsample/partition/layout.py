@@ -15,9 +15,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +30,7 @@ from tqdm import tqdm
 
 from fastsample.allocator import available_memory
 from fastsample.atomic import AtomicDirectory
+from fastsample.data.summary import format_bytes
 from fastsample.graph import (SPLITS, CSCGraph, DatasetError, expect_array, load_dataset, open_array,
                               read_json, validate_csc)
 from fastsample.partition.assign import (balance_splits, edge_cut, is_symmetric, metis_parts, random_parts,
@@ -71,19 +75,45 @@ def _sym_edges(ds) -> int:
     return symmetric_edges(ds.graph.num_edges, is_symmetric(ds))
 
 
+@contextlib.contextmanager
+def _native_stderr():
+    """Hold back what native code writes to fd 2 meanwhile, yielding a list that then
+    holds it: METIS prints its allocation failure there, which belongs in our one line.
+    Passed on unchanged when the block ends normally."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    text = []
+    with tempfile.TemporaryFile() as f:
+        os.dup2(f.fileno(), 2)
+        ok = False
+        try:
+            yield text
+            ok = True
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            f.seek(0)
+            text.append(f.read().decode(errors="replace").strip())
+            if ok and text[0]:
+                print(text[0], file=sys.stderr, flush=True)
+
+
 def _graph_parts(method: str, ds, parts: int, seed: int) -> np.ndarray:
     """METIS or KaMinPar; running out of memory is one PartitionError naming the alternative."""
     try:
-        if method == "metis":
-            return metis_parts(ds, parts, seed)
-        return kp.kaminpar_parts(symmetric_adjacency(ds), ds.graph.in_degrees(), parts, seed)
+        with _native_stderr() as said:
+            if method == "metis":
+                return metis_parts(ds, parts, seed)
+            return kp.kaminpar_parts(symmetric_adjacency(ds), ds.graph.in_degrees(), parts, seed)
     except (MemoryError, RuntimeError) as e:  # pymetis reports its malloc failure as "unknown exception"
         n, m, sym = ds.graph.num_nodes, ds.graph.num_edges, _sym_edges(ds)
         need = (kp.metis_peak_bytes if method == "metis" else kp.kaminpar_peak_bytes)(n, sym)
-        other = (f"method kaminpar (about {kp.kaminpar_peak_bytes(n, sym) / 2**30:.1f} GiB)" if method == "metis"
+        other = (f"method kaminpar (about {format_bytes(kp.kaminpar_peak_bytes(n, sym))})" if method == "metis"
                  else "a machine with more memory")
-        raise PartitionError(f"{method} failed on {n:,} nodes and {m:,} edges ({type(e).__name__}: {e}); it needs "
-                             f"about {need / 2**30:.1f} GiB; use {other}") from None
+        native = said[-1].splitlines()[-1].strip("* ") if said and said[-1] else ""
+        why = f"{native}; {type(e).__name__}: {e}" if native else f"{type(e).__name__}: {e}"
+        raise PartitionError(f"{method} failed on {n:,} nodes and {m:,} edges ({why}); it needs about "
+                             f"{format_bytes(need)}; use {other}") from None
 
 
 def partition_dataset(dataset, out, parts: int, method: str = "auto", mode: str = "both",
