@@ -24,6 +24,18 @@ self-loops dropped (see fastsample/data/edges.py). Writes are atomic: an interru
 run leaves no directory that looks complete.
 """
 
+OGB_DESCRIPTION = """\
+Convert an OGB node-property directory. Two raw layouts are read:
+
+  npz (ogbn-papers100M): raw/data.npz (edge_index, node_feat), raw/node-label.npz;
+       streamed, in O(num_nodes) memory plus about 1 GB
+  CSV (most others):     raw/edge.csv.gz, num-node-list, node-feat, node-label .csv.gz;
+       parsed in memory
+
+If raw/data.npz exists the npz layout is read and any CSV files beside it are ignored.
+Splits: split/NAME/{train,valid,test}.csv.gz.
+"""
+
 # CLI flag -> SynthConfig field, with help text; defaults come from the preset.
 SYNTH_FLAGS = {
     "nodes": ("num_nodes", int, "number of nodes"),
@@ -69,7 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--name", required=True, type=str.lower, choices=NAMES, help="which graph the files hold")
     pl.add_argument("out", help="dataset directory to write")
 
-    og = sub.add_parser("ogb", help="convert an OGB node-property directory (raw/ + split/)")
+    og = sub.add_parser("ogb", help="convert an OGB node-property directory (raw/ + split/)",
+                        description=OGB_DESCRIPTION)
     og.add_argument("root", help="OGB dataset directory containing raw/ and split/")
     og.add_argument("out", help="dataset directory to write")
     og.add_argument("--split", help="name of the split under split/ (needed if several)")
@@ -133,10 +146,14 @@ def main(argv=None) -> int:
                 args.out, name=args.name.lower(), overwrite=args.overwrite,
                 source={"loader": "planetoid", "raw_dir": str(args.raw_dir)}, symmetric=True, self_loops=False)
         elif args.command == "ogb":
-            _ogb(args).write(
+            from fastsample.data.ogb import OgbNpz
+
+            dataset = _ogb(args)  # the npz layout streams for minutes: it shows progress
+            bars = {"progress": not args.quiet} if isinstance(dataset, OgbNpz) else {}
+            dataset.write(
                 args.out, name=str(args.root).rstrip("/").split("/")[-1], overwrite=args.overwrite,
                 source={"loader": "ogb", "root": str(args.root), "split": args.split},
-                symmetric=not args.directed, self_loops=False)
+                symmetric=not args.directed, self_loops=False, **bars)
         path = args.dataset if args.command == "info" else args.out
         from fastsample.data.summary import format_summary, summarize
 

@@ -205,14 +205,16 @@ def edges_to_csc_file(chunks, num_nodes: int, indices_path, *, symmetric: bool, 
         indices_path: the .npy file to write (made at its largest, then cut to length);
         expected_edges: about how many pairs are stored (both directions), to size the
             ranges (default: one range, all edges in memory at once);
-        budget: bytes a range may take in memory (12 per stored pair);
+        budget: bytes a range may take in memory (a pair and its placed copy: 3 ids per
+            stored pair, 12 bytes with int32 ids);
         progress: called with the number of input pairs of each chunk (or None).
     Returns:
         indptr (int64, num_nodes + 1); the indices are in the file, sorted and
         deduplicated within each node exactly as edges_to_csc leaves them.
     """
     ids = id_dtype(num_nodes)
-    width = max(1, -(-num_nodes // max(1, min(num_nodes, -(-12 * int(expected_edges or 0) // budget)))))
+    per_pair = 3 * np.dtype(ids).itemsize
+    width = max(1, -(-num_nodes // max(1, min(num_nodes, -(-per_pair * int(expected_edges or 0) // budget)))))
     ranges = max(1, -(-num_nodes // width))  # ranges of `width` nodes, the last maybe shorter, none empty
     indices_path = Path(indices_path)
     spill = [indices_path.with_name(f"{indices_path.stem}.range{r}.tmp") for r in range(ranges)]
