@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from fastsample.comm.base import Communicator
+
+
+ABORT_GRACE_S = 1.0
 
 
 def _displacements(counts: np.ndarray) -> np.ndarray:
@@ -50,4 +55,8 @@ class MPICommunicator(Communicator):
         self.comm.Barrier()
 
     def abort(self, code=1):
+        # MPI_Abort has the launcher kill every rank, and under load that kill can beat its
+        # forwarding of what this rank just wrote to stderr (the job then ends with no
+        # reason given: seen with mpiexec on a busy 2-core machine). Give it a moment.
+        time.sleep(ABORT_GRACE_S)
         self.comm.Abort(code)
