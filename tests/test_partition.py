@@ -189,6 +189,53 @@ def test_auto_without_room_or_kaminpar_and_a_failing_metis_are_one_clear_error(d
     assert not (tmp_path / "b").exists()
 
 
+@pytest.fixture(scope="module")
+def directed(tmp_path_factory):
+    """A directed dataset (one-way edges, some both ways, duplicates and self-loops in the
+    input): its partition needs the symmetrised adjacency built."""
+    from fastsample.data.edges import edges_to_csc
+    from fastsample.graph import write_dataset
+
+    rng = np.random.default_rng(5)
+    n, m = 2000, 16000
+    src, dst = rng.integers(0, n, m), rng.integers(0, n, m)
+    graph = edges_to_csc(np.concatenate([src, dst[:500]]), np.concatenate([dst, src[:500]]), n, symmetric=False,
+                         self_loops=True)
+    ids = rng.permutation(n)
+    path = tmp_path_factory.mktemp("directed") / "g"
+    write_dataset(path, graph, rng.standard_normal((n, 4)).astype(np.float32), rng.integers(0, 3, n),
+                  np.sort(ids[:300]), np.sort(ids[300:400]), np.sort(ids[400:500]), name="directed", num_classes=3,
+                  symmetric=False, self_loops=True)
+    return path
+
+
+def test_the_symmetric_adjacency_is_built_by_range_exactly_as_in_memory(directed, tmp_path, monkeypatch):
+    # a directed graph's adjacency goes through edges_to_csc_file into scratch (bounded
+    # memory); with chunks of a few edges and ranges of a few nodes it must equal the
+    # in-memory symmetrisation, and leave nothing behind in scratch
+    from fastsample.data.edges import edges_to_csc
+    from fastsample.partition import assign
+
+    ds = load_dataset(directed)
+    g = ds.graph
+    assert not assign.is_symmetric(ds) and (g.indices == np.repeat(np.arange(g.num_nodes), g.in_degrees())).any()
+    want = edges_to_csc(g.indices, np.repeat(np.arange(g.num_nodes), np.diff(g.indptr)), g.num_nodes,
+                        symmetric=True)
+    monkeypatch.setattr(assign, "_ADJ_CHUNK", 37)
+    got = assign.symmetric_adjacency(ds, tmp_path, budget=4000)  # ~300 edges a range: ~100 ranges
+    assert want.num_edges > g.num_edges  # not vacuous: edges were added and self-loops dropped
+    assert np.array_equal(want.indptr, got.indptr) and np.array_equal(want.indices, got.indices)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_directed_graph_partitions_into_its_own_scratch(directed, tmp_path):
+    for method in ["metis"] + (["kaminpar"] if kp.available() else []):
+        meta = partition_dataset(directed, tmp_path / method, P, method=method, progress=False)
+        assert meta["balance"]["nodes"] <= 1.05 and meta["edge_cut_fraction"] < (P - 1) / P
+        assert sorted(p.name for p in (tmp_path / method).iterdir()) == \
+            ["orig_ids.npy", "part-0", "part-1", "part-2", "partition.json", "topology"]
+
+
 @pytest.mark.skipif(not kp.available(), reason="the kaminpar package is not installed")
 def test_the_parhip_file_holds_the_graph_and_weights(dataset, tmp_path):
     import kaminpar

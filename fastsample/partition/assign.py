@@ -18,11 +18,16 @@ each split, or one more, so that all ranks run the same number of synchronous st
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 import numba
 import numpy as np
 
-from fastsample.data.edges import edges_to_csc
+from fastsample.data.edges import edges_to_csc_file
 from fastsample.graph import SPLITS, CSCGraph, Dataset
+
+_ADJ_CHUNK = 1 << 24  # edges read from the CSC at a time while symmetrising
 
 
 def _mask(n: int, ids) -> np.ndarray:
@@ -42,23 +47,46 @@ def symmetric_edges(num_edges: int, symmetric: bool) -> int:
     return num_edges if symmetric else 2 * num_edges
 
 
-def symmetric_adjacency(ds: Dataset) -> CSCGraph:
-    """The graph as METIS wants it: both directions of every edge, no self-loops."""
+def symmetric_adjacency(ds: Dataset, scratch: str | Path | None = None, budget: int = 1 << 30) -> CSCGraph:
+    """The graph as the partitioners want it: both directions of every edge, no self-loops.
+
+    A symmetric dataset is its own. Any other (a directed graph such as ogbn-papers100M,
+    whose adjacency is twice its edges) is built by destination range into a file under
+    ``scratch`` (default: the system's temporary directory) and returned memory-mapped, the
+    file already unlinked: O(num_nodes) memory plus ``budget`` bytes, whatever the edge
+    count (edges.edges_to_csc_file; the same CSC as edges_to_csc in memory).
+    """
     g = ds.graph
     if is_symmetric(ds):
         return g
-    dst = np.repeat(np.arange(g.num_nodes, dtype=g.indices.dtype), np.diff(g.indptr))
-    return edges_to_csc(g.indices, dst, g.num_nodes, symmetric=True)
+    n = g.num_nodes
+    # node ranges of about _ADJ_CHUNK in-edges each (a high-degree node may make one longer)
+    bounds = np.unique(np.searchsorted(g.indptr, np.arange(0, g.num_edges, _ADJ_CHUNK), side="right") - 1)
+    bounds = np.append(bounds[bounds < n], n)
+
+    def chunks():
+        for lo, hi in zip(bounds[:-1], bounds[1:]):
+            indptr = np.asarray(g.indptr[lo:hi + 1], dtype=np.int64)
+            src = np.asarray(g.indices[indptr[0]:indptr[-1]])
+            yield src, np.repeat(np.arange(lo, hi, dtype=src.dtype), np.diff(indptr))
+
+    with tempfile.TemporaryDirectory(prefix="fastsample-adjacency-", dir=scratch) as tmp:
+        file = Path(tmp) / "indices.npy"
+        indptr = edges_to_csc_file(chunks(), n, file, symmetric=True, expected_edges=2 * g.num_edges,
+                                   budget=budget)
+        indices = np.load(file, mmap_mode="r")  # the mapping outlives the file's name
+    return CSCGraph(indptr, indices)
 
 
-def metis_parts(ds: Dataset, parts: int, seed: int = 0) -> np.ndarray:
-    """(num_nodes,) int32 part of each node, from multi-constraint METIS."""
+def metis_parts(ds: Dataset, parts: int, seed: int = 0, scratch: str | Path | None = None) -> np.ndarray:
+    """(num_nodes,) int32 part of each node, from multi-constraint METIS (scratch: as
+    symmetric_adjacency)."""
     import pymetis
 
     n = ds.graph.num_nodes
     if parts == 1:
         return np.zeros(n, dtype=np.int32)
-    adj = symmetric_adjacency(ds)
+    adj = symmetric_adjacency(ds, scratch)
     xadj = np.asarray(adj.indptr, dtype=np.int64)
     adjncy = np.asarray(adj.indices, dtype=np.int64)
     constraints = [np.ones(n, np.int64), np.maximum(np.diff(np.asarray(ds.graph.indptr, np.int64)), 1)]

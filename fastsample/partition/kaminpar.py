@@ -76,13 +76,15 @@ def write_parhip(path: str | Path, adj: CSCGraph, weights: np.ndarray) -> None:
 
 
 def kaminpar_parts(adj: CSCGraph, in_degrees: np.ndarray, parts: int, seed: int = 0, threads: int | None = None,
-                   eps: float = 0.03) -> np.ndarray:
+                   eps: float = 0.03, scratch: str | Path | None = None) -> np.ndarray:
     """(num_nodes,) int32 part of each node from KaMinPar on the symmetric adjacency ``adj``.
 
     Args:
         adj: both directions of every edge, no self-loops (assign.symmetric_adjacency).
         in_degrees: the dataset's in-degrees (the in-edge balance goal).
-        parts: blocks; seed: KaMinPar's seed; threads: default all cores; eps: imbalance.
+        parts: blocks; seed: KaMinPar's seed; threads: default all cores; eps: imbalance;
+        scratch: the directory for the ParHIP file (8 bytes per edge, 16 per node;
+        default: the system's temporary directory).
     """
     import kaminpar
 
@@ -91,7 +93,7 @@ def kaminpar_parts(adj: CSCGraph, in_degrees: np.ndarray, parts: int, seed: int 
         return np.zeros(n, dtype=np.int32)
     weights = np.asarray(in_degrees, dtype=np.int64)
     weights = weights + max(1, math.ceil(int(weights.sum()) / max(n, 1)))
-    with tempfile.TemporaryDirectory(prefix="fastsample-kaminpar-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="fastsample-kaminpar-", dir=scratch) as tmp:
         file = Path(tmp) / "graph.parhip"
         write_parhip(file, adj, weights)
         del weights

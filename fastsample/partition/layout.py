@@ -98,13 +98,15 @@ def _native_stderr():
                 print(text[0], file=sys.stderr, flush=True)
 
 
-def _graph_parts(method: str, ds, parts: int, seed: int) -> np.ndarray:
-    """METIS or KaMinPar; running out of memory is one PartitionError naming the alternative."""
+def _graph_parts(method: str, ds, parts: int, seed: int, scratch) -> np.ndarray:
+    """METIS or KaMinPar; running out of memory is one PartitionError naming the alternative.
+    scratch: a directory for the symmetrised adjacency of a directed graph."""
     try:
         with _native_stderr() as said:
             if method == "metis":
-                return metis_parts(ds, parts, seed)
-            return kp.kaminpar_parts(symmetric_adjacency(ds), ds.graph.in_degrees(), parts, seed)
+                return metis_parts(ds, parts, seed, scratch)
+            return kp.kaminpar_parts(symmetric_adjacency(ds, scratch), ds.graph.in_degrees(), parts, seed,
+                                     scratch=scratch)
     except (MemoryError, RuntimeError) as e:  # pymetis reports its malloc failure as "unknown exception"
         n, m, sym = ds.graph.num_nodes, ds.graph.num_edges, _sym_edges(ds)
         need = (kp.metis_peak_bytes if method == "metis" else kp.kaminpar_peak_bytes)(n, sym)
@@ -144,7 +146,7 @@ def partition_dataset(dataset, out, parts: int, method: str = "auto", mode: str 
     with AtomicDirectory(out, overwrite=overwrite) as target:
         _stage(f"{method}: {n:,} nodes, {ds.graph.num_edges:,} edges into {parts} parts", progress, t0)
         if method in ("metis", "kaminpar"):
-            part = _graph_parts(method, ds, parts, seed)
+            part = _graph_parts(method, ds, parts, seed, target.tmp)
             _stage(f"{method} done: edge cut {edge_cut(ds.graph, part) / max(ds.graph.num_edges, 1):.1%}; "
                    "rebalancing nodes and in-edges", progress, t0)
             moved = {"rebalance": rebalance(part, ds, parts)}
