@@ -256,10 +256,10 @@ def test_the_parhip_file_holds_the_graph_and_weights(dataset, tmp_path):
 
 @pytest.mark.parametrize("mode", ["both", "vanilla"])
 def test_block_by_block_relabel_writes_what_the_in_memory_one_computes(dataset, tmp_path, monkeypatch, mode):
-    # the layout's topology is relabelled and written in row blocks, and the feature shards
-    # copied in row blocks (bounded memory); with blocks of a few edges and rows every file
-    # must equal the one-block result, the topology relabel_graph's in-memory result, in the
-    # hybrid topology and in every vanilla part, and a vanilla-only layout keeps no topology/
+    # the layout relabels and writes the topology, and copies the feature shards, in row
+    # blocks (bounded memory). With blocks of a few edges and rows, every file must equal
+    # the one-block run's; the topology (hybrid and each vanilla part) must equal
+    # relabel_graph's in-memory result; a vanilla-only layout keeps no topology/
     from fastsample.graph import load_dataset
     from fastsample.partition import layout, relabel
 
