@@ -25,7 +25,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from fastsample.cli import find_mpiexec
+from fastsample.launcher import find_mpiexec
 
 
 HERE = Path(__file__).resolve().parent

@@ -49,7 +49,7 @@ import tempfile
 from pathlib import Path
 
 
-from fastsample.cli import find_mpiexec
+from fastsample.launcher import find_mpiexec
 from fastsample.matmul import cpu_summary
 from fastsample.trainer.metrics import TIMERS, read_log
 

@@ -31,7 +31,8 @@ import numba
 import numpy as np
 
 from fastsample.graph import load_dataset
-from fastsample.sampling import native_available, sample, set_num_threads
+from fastsample.native import lib as native_lib
+from fastsample.sampling import sample, set_num_threads
 from timing import median_ms, time_batches
 
 HERE = Path(__file__).resolve().parent
@@ -50,7 +51,7 @@ def make_batches(train: np.ndarray, batch_sizes, reps: int, seed: int) -> dict:
 
 
 def run_fastsample(graph, batches, args) -> list[dict]:
-    kernels = [k for k in args.kernels if k != "native" or native_available()]
+    kernels = [k for k in args.kernels if k != "native" or (native_lib is not None)]
     records = []
     for threads in args.threads:
         set_num_threads(threads)
@@ -247,7 +248,7 @@ def main() -> None:
     Path(args.plot).parent.mkdir(parents=True, exist_ok=True)
 
     print(f"fastsample sampling benchmark | python {platform.python_version()} numpy {np.__version__} "
-          f"numba {numba.__version__} | native {'built' if native_available() else 'NOT built'} | "
+          f"numba {numba.__version__} | native {'built' if (native_lib is not None) else 'NOT built'} | "
           f"{os.cpu_count()} cpus")
     extra = {}
     if args.gather_limit:

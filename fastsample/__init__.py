@@ -18,7 +18,6 @@ import importlib
 _LAZY = {
     "CSCGraph": "fastsample.graph", "Dataset": "fastsample.graph", "DatasetError": "fastsample.graph",
     "load_dataset": "fastsample.graph", "write_dataset": "fastsample.graph",
-    "DatasetArrays": "fastsample.data",
     "sample": "fastsample.sampling",
     "PartitionError": "fastsample.partition", "partition_dataset": "fastsample.partition",
     "load_partition": "fastsample.partition",

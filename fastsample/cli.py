@@ -1,40 +1,26 @@
-"""Conventions shared by the command-line tools: how they parse, fail and report."""
+"""Conventions shared by the command-line tools: how they parse, fail and report.
+
+The command lines are generated from the typed configs (fastsample/config.py: one flag per
+field; bools are switches, tuples comma-separated); a bad value is one line naming the
+flag, and an error of the library is worded here (flags in place of parameters).
+"""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
-import os
 import re
 import resource
 import sys
+import typing
+from typing import Any
 
 from fastsample.atomic import AlreadyExists
-
-# Where launchers put a process's rank: MPICH/Intel MPI (Hydra), Open MPI, PMIx, MVAPICH.
-_RANK_VARIABLES = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "MV2_COMM_WORLD_RANK")
-
-
-def launch_rank() -> int:
-    """This process's rank as its launcher set it, before MPI is initialised (0 alone).
-
-    Slurm's SLURM_PROCID counts only inside an srun step: a batch script has it too."""
-    for var in _RANK_VARIABLES:
-        if os.environ.get(var, "").isdigit():
-            return int(os.environ[var])
-    if "SLURM_STEP_ID" in os.environ and os.environ.get("SLURM_PROCID", "").isdigit():
-        return int(os.environ["SLURM_PROCID"])
-    return 0
-
-
-def find_mpiexec() -> str | None:
-    """The mpiexec beside this Python (the mpich wheel's, which matches mpi4py), else the one
-    on PATH, else None. The one lookup the tests and benchmarks use to launch ranks."""
-    import shutil
-    from pathlib import Path
-
-    beside = Path(sys.executable).parent / "mpiexec"
-    return str(beside) if beside.exists() else shutil.which("mpiexec")
+from fastsample.comm import CommError
+from fastsample.comm.agree import ErrorText, StartupError, agree
+from fastsample.config import ConfigError, base_type, field_types, type_name
+from fastsample.launcher import launch_rank
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
@@ -64,42 +50,108 @@ class Parser(argparse.ArgumentParser):
             super()._print_message(message, file)
 
 
-def agree(comm, prog: str, build):
-    """Run ``build()`` on every rank and agree on the outcome: if it failed on any rank,
-    rank 0 prints that rank's message (one line) and every rank exits 2, so a start-up
-    error never leaves other ranks waiting in a collective. Returns build()'s result."""
-    error, result = None, None
+def parser(cls, prog: str, description: str | None = None, epilog: str | None = None) -> Parser:
+    """An argparse parser with one flag per field of the config class ``cls`` (its help,
+    choices, default)."""
+    p = Parser(prog=prog, description=description, epilog=epilog)
+    types = field_types(cls)
+    for f in dataclasses.fields(cls):
+        m, flag = f.metadata, "--" + f.name.replace("_", "-")
+        tp = base_type(types[f.name])
+        kw = dict(help=m.get("help", ""), dest=f.name)
+        if tp is bool:
+            p.add_argument(flag, action="store_true", **kw)
+            continue
+        if m.get("positional"):
+            p.add_argument(f.name, help=kw["help"], type=str)
+            continue
+        if f.default is dataclasses.MISSING:
+            kw["required"] = True
+        else:
+            kw["default"] = f.default
+            if typing.get_origin(tp) is tuple and f.default is not None:
+                kw["default"] = ",".join(str(v) for v in f.default)
+        if m.get("choices"):
+            kw["choices"] = m["choices"]
+        if m.get("metavar"):
+            kw["metavar"] = m["metavar"]
+        kw["type"] = str  # converted by from_namespace, so a bad value is one ConfigError naming the field
+        p.add_argument(flag, **kw)
+    return p
+
+
+def _parse_value(tp, text: str):
+    tp = base_type(tp)
+    if typing.get_origin(tp) is tuple:
+        return tuple(typing.get_args(tp)[0](v) for v in text.split(","))
+    return tp(text)
+
+
+def from_namespace(cls, ns) -> Any:
+    """Build ``cls`` from a parsed namespace (strings converted by the field types) and check it."""
+    types, values = field_types(cls), {}
+    for f in dataclasses.fields(cls):
+        v = getattr(ns, f.name)
+        if isinstance(v, str) and types[f.name] is not str:
+            try:
+                v = _parse_value(types[f.name], v)
+            except ValueError:
+                name = type_name(types[f.name])
+                expect = f.metadata.get("expect") or f"a{'n' if name[0] in 'aeiou' else ''} {name}"
+                raise ConfigError(f.name, f": expected {expect} (got {v!r})") from None
+        values[f.name] = v
+    return cls(**values)
+
+
+def parse(cls, parser, argv=None) -> Any:
+    """Parse ``argv`` with ``parser`` (made by parser(cls, ...)) into a checked ``cls``; a bad
+    setting exits 2 with one line naming its flag (Parser.error)."""
     try:
-        result = build()
-    except Exception as e:  # agreed on below
-        error = describe(e)
-    errors = comm.allgather_object(error)
-    first = next((f"rank {r}: {e}" for r, e in enumerate(errors) if e), None)
-    if first:  # every rank stops; one prints
-        if comm.rank == 0:
-            print(f"{prog}: error: {first}", file=sys.stderr, flush=True)
-        raise SystemExit(2)
-    return result
+        return from_namespace(cls, parser.parse_args(argv))
+    except ConfigError as e:
+        parser.error(flag_message(e))
 
 
-def describe(error: Exception) -> str:
+def flag_message(error: ConfigError) -> str:
+    """A ConfigError in a command line's words: the field's flag in place of its name."""
+    return error.worded("--" + error.field.replace("_", "-"))
+
+
+def describe(error: BaseException) -> str:
     """An exception as a CLI's one-line message."""
-    from fastsample.comm import CommError
-    from fastsample.config import ConfigError, flag_message  # config builds on this module
-
+    if isinstance(error, StartupError):
+        return f"rank {error.rank}: {describe(error.error)}"
     if isinstance(error, AlreadyExists):  # the library says overwrite=True; the CLI's word is a flag
         return f"{error.path}: already exists (pass --overwrite to replace it)"
     if isinstance(error, ConfigError):  # the library names the setting; the CLI's word is its flag
         return flag_message(error)
     if isinstance(error, CommError):  # the library names the backend parameter; the CLIs' flag is --backend
         return re.sub(r"\bbackend '?(\w+)'?", r"--backend \1", str(error))
-    return str(error) if isinstance(error, (ValueError, OSError)) else f"{type(error).__name__}: {error}"
+    return str(error) if isinstance(error, (ValueError, OSError, ErrorText)) else f"{type(error).__name__}: {error}"
+
+
+def agreed(comm, prog: str, build):
+    """``comm.agree.agree`` for a command line: if start-up failed on any rank, rank 0 prints
+    that rank's message (one line) and every rank exits 2, so a start-up error never leaves
+    other ranks waiting in a collective. Returns build()'s result."""
+    try:
+        return agree(comm, build)
+    except StartupError as e:
+        raise SystemExit(startup_failed(prog, comm, e)) from None
+
+
+def startup_failed(prog: str, comm, error: StartupError) -> int:
+    """A failed start-up agreement: rank 0 prints the failing rank's message (every rank
+    has it; one line is enough). Returns the exit status, 2, for every rank."""
+    if comm.rank == 0:
+        print(f"{prog}: error: {describe(error)}", file=sys.stderr, flush=True)
+    return 2
 
 
 def create_comm(prog: str, backend: str):
     """The job's communicator, or None after one line from the launch's rank 0 (every rank
     fails alike when a backend is not installed, so one message is enough)."""
-    from fastsample.comm import CommError, create
+    from fastsample.comm import create
 
     try:
         return create(backend)

@@ -1,16 +1,14 @@
 """Typed configs: one frozen dataclass per command, its fields the single source of the
-command line, the checks, and what ranks must share.
+checks, of what ranks must share, and (fastsample/cli.py) of the command line.
 
     @dataclass(frozen=True)
     class TrainConfig:
         batch_size: int = option(1000, "seeds per rank per step", check=(lambda v: v > 0, "must be positive"))
 
-``parser(TrainConfig, prog)`` makes an argparse parser with one flag per field
-(``--batch-size``; bools are switches, tuples comma-separated), ``from_namespace`` builds
-and checks the config, and a failed check is one ``ConfigError`` naming the field, which
-the command line reports under the flag's name (``flag_message``). Fields marked
-``shared`` must be equal on every rank of a job; fields marked ``resume`` must equal a
-checkpoint's to continue from it.
+A failed check is one ``ConfigError`` naming the field (a command line says the flag
+instead: cli.flag_message). Fields marked ``shared`` must be equal on every rank of a job;
+fields marked ``resume`` must equal a checkpoint's to continue from it. This module is the
+schema only: it imports no command-line code, so the library can build configs too.
 """
 
 from __future__ import annotations
@@ -19,10 +17,8 @@ import dataclasses
 import typing
 from typing import Any, Callable
 
-from fastsample.cli import Parser
-
-__all__ = ["ConfigError", "option", "parser", "parse", "from_namespace", "validate", "to_dict", "from_dict", "marked",
-           "flag_message"]
+__all__ = ["ConfigError", "option", "validate", "to_dict", "from_dict", "marked", "field_types", "base_type",
+           "type_name"]
 
 
 class ConfigError(ValueError):
@@ -31,6 +27,13 @@ class ConfigError(ValueError):
     def __init__(self, field: str, rule: str):
         super().__init__(_join(field, rule))
         self.field, self.rule = field, rule
+
+    def __reduce__(self):  # crosses ranks in the start-up agreement (comm/agree.py)
+        return ConfigError, (self.field, self.rule)
+
+    def worded(self, name: str) -> str:
+        """The message with ``name`` (e.g. the field's flag) in place of the field."""
+        return _join(name, self.rule)
 
 
 def _join(name: str, rule: str) -> str:
@@ -59,79 +62,20 @@ def option(default: Any = dataclasses.MISSING, help: str = "", *, positional: bo
     return dataclasses.field(default=default, metadata=meta)
 
 
-def _types(cls) -> dict[str, Any]:
+def field_types(cls) -> dict[str, Any]:
+    """Each field's annotation, resolved."""
     return typing.get_type_hints(cls)
 
 
-def _base(tp) -> Any:
+def base_type(tp) -> Any:
     """The type under an optional annotation: int | None -> int; tuple[int, ...] as it is."""
     args = [a for a in typing.get_args(tp) if a is not type(None)]
     return args[0] if type(None) in typing.get_args(tp) and len(args) == 1 else tp
 
 
-def _parse_value(tp, text: str):
-    tp = _base(tp)
-    if typing.get_origin(tp) is tuple:
-        return tuple(typing.get_args(tp)[0](v) for v in text.split(","))
-    return tp(text)
-
-
-def parser(cls, prog: str, description: str | None = None, epilog: str | None = None) -> Parser:
-    """An argparse parser with one flag per field of ``cls`` (its help, choices, default)."""
-    p = Parser(prog=prog, description=description, epilog=epilog)
-    types = _types(cls)
-    for f in dataclasses.fields(cls):
-        m, flag = f.metadata, "--" + f.name.replace("_", "-")
-        tp = _base(types[f.name])
-        kw = dict(help=m.get("help", ""), dest=f.name)
-        if tp is bool:
-            p.add_argument(flag, action="store_true", **kw)
-            continue
-        if m.get("positional"):
-            p.add_argument(f.name, help=kw["help"], type=str)
-            continue
-        if f.default is dataclasses.MISSING:
-            kw["required"] = True
-        else:
-            kw["default"] = f.default
-            if typing.get_origin(tp) is tuple and f.default is not None:
-                kw["default"] = ",".join(str(v) for v in f.default)
-        if m.get("choices"):
-            kw["choices"] = m["choices"]
-        if m.get("metavar"):
-            kw["metavar"] = m["metavar"]
-        kw["type"] = str  # converted by from_namespace, so a bad value is one ConfigError naming the field
-        p.add_argument(flag, **kw)
-    return p
-
-
-def from_namespace(cls, ns) -> Any:
-    """Build ``cls`` from a parsed namespace (strings converted by the field types) and check it."""
-    types, values = _types(cls), {}
-    for f in dataclasses.fields(cls):
-        v = getattr(ns, f.name)
-        if isinstance(v, str) and types[f.name] is not str:
-            try:
-                v = _parse_value(types[f.name], v)
-            except ValueError:
-                expect = f.metadata.get("expect") or f"a{'n' if _name(types[f.name])[0] in 'aeiou' else ''} " \
-                    f"{_name(types[f.name])}"
-                raise ConfigError(f.name, f": expected {expect} (got {v!r})") from None
-        values[f.name] = v
-    return cls(**values)
-
-
-def parse(cls, parser, argv=None) -> Any:
-    """Parse ``argv`` with ``parser`` (made by parser(cls, ...)) into a checked ``cls``; a bad
-    setting exits 2 with one line naming its flag (Parser.error)."""
-    try:
-        return from_namespace(cls, parser.parse_args(argv))
-    except ConfigError as e:
-        parser.error(flag_message(e))
-
-
-def _name(tp) -> str:
-    tp = _base(tp)
+def type_name(tp) -> str:
+    """int for int | None, tuple for tuple[int, ...]: what a message calls the type."""
+    tp = base_type(tp)
     return getattr(tp, "__name__", str(tp))
 
 
@@ -164,14 +108,9 @@ def to_dict(config) -> dict:
 def from_dict(cls, d: dict) -> Any:
     """The config a to_dict() came from; unknown keys (an older version's) are dropped, tuples
     restored from lists, missing fields take their defaults."""
-    types, names = _types(cls), {f.name for f in dataclasses.fields(cls)}
+    types, names = field_types(cls), {f.name for f in dataclasses.fields(cls)}
     values = {}
     for k, v in d.items():
         if k in names:
-            values[k] = tuple(v) if isinstance(v, list) and typing.get_origin(_base(types[k])) is tuple else v
+            values[k] = tuple(v) if isinstance(v, list) and typing.get_origin(base_type(types[k])) is tuple else v
     return cls(**values)
-
-
-def flag_message(error: ConfigError) -> str:
-    """A ConfigError in a command line's words: the field's flag in place of its name."""
-    return _join("--" + error.field.replace("_", "-"), error.rule)

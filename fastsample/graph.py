@@ -21,12 +21,13 @@ from __future__ import annotations
 import json
 import os
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from fastsample.atomic import AtomicDirectory
+from fastsample.choices import FEATURE_DTYPES
 
 __all__ = ["FORMAT_VERSION", "SPLITS", "FEATURE_DTYPES", "CSCGraph", "Dataset", "DatasetError", "DatasetWriter",
            "id_dtype", "offset_dtype", "load_dataset", "read_meta", "write_dataset", "open_array", "expect_array",
@@ -34,7 +35,6 @@ __all__ = ["FORMAT_VERSION", "SPLITS", "FEATURE_DTYPES", "CSCGraph", "Dataset", 
 
 FORMAT_VERSION = 1
 SPLITS = ("train", "val", "test")
-FEATURE_DTYPES = ("float32", "float16")
 LABEL_DTYPE = np.dtype(np.int64)
 _INT32_MAX = np.iinfo(np.int32).max
 
@@ -97,26 +97,53 @@ class CSCGraph:
         return np.diff(self.indptr)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Dataset:
-    """A loaded dataset: topology plus node data, all memory-mapped read-only."""
+    """The one record of a dataset: its topology and node data. A dataset directory gives
+    one (load_dataset: memory-mapped, read-only), a converter returns one (in memory;
+    ``write`` stores it), and one rank's share of a partition is one with the node data cut
+    to what the rank owns (fastsample.partition.RankPartition adds where it sits).
 
-    path: Path
-    meta: dict
-    graph: CSCGraph
-    features: np.ndarray  # (num_nodes, feature_dim) float32/float16
-    labels: np.ndarray  # (num_nodes,) int64, -1 = unlabelled
-    train: np.ndarray  # node ids
+    graph:       the in-edge CSC topology (None in a vanilla rank's share)
+    features:    (rows, F) float32 or float16: every node's, or the rows a share owns
+    labels:      (rows,) int64 class ids, -1 = unlabelled
+    train, val, test: node ids (disjoint, labelled)
+    num_classes: the number of classes
+    name:        the dataset's name
+    meta:        meta.json's fields (empty for a dataset not yet written)
+    path:        the directory it was read from (None in memory)
+    """
+
+    graph: CSCGraph | None
+    features: np.ndarray
+    labels: np.ndarray
+    train: np.ndarray
     val: np.ndarray
     test: np.ndarray
+    num_classes: int
+    name: str = ""
+    meta: dict = field(default_factory=dict)
+    path: Path | None = None
 
     @property
-    def name(self) -> str:
-        return self.meta["name"]
+    def num_nodes(self) -> int:
+        return self.graph.num_nodes
 
     @property
-    def num_classes(self) -> int:
-        return self.meta["num_classes"]
+    def feature_dim(self) -> int:
+        return int(self.features.shape[1])
+
+    def write(self, path, *, name: str | None = None, overwrite: bool = False, **extra) -> dict:
+        """Store the dataset as a dataset directory (write_dataset: checked, atomic).
+
+        Args:
+            path: the directory to write; name: the dataset's name (default: its own);
+            overwrite: replace an existing directory; extra: more meta.json fields.
+        Returns:
+            meta.json's contents.
+        """
+        return write_dataset(path, self.graph, self.features, self.labels, self.train, self.val, self.test,
+                             name=name or self.name, num_classes=self.num_classes, overwrite=overwrite, **extra)
 
 
 # ---------------------------------------------------------------- loading
@@ -229,7 +256,8 @@ def load_dataset(path: str | os.PathLike, mmap: bool = True) -> Dataset:
         if expected is not None and expected != len(ids):
             raise DatasetError(f"{path / (name + '.npy')}: {len(ids)} ids but meta.json says {expected}")
     validate_node_data(n, meta["num_classes"], labels, splits, name=lambda k: str(path / f"{k}.npy"))
-    return Dataset(path, meta, CSCGraph(indptr, indices), features, labels, **splits)
+    return Dataset(CSCGraph(indptr, indices), features, labels, **splits, num_classes=meta["num_classes"],
+                   name=meta["name"], meta=meta, path=path)
 
 
 def validate_csc(indptr: np.ndarray, indices: np.ndarray, num_nodes: int, where="graph", name=None) -> None:

@@ -22,10 +22,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from fastsample import cli
 from fastsample import config as cfg
 from fastsample.atomic import AtomicDirectory
-from fastsample.cli import Parser, agree, create_comm
-from fastsample.comm import BACKENDS
+from fastsample.choices import COMM_BACKENDS
 from fastsample.inference import check_layerwise, layerwise
 from fastsample.partition import load_partition
 from fastsample.sampling import set_num_threads
@@ -42,7 +42,7 @@ class InferConfig:
     checkpoint: str = cfg.option(help="a checkpoint file of python -m fastsample.train (CHECKPOINT_DIR/epoch-N.pt)")
     out: str = cfg.option(help="directory to write (atomically)", shared=False)
     batch_size: int = cfg.option(4096, "nodes per rank per batch", check=(lambda v: v > 0, "must be positive"))
-    backend: str = cfg.option("mpi", "collectives", choices=BACKENDS)
+    backend: str = cfg.option("mpi", "collectives", choices=COMM_BACKENDS)
     threads: int | None = cfg.option(None, "threads per rank (default: OMP_NUM_THREADS or all cores)", shared=False,
                                      check=(lambda v: v > 0, "must be positive"))
     overwrite: bool = cfg.option(False, "replace an existing --out directory")
@@ -52,8 +52,8 @@ class InferConfig:
         cfg.validate(self)
 
 
-def build_parser() -> Parser:
-    return cfg.parser(InferConfig, PROG, __doc__)
+def build_parser() -> cli.Parser:
+    return cli.parser(InferConfig, PROG, __doc__)
 
 
 def main(argv=None) -> int:
@@ -61,8 +61,8 @@ def main(argv=None) -> int:
     from fastsample.trainer import TrainConfig, build_model, load_checkpoint
 
     parser = build_parser()
-    args = cfg.parse(InferConfig, parser, argv)
-    comm = create_comm(PROG, args.backend)
+    args = cli.parse(InferConfig, parser, argv)
+    comm = cli.create_comm(PROG, args.backend)
     if comm is None:
         return 2
     t0 = time.perf_counter()
@@ -74,14 +74,14 @@ def main(argv=None) -> int:
         part = load_partition(args.data, comm.rank, comm.size, mode="hybrid")
         state = load_checkpoint(Path(args.checkpoint), "cpu")
         config = from_dict(TrainConfig, state["config"])
-        model = build_model(config, part.features.shape[1], part.meta["dataset"]["num_classes"])
+        model = build_model(config, part.feature_dim, part.num_classes)
         model.load_state_dict(state["model"])
         check_layerwise(model)
         return part, model, config.model
 
-    part, model, model_spec = agree(comm, PROG, build)
+    part, model, model_spec = cli.agreed(comm, PROG, build)
     # only once every rank is ready, so that no failure elsewhere leaves it behind
-    out = agree(comm, PROG, lambda: AtomicDirectory(args.out, overwrite=args.overwrite) if comm.rank == 0 else None)
+    out = cli.agreed(comm, PROG, lambda: AtomicDirectory(args.out, overwrite=args.overwrite) if comm.rank == 0 else None)
     tmp = Path(comm.broadcast_object(str(out.tmp) if out else None))
     # leaving the block removes the temporary directory unless it was committed
     with out if out is not None else contextlib.nullcontext():
@@ -90,7 +90,7 @@ def main(argv=None) -> int:
             np.save(tmp / f"part-{comm.rank}.npy", h)
             return h.shape[1]
 
-        width = agree(comm, PROG, write)
+        width = cli.agreed(comm, PROG, write)
         if out is not None:
             shutil.copyfile(Path(args.data) / "orig_ids.npy", tmp / "orig_ids.npy")
             index = {"num_parts": comm.size, "offsets": [int(o) for o in part.offsets], "width": int(width),

@@ -38,17 +38,18 @@ import numpy as np
 import torch
 
 from fastsample import bf16
+from fastsample.allocator import available_memory
 from fastsample.block import Block
+from fastsample.choices import CACHE_POLICIES, MODES, PRECISIONS, check_choice, check_fanouts
 from fastsample.comm import Communicator
 from fastsample.comm.local import LocalCommunicator
+from fastsample.config import ConfigError
 from fastsample.distributed import FeatureGather
+from fastsample.distributed.cache import FeatureCache, build_cache, degree_scores, frequency_scores
 from fastsample.graph import SPLITS, load_dataset
-from fastsample.matmul import PRECISIONS
 from fastsample.partition import RankPartition, load_partition
 from fastsample.prefetch import Prefetcher
 from fastsample.sampling import MFG, LocalSampler, Sampler, get_num_threads, set_num_threads
-
-MODES = ("hybrid", "vanilla")
 
 
 @dataclass
@@ -100,13 +101,7 @@ def open_data(data, comm: Communicator, mode: str = "hybrid") -> RankPartition:
     if comm.size != 1:
         raise ValueError(f"{path}: a dataset directory serves one process; for {comm.size} ranks "
                          f"partition it first (python -m fastsample.partition {path} OUT --parts {comm.size})")
-    ds = load_dataset(path)
-    n = ds.graph.num_nodes
-    meta = {"dataset": ds.meta, "num_parts": 1, "mode": "both", "offsets": [0, n],
-            "parts": [{s: len(getattr(ds, s)) for s in SPLITS}]}
-    # one rank owns everything: the whole graph is both the replicated and the local topology
-    return RankPartition(path, meta, 0, 1, np.array([0, n], dtype=np.int64), ds.graph, ds.graph, ds.features,
-                         ds.labels, ds.train, ds.val, ds.test)
+    return RankPartition.whole(load_dataset(path))
 
 
 def narrow_features(part: RankPartition) -> RankPartition:
@@ -141,27 +136,29 @@ class NodeLoader:
             16 bits (float32 ones narrowed to bfloat16 once, here; float16 ones as stored)
             and batch.x keeps them so (fastsample/bf16.py). Pass the same opened partition
             (open_data, then narrow_features) to several loaders to narrow it once.
+        cache_fraction: keep a copy of this fraction of all nodes' feature rows, those
+            this rank would fetch most (fastsample/distributed/cache.py), built by
+            ``warm_up`` (or the first iteration); 0: none. Same batches; fewer bytes on the wire.
+        cache_policy: "frequency" or "degree": which rows the cache keeps.
     """
 
     def __init__(self, data, fanouts, batch_size: int, split: str = "train", shuffle: bool | None = None,
                  seed: int = 0, comm: Communicator | None = None, kernel: str = "auto", mode: str = "hybrid",
                  device="cpu", max_steps: int | None = None, prefetch: int = 0, sampler: Sampler | None = None,
-                 precision: str = "fp32"):
-        if split not in SPLITS:
-            raise ValueError(f"split must be one of {', '.join(SPLITS)} (got {split!r})")
-        if mode not in MODES:
-            raise ValueError(f"mode must be one of {', '.join(MODES)} (got {mode!r})")
+                 precision: str = "fp32", cache_fraction: float = 0.0, cache_policy: str = "frequency"):
+        check_choice(split, SPLITS, "split")
+        check_choice(mode, MODES, "mode")
         if not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer (got {batch_size!r})")
-        self.fanouts = [int(f) for f in fanouts]
-        if not self.fanouts or any(f == 0 or f < -1 for f in self.fanouts):
-            raise ValueError(f"fanouts must be positive or -1 for all neighbours (got {list(fanouts)})")
+        self.fanouts = check_fanouts(fanouts)
         if max_steps is not None and max_steps < 1:
             raise ValueError(f"max_steps must be positive (got {max_steps})")
         if not isinstance(prefetch, (int, np.integer)) or prefetch < 0:
             raise ValueError(f"prefetch must be a non-negative integer (got {prefetch!r})")
-        if precision not in PRECISIONS:
-            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)} (got {precision!r})")
+        check_choice(precision, PRECISIONS, "precision")
+        check_choice(cache_policy, CACHE_POLICIES, "cache_policy")
+        if not 0 <= cache_fraction < 1:
+            raise ConfigError("cache_fraction", f"must be in [0, 1) (got {cache_fraction!r})")
         self.comm = comm if comm is not None else LocalCommunicator()
         self.part = open_data(data, self.comm, mode)
         if precision == "bf16":
@@ -187,17 +184,25 @@ class NodeLoader:
 
             self.sampler = VanillaSampler(data_comm, self.part.offsets, self.part.local_graph, kernel)
         # every rank runs the same number of steps: the most any rank needs
-        self.epoch_steps = max(math.ceil(p[split] / self.batch_size) for p in self.part.meta["parts"])
+        self.epoch_steps = max(math.ceil(k / self.batch_size) for k in self.part.split_sizes(split))
         self.steps = self.epoch_steps if max_steps is None else min(self.epoch_steps, max_steps)
         self.epoch = 0
+        self.cache_fraction, self.cache_policy = float(cache_fraction), cache_policy
+        if self.cache_fraction:
+            f = self.part.features
+            need = int(self.cache_fraction * self.part.num_nodes) * f.shape[1] * f.dtype.itemsize
+            available = available_memory()
+            if available is not None and need > available // 2:
+                raise ConfigError("cache_fraction", f"{self.cache_fraction}: the cache needs {need / 2**20:,.0f} MiB "
+                                  f"per rank, over half of the {available / 2**20:,.0f} MiB available; lower it")
 
     @property
     def num_classes(self) -> int:
-        return int(self.part.meta["dataset"]["num_classes"])
+        return int(self.part.num_classes)
 
     @property
     def feature_dim(self) -> int:
-        return int(self.part.features.shape[1])
+        return self.part.feature_dim
 
     def set_epoch(self, epoch: int) -> None:
         """The epoch whose order and samples the next iteration gives (as DistributedSampler)."""
@@ -217,6 +222,7 @@ class NodeLoader:
         return np.sort(order[step * self.batch_size:(step + 1) * self.batch_size])
 
     def __iter__(self):
+        self._ensure_cache()  # here at the latest (warm_up builds it before anything is timed)
         if not self.prefetch:
             yield from self._batches()
             return
@@ -252,5 +258,44 @@ class NodeLoader:
 
     def warm_up(self) -> None:
         """Load the kernels and touch the maps before anything is timed (samples one node
-        with a key of its own, so no batch's draws are used). Collective in vanilla mode."""
+        with a key of its own, so no batch's draws are used), and build the feature cache
+        if one was asked for and none is attached. Collective in vanilla mode, and with a cache."""
         self.sample(self.ids[:1], 0, seed=self.seed ^ 0x3A3A3A)
+        self._ensure_cache()
+
+    def _ensure_cache(self) -> None:
+        """Build the feature cache asked for, unless one is there. Collective."""
+        if self.cache_fraction and self.gather.cache is None:
+            if self.cache_policy == "degree":
+                scores = degree_scores(self.part, self.gather.comm)
+            else:  # the input nodes of this rank's whole first epoch (whatever max_steps caps)
+                scores = frequency_scores(self._epoch_inputs(0), self.part.num_nodes)
+            self.gather.cache = build_cache(self.gather, scores, self.cache_fraction)
+
+    def _epoch_inputs(self, epoch: int):
+        """The input ids (mfgs[0].src_ids) of every step of ``epoch``; the same collective
+        calls on every rank (vanilla samples collectively)."""
+        current = self.epoch
+        try:
+            self.set_epoch(epoch)
+            order = self.order()
+            for step in range(self.epoch_steps):
+                yield self.sample(self.seeds(order, step), step)[0].src_ids
+        finally:
+            self.set_epoch(current)
+
+    @property
+    def cache(self) -> FeatureCache | None:
+        """The feature cache the gather uses (None: none)."""
+        return self.gather.cache
+
+    def attach_cache(self, cache: FeatureCache | None) -> None:
+        """Use ``cache`` (e.g. another loader's over the same partition) instead of building
+        one: the gather then requests only rows neither owned nor in it."""
+        self.gather.cache = cache
+
+    def gather_counts(self) -> dict[str, int]:
+        """Input rows this loader's gather has served since it was made: ``local`` (owned),
+        ``cached`` (from the cache) and ``remote`` (fetched from other ranks)."""
+        g = self.gather
+        return {"local": g.rows_local, "cached": g.rows_cached, "remote": g.rows_remote}

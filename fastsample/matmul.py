@@ -41,6 +41,8 @@ from pathlib import Path
 
 import torch
 
+from fastsample.choices import MATMUL_CHOICES, MATMUL_ENGINES as ENGINES, PRECISIONS
+
 # oneDNN (and ideep, torch's wrapper of it) keep a compiled primitive per matrix shape,
 # up to 1024; a layer's row count differs every step, so a rank on the onednn engine
 # grew by ~1.2 GiB over 750 medium steps. Small caches keep it flat (both are needed);
@@ -48,9 +50,6 @@ import torch
 os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "16")
 os.environ.setdefault("LRU_CACHE_CAPACITY", "16")
 
-BACKENDS = ("auto", "blas", "onednn")
-ENGINES = BACKENDS[1:]
-PRECISIONS = ("fp32", "bf16")
 OPS = ("forward", "weight_grad", "input_grad")
 MARGIN = 1.1  # another engine replaces BLAS only when at least this much faster: noise must not flip it
 BF16_MARGIN = 1.2  # bf16 products also pay for casting their operands
@@ -180,8 +179,8 @@ def choose(backend: str = "auto", precision: str = "fp32", shape: tuple[int, int
     faster engine per product, and with bf16 whether bf16 products pay; "blas" or "onednn"
     pin the engine, and with bf16 the bf16 products (which run on torch's own dispatch:
     oneDNN where the CPU has bf16 instructions)."""
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {', '.join(BACKENDS)} (got {backend!r})")
+    if backend not in MATMUL_CHOICES:
+        raise ValueError(f"backend must be one of {', '.join(MATMUL_CHOICES)} (got {backend!r})")
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {', '.join(PRECISIONS)} (got {precision!r})")
     if backend == "onednn" and not onednn_available():

@@ -117,7 +117,13 @@ class GraphSAGE(nn.Module):
         in_dim: feature width; hidden: hidden width; num_classes: output width;
         num_layers: layers (>= 1), one per MFG; dropout: probability after each hidden layer;
         aggregation: auto (native where it runs, else torch), native or torch.
+
+    What a trainer may ask of a model (capabilities, not its class): ``reads_16bit_input``
+    (its first layer takes bfloat16/float16 features as they are), ``product_shape(rows)``
+    (its widest matrix product, for fastsample/matmul.py's engine choice).
     """
+
+    reads_16bit_input = True
 
     def __init__(self, in_dim: int, hidden: int, num_classes: int, num_layers: int, dropout: float = 0.5,
                  aggregation: str = "auto"):
@@ -132,6 +138,12 @@ class GraphSAGE(nn.Module):
         self.layers = nn.ModuleList(SAGEConv(a, b) for a, b in zip(dims[:-1], dims[1:]))
         self.dropout = nn.Dropout(dropout)
         self.aggregation = aggregation
+
+    def product_shape(self, rows: int) -> tuple[int, int, int]:
+        """(rows, 2 d_in, d_out) of the input layer's product over ``rows`` destinations: the
+        widest of the model, which decides the engines (fastsample/matmul.py)."""
+        w = self.layers[0].self_lin.weight
+        return rows, 2 * w.shape[1], w.shape[0]
 
     def forward(self, blocks: list[Block], x: torch.Tensor) -> torch.Tensor:
         """blocks[i] feeds layer i (blocks[0] consumes the input features x).

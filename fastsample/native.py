@@ -17,12 +17,7 @@ except ImportError as e:  # installed with FASTSAMPLE_NATIVE=OFF, or the build f
     lib = None
     _why = str(e)
 
-__all__ = ["lib", "available", "require"]
-
-
-def available() -> bool:
-    """Whether the native kernels are built and importable."""
-    return lib is not None
+__all__ = ["lib", "require"]
 
 
 def require(what: str):

@@ -52,7 +52,7 @@ inputs come out up to 7 % high on the 100k-2.4M-node synthetic graphs, +0.2 % at
 Calibration against the real sampler: tests/test_plan.py and README.md.
 
 Partitioning (python -m fastsample.partition, on one machine): METIS's and KaMinPar's
-estimated peaks and the --method auto choice are fastsample/partition/kaminpar.py's own.
+estimated peaks and the --method auto choice are fastsample/partition/memory.py's own.
 """
 
 from __future__ import annotations
@@ -65,18 +65,18 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from fastsample import cli
 from fastsample import config as cfg
+from fastsample.choices import FEATURE_DTYPES
 from fastsample.allocator import available_memory
 from fastsample.data.summary import format_bytes
 from fastsample.graph import id_dtype, offset_dtype
+from fastsample.job import JobShape, positive
 
 __all__ = ["PlanConfig", "LayerSizes", "expected_mfgs", "plan", "format_plan", "main", "parse_size",
            "RUNTIME_BYTES", "LIBRARY_BYTES", "HEAP_FRAGMENTATION"]
 
 PROG = "python -m fastsample.plan"
-MODES = ("hybrid", "vanilla")
-FEATURE_DTYPES = {"float32": 4, "float16": 2, "bfloat16": 2}
-CACHE_POLICIES = ("frequency", "degree")
 
 # Measured on this project's machines (README.md, "Planning memory"):
 RUNTIME_BYTES = 280 * 2**20  # a rank's own memory before its data: Python, torch, MPI, fastsample, start-up
@@ -104,42 +104,21 @@ def _is_size(text: str) -> bool:
         return False
 
 
-def _positive(v) -> bool:
-    return v > 0
-
-
-@dataclass(frozen=True)
-class PlanConfig:
-    """The settings of python -m fastsample.plan (its command line is generated from them)."""
+@dataclass(frozen=True, kw_only=True)
+class PlanConfig(JobShape):
+    """The settings of python -m fastsample.plan (its command line is generated from them):
+    the graph and the cluster, and the job's shape as the trainer takes it (JobShape)."""
 
     nodes: int = cfg.option(help="nodes (N)", check=(lambda v: v >= 2, "must be at least 2"))
     edges: int = cfg.option(help="stored directed edges (E): what the in-edge CSC holds; an undirected graph of M "
                             "edges is stored with both directions, E = 2M (python -m fastsample.data info prints it)",
                             check=(lambda v: v >= 0, "must be >= 0"))
-    feature_dim: int = cfg.option(help="feature width (F)", check=(_positive, "must be positive"))
-    feature_dtype: str = cfg.option("float32", "how the features are stored", choices=tuple(FEATURE_DTYPES))
-    classes: int = cfg.option(47, "output classes (the last layer's width)", check=(_positive, "must be positive"))
-    ranks: int = cfg.option(1, "ranks in the job (P)", check=(_positive, "must be positive"))
+    feature_dim: int = cfg.option(help="feature width (F)", check=(positive, "must be positive"))
+    feature_dtype: str = cfg.option("float32", "how the features are stored", choices=FEATURE_DTYPES)
+    classes: int = cfg.option(47, "output classes (the last layer's width)", check=(positive, "must be positive"))
+    ranks: int = cfg.option(1, "ranks in the job (P)", check=(positive, "must be positive"))
     ranks_per_machine: int = cfg.option(1, "ranks on one machine (R); they share its copy of the topology in "
-                                        "hybrid mode", check=(_positive, "must be positive"))
-    mode: str = cfg.option("hybrid", "hybrid: topology replicated per machine; vanilla: topology partitioned",
-                           choices=MODES)
-    fanouts: tuple[int, ...] = cfg.option((15, 10, 5), "per layer, input layer first; -1 = all neighbours (write "
-                                          "--fanouts=-1,-1)", expect="comma-separated integers",
-                                          check=(lambda v: len(v) > 0 and all(f == -1 or f > 0 for f in v),
-                                                 "must be positive or -1"))
-    batch_size: int = cfg.option(1000, "training seeds per rank per step", check=(_positive, "must be positive"))
-    hidden: int = cfg.option(256, "width of the hidden GraphSAGE layers", check=(_positive, "must be positive"))
-    layers: int | None = cfg.option(None, "GNN layers (default: number of fanouts)",
-                                    check=(_positive, "must be positive"))
-    cache_fraction: float = cfg.option(0.0, "the hot-feature cache: this fraction of all nodes' rows on every rank",
-                                       check=(lambda v: 0 <= v < 1, "must be in [0, 1)"))
-    cache_policy: str = cfg.option("frequency", "the cache's policy (its start-up build differs)",
-                                   choices=CACHE_POLICIES)
-    prefetch: int = cfg.option(0, "batches made ahead in a background thread", metavar="DEPTH",
-                               check=(lambda v: 0 <= v <= 8, "must be in 0..8"))
-    allocator: str = cfg.option("retain", "the trainer's --allocator (retain keeps freed heap mapped: more memory)",
-                                choices=tuple(HEAP_FRAGMENTATION))
+                                        "hybrid mode", check=(positive, "must be positive"))
     memory: str | None = cfg.option(None, "memory per machine, e.g. 256G, 512GiB or a byte count (default: this "
                                     "machine's MemAvailable)", metavar="SIZE",
                                     check=(_is_size, "must be a size such as 256G, 512GiB or a byte count"))
@@ -149,12 +128,7 @@ class PlanConfig:
     json: bool = cfg.option(False, "print the plan as JSON")
 
     def __post_init__(self):
-        object.__setattr__(self, "fanouts", tuple(int(f) for f in self.fanouts))
-        if self.layers is None:
-            object.__setattr__(self, "layers", len(self.fanouts))
-        cfg.validate(self)
-        if self.layers != len(self.fanouts):
-            raise cfg.ConfigError("layers", f"{self.layers} needs {self.layers} fanouts, got {list(self.fanouts)}")
+        super().__post_init__()
         if self.ranks_per_machine > self.ranks:
             raise cfg.ConfigError("ranks_per_machine", f"must be at most the ranks, {self.ranks} "
                                   f"(got {self.ranks_per_machine})")
@@ -255,14 +229,14 @@ def _itemsize(dtype) -> int:
 
 def plan(c: PlanConfig) -> dict:
     """Every figure of the plan (bytes, expected values), as the report and --json show it."""
-    from fastsample.partition import kaminpar as kp
+    from fastsample.partition import memory as pm
     from fastsample.partition.assign import symmetric_edges
 
     n, e, P, R = c.nodes, c.edges, c.ranks, c.ranks_per_machine
     machines = math.ceil(P / R)
     ids = id_dtype(n)
     offs = np.dtype(np.int64) if ids == np.int64 else offset_dtype(e)
-    idb, offb, fb = _itemsize(ids), _itemsize(offs), FEATURE_DTYPES[c.feature_dtype]
+    idb, offb, fb = _itemsize(ids), _itemsize(offs), np.dtype(c.feature_dtype).itemsize
     shard_rows = [n // P + (r < n % P) for r in range(P)]  # an even split; the partitioner's is within 5 %
     owned = shard_rows[0]  # the largest
 
@@ -312,7 +286,7 @@ def plan(c: PlanConfig) -> dict:
 
     # the partitioner's own count of the symmetric adjacency (what --method auto sizes METIS by)
     sym = symmetric_edges(e, symmetric=False)
-    method, why = kp.choose_method(n, sym, memory) if P > 1 else ("metis", "one part: nothing to partition")
+    method, why = pm.choose_method(n, sym, memory) if P > 1 else ("metis", "one part: nothing to partition")
     return {
         "config": asdict(c),
         "graph": {"nodes": n, "edges": e, "avg_degree": e / n, "id_dtype": ids.name, "indptr_dtype": offs.name},
@@ -335,10 +309,10 @@ def plan(c: PlanConfig) -> dict:
         "per_machine": {"ranks": R, "topology": machine_topology, "libraries": LIBRARY_BYTES, "total": machine_total,
                         "fits": None if memory is None else machine_total <= memory},
         "topology_bytes": topology,
-        "partition": {"symmetric_edges": sym, "metis_peak": kp.metis_peak_bytes(n, sym),
-                      "kaminpar_peak": kp.kaminpar_peak_bytes(n, sym),
-                      "metis_peak_if_symmetric": kp.metis_peak_bytes(n, e),
-                      "kaminpar_peak_if_symmetric": kp.kaminpar_peak_bytes(n, e),
+        "partition": {"symmetric_edges": sym, "metis_peak": pm.metis_peak_bytes(n, sym),
+                      "kaminpar_peak": pm.kaminpar_peak_bytes(n, sym),
+                      "metis_peak_if_symmetric": pm.metis_peak_bytes(n, e),
+                      "kaminpar_peak_if_symmetric": pm.kaminpar_peak_bytes(n, e),
                       "auto": method, "why": why},
     }
 
@@ -423,13 +397,13 @@ fastsample/plan.py says what each counts and README.md how they compare with mea
 
 
 def build_parser():
-    return cfg.parser(PlanConfig, PROG, __doc__.split(":", 1)[1].split("\n\n")[0].strip(), EPILOG)
+    return cli.parser(PlanConfig, PROG, __doc__.split(":", 1)[1].split("\n\n")[0].strip(), EPILOG)
 
 
 def main(argv=None) -> int:
     """The command line (``python -m fastsample.plan``). Returns 0; a bad flag exits 2 naming it."""
     parser = build_parser()
-    config = cfg.parse(PlanConfig, parser, argv)
+    config = cli.parse(PlanConfig, parser, argv)
     p = plan(config)
     print(json.dumps(p, indent=2) if config.json else format_plan(p))
     return 0

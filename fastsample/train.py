@@ -14,21 +14,22 @@ import traceback
 
 import torch
 
-from fastsample import config as cfg
+from fastsample import cli
 from fastsample.allocator import retain_freed_memory
-from fastsample.cli import Parser, create_comm
+from fastsample.comm.agree import StartupError
 from fastsample.trainer import TrainConfig, startup
-from fastsample.trainer.trainer import PROG
+
+PROG = "python -m fastsample.train"
 
 
-def build_parser() -> Parser:
-    return cfg.parser(TrainConfig, PROG, __doc__)
+def build_parser() -> cli.Parser:
+    return cli.parser(TrainConfig, PROG, __doc__)
 
 
 def parse_args(argv=None) -> TrainConfig:
     """The command line as a checked TrainConfig; a bad setting exits 2 with one line naming its flag."""
     parser = build_parser()
-    config = cfg.parse(TrainConfig, parser, argv)
+    config = cli.parse(TrainConfig, parser, argv)
     if config.device == "cuda" and not torch.cuda.is_available():
         parser.error(f"--device cuda: no CUDA device is available (torch {torch.__version__}, "
                      f"{'built without CUDA' if torch.version.cuda is None else f'CUDA {torch.version.cuda}'})")
@@ -39,14 +40,17 @@ def main(argv=None) -> int:
     config = parse_args(argv)
     if config.allocator == "retain":
         retain_freed_memory()
-    comm = create_comm(PROG, config.backend)
+    comm = cli.create_comm(PROG, config.backend)
     if comm is None:
         return 2
     if config.net_model:
         from fastsample.comm.netmodel import ModeledNetwork
 
         comm = ModeledNetwork(comm, *config.net_model)
-    trainer = startup(config, comm)
+    try:
+        trainer = startup(config, comm)
+    except StartupError as e:
+        return cli.startup_failed(PROG, comm, e)
     try:
         trainer.run()
     except Exception:

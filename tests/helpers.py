@@ -22,9 +22,24 @@ import subprocess
 import sys
 from pathlib import Path
 
-from fastsample.cli import find_mpiexec
+from fastsample.launcher import find_mpiexec
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def native_built() -> bool:
+    """Whether the C++ kernels (fastsample._native) are built here."""
+    from fastsample.native import lib
+
+    return lib is not None
+
+
+def mfg_equal(a, b) -> bool:
+    """Two MFGs (fastsample.sampling.MFG) are the same, array for array."""
+    import numpy as np
+
+    return (a.num_dst == b.num_dst and np.array_equal(a.indptr, b.indptr) and np.array_equal(a.indices, b.indices)
+            and np.array_equal(a.src_ids, b.src_ids))
 
 
 def mpiexec_path() -> str | None:

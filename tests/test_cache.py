@@ -6,9 +6,10 @@ import pytest
 
 from conftest import train_records
 from fastsample.data.synth import SynthConfig, write_synthetic
-from fastsample.distributed.cache import FeatureCache, build_cache
+from fastsample.distributed.cache import FeatureCache
 from fastsample.loader import NodeLoader
 from fastsample.partition import partition_dataset
+from helpers import REPO, assert_checks, mpiexec
 
 ARGS = ["--fanouts", "5,4", "--batch-size", "40", "--hidden", "16", "--epochs", "2", "--quiet", "--threads", "1",
         "--eval-every", "0"]
@@ -65,13 +66,25 @@ def test_frequency_beats_degree_and_a_bigger_cache_hits_more(root, tmp_path):
     assert rates[("frequency", 0.2)] > rates[("frequency", 0.05)] and rates[("degree", 0.2)] > rates[("degree", 0.05)]
 
 
-def test_cache_holds_the_owners_rows_and_never_owned_ones(root):
-    loader = NodeLoader(root / "p1", fanouts=[5, 4], batch_size=40)
-    empty = build_cache(loader, 0.3)
-    assert len(empty.ids) == 0  # one rank owns everything
+@pytest.mark.mpi
+def test_cache_holds_the_owners_rows_of_the_best_scored_nodes_and_never_owned_ones(root):
+    # 2 ranks, both policies and modes: every cached row equals the dataset's row, no
+    # owned node is cached, no node left out scores higher than a kept one, and a gather
+    # then fetches exactly the rows neither owned nor cached (cache_worker.py)
+    proc = mpiexec(2, REPO / "tests" / "cache_worker.py", root / "g", root / "p2")
+    assert_checks(proc, 2, [f"{m}-{p}" for m in ("hybrid", "vanilla") for p in ("degree", "frequency")])
+
+
+def test_cache_lookup_and_bad_settings():
     cache = FeatureCache(np.array([3, 9, 20]), np.zeros((3, 8), np.float32))
     assert cache.lookup(np.array([9, 4, 20, 21, 3, 0])).tolist() == [1, -1, 2, -1, 0, -1]
-    with pytest.raises(ValueError, match="policy must be one of degree, frequency"):
-        build_cache(loader, 0.1, "random")
-    with pytest.raises(ValueError, match=r"fraction must be in \[0, 1\)"):
-        build_cache(loader, 1.0)
+
+
+def test_bad_cache_settings_name_the_parameter(root):
+    with pytest.raises(ValueError, match="cache_policy must be one of frequency, degree"):
+        NodeLoader(root / "p1", fanouts=[5, 4], batch_size=40, cache_fraction=0.1, cache_policy="random")
+    with pytest.raises(ValueError, match=r"cache_fraction must be in \[0, 1\)"):
+        NodeLoader(root / "p1", fanouts=[5, 4], batch_size=40, cache_fraction=1.0)
+    one = NodeLoader(root / "p1", fanouts=[5, 4], batch_size=40, cache_fraction=0.3)
+    one.warm_up()
+    assert len(one.cache.ids) == 0  # one rank owns every row: nothing to cache

@@ -5,8 +5,7 @@ import pytest
 from conftest import CCL
 from fastsample.data.synth import SynthConfig, write_synthetic
 from fastsample.partition import partition_dataset
-from fastsample.sampling import native_available
-from helpers import REPO, assert_checks, mpiexec
+from helpers import REPO, assert_checks, mpiexec, native_built
 
 pytestmark = pytest.mark.mpi
 
@@ -30,7 +29,7 @@ def test_feature_gather_returns_the_right_rows_in_two_rounds(partitioned, backen
 @pytest.mark.parametrize("backend", ["mpi", "gloo", CCL])
 def test_vanilla_sampling_equals_hybrid_with_two_rounds_per_lower_layer(partitioned, backend):
     proc = mpiexec(3, REPO / "tests" / "vanilla_worker.py", partitioned / "p3", backend)
-    kernels = ["numba", "twostep"] + (["native"] if native_available() else [])
-    owners = ["numba"] + (["native"] if native_available() else [])
+    kernels = ["numba", "twostep"] + (["native"] if native_built() else [])
+    owners = ["numba"] + (["native"] if native_built() else [])
     assert_checks(proc, 3, [f"{owner}-step{step}-{check}" for owner in owners for step in range(3)
                             for check in ["rounds", *kernels]])

@@ -13,10 +13,10 @@ import torch
 
 from fastsample import bf16, matmul
 from fastsample.model import GraphSAGE, aggregate
-from fastsample.sampling import native_available
 from test_model import blocks_for
+from helpers import native_built
 
-pytestmark = pytest.mark.skipif(not native_available(), reason="fastsample._native not built")
+pytestmark = pytest.mark.skipif(not native_built(), reason="fastsample._native not built")
 ENGINES = ["blas", pytest.param("onednn", marks=pytest.mark.skipif(not matmul.onednn_available(),
                                                                     reason="torch without oneDNN"))]
 

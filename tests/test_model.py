@@ -7,9 +7,10 @@ import torch
 from fastsample.data.edges import edges_to_csc
 from fastsample.block import Block
 from fastsample.model import GraphSAGE
-from fastsample.sampling import native_available, sample
+from fastsample.sampling import sample
+from helpers import native_built
 
-pytestmark = pytest.mark.skipif(not native_available(), reason="fastsample._native not built")
+pytestmark = pytest.mark.skipif(not native_built(), reason="fastsample._native not built")
 
 
 def blocks_for(fanouts, seed=0):

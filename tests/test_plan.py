@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from fastsample.graph import load_dataset
-from fastsample.partition import kaminpar as kp
+from fastsample.partition import memory
 from fastsample.plan import PlanConfig, expected_mfgs, main, plan
 from fastsample.sampling import sample
 
@@ -77,7 +77,7 @@ def test_topology_follows_the_dtype_rule_exactly():
     assert big["topology_bytes"] == (2**31 + 6) * 8 + 2**32 * 8
 
 
-@pytest.mark.parametrize("dtype, size", [("float32", 4), ("float16", 2), ("bfloat16", 2)])
+@pytest.mark.parametrize("dtype, size", [("float32", 4), ("float16", 2)])
 @pytest.mark.parametrize("ranks", [1, 3, 16])
 def test_shards_add_up_to_the_whole_feature_matrix(dtype, size, ranks):
     n, f = 1_000_003, 100
@@ -122,10 +122,10 @@ def test_model_state_is_graphsage_parameters():
 def test_partition_figures_are_the_partitioners_own_and_auto_follows_memory():
     n, e = PAPERS["nodes"], PAPERS["edges"]
     roomy, tight = _plan(**PAPERS, ranks=8, memory="4T"), _plan(**PAPERS, ranks=8, memory="256G")
-    assert roomy["partition"]["metis_peak"] == kp.metis_peak_bytes(n, 2 * e)  # auto's bound: 2E
-    assert roomy["partition"]["kaminpar_peak"] == kp.kaminpar_peak_bytes(n, 2 * e)
+    assert roomy["partition"]["metis_peak"] == memory.metis_peak_bytes(n, 2 * e)  # auto's bound: 2E
+    assert roomy["partition"]["kaminpar_peak"] == memory.kaminpar_peak_bytes(n, 2 * e)
     assert (roomy["partition"]["auto"], tight["partition"]["auto"]) == ("metis", "kaminpar")
-    assert tight["partition"]["why"] == kp.choose_method(n, 2 * e, 256 * 2**30)[1]
+    assert tight["partition"]["why"] == memory.choose_method(n, 2 * e, 256 * 2**30)[1]
 
 
 def test_fits_or_not_against_the_memory():

@@ -11,8 +11,7 @@ import pytest
 
 from conftest import REPO, ccl_available, mpiexec, run_module, train_records
 from fastsample.partition import partition_dataset
-from fastsample.sampling import native_available
-from helpers import kill_group, mpiexec_argv
+from helpers import kill_group, mpiexec_argv, native_built
 
 ARGS = ["--fanouts", "4,3", "--batch-size", "40", "--hidden", "16", "--epochs", "2", "--quiet",
         "--eval-every", "0", "--threads", "1"]
@@ -27,7 +26,7 @@ def train(root, ranks, *extra, log):
 @pytest.mark.parametrize("ranks", [1, 2, 3])
 def test_losses_identical_across_samplers_and_modes(train_parts, tmp_path, ranks):
     variants = [("hybrid", "numba"), ("hybrid", "twostep"), ("vanilla", "numba")]
-    if native_available():
+    if native_built():
         variants.append(("hybrid", "native"))
     runs = {}
     for mode, sampler in variants:

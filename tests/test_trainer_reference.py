@@ -8,15 +8,16 @@ import pytest
 import torch
 
 from conftest import mpiexec
-from fastsample.sampling import native_available
+
 from trainer_reference import FILE, RUNS, cpu_model, run
+from helpers import native_built
 
 
 @pytest.mark.mpi
 @pytest.mark.slow
 @pytest.mark.parametrize("name", RUNS)
 def test_trainer_matches_its_recorded_reference(train_parts, name):
-    if "native" in RUNS[name][1] and not native_available():
+    if "native" in RUNS[name][1] and not native_built():
         pytest.skip("the native module is not built")
     ref = json.loads(FILE.read_text())
     want = ref["runs"][name]

@@ -31,10 +31,22 @@ RUNS = {  # name: (ranks, extra arguments)
 
 
 def cpu_model() -> str:
+    """The CPU, precisely enough that two hosts with one name but other vector units (the
+    dense kernels round by them) do not pass for the same: name, family, model, stepping,
+    and the widest vector extensions present."""
+    fields, flags = {}, set()
     for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor()
+        key, _, value = line.partition(":")
+        key = key.strip()
+        if key in ("model name", "cpu family", "model", "stepping") and key not in fields:
+            fields[key] = value.strip()
+        elif key == "flags" and not flags:
+            flags = set(value.split())
+    if not fields:
+        return platform.processor()
+    vector = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_tile") if f in flags]
+    return (f"{fields.get('model name', '?')} (family {fields.get('cpu family', '?')} model {fields.get('model', '?')} "
+            f"stepping {fields.get('stepping', '?')}; {' '.join(vector) or 'no avx2'})")
 
 
 def build(root: Path) -> None:

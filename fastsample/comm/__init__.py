@@ -5,11 +5,9 @@
 An unknown or unavailable backend, or a bad argument, is a CommError naming the parameter.
 """
 
+from fastsample.choices import COMM_BACKENDS as BACKENDS
+from fastsample.choices import TORCH_BACKENDS
 from fastsample.comm.base import CommError, Communicator, Counters
-
-# The one home of the backend names; "local" (one process, no MPI) is create's extra.
-BACKENDS = ("mpi", "gloo", "ccl", "nccl")
-TORCH_BACKENDS = ("gloo", "nccl")  # those run on torch.distributed (torch_dist.py)
 
 
 def create(backend: str = "mpi") -> Communicator:

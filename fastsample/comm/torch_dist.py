@@ -19,7 +19,7 @@ import socket
 
 import numpy as np
 
-from fastsample.comm import TORCH_BACKENDS
+from fastsample.choices import TORCH_BACKENDS
 from fastsample.comm.base import CommError
 from fastsample.comm.mpi import MPICommunicator
 

@@ -45,10 +45,9 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from fastsample.data import DatasetArrays
 from fastsample.data.edges import edges_to_csc, edges_to_csc_file
 from fastsample.data.npz import NpyMember, open_npz
-from fastsample.graph import CSCGraph, DatasetError, DatasetWriter, id_dtype, offset_dtype, validate_node_data
+from fastsample.graph import CSCGraph, Dataset, DatasetError, DatasetWriter, id_dtype, offset_dtype, validate_node_data
 
 _BLOCK = 1 << 26  # bytes of text parsed at a time
 
@@ -128,7 +127,7 @@ def _splits(where: Path, num_nodes: int) -> list[np.ndarray]:
     return splits
 
 
-def load_ogb(root: str | Path, split: str | None = None, symmetric: bool = True) -> DatasetArrays | OgbNpz:
+def load_ogb(root: str | Path, split: str | None = None, symmetric: bool = True) -> Dataset | OgbNpz:
     """Read an OGB node-property directory, in the CSV or the npz layout (module doc).
 
     Args:
@@ -136,7 +135,7 @@ def load_ogb(root: str | Path, split: str | None = None, symmetric: bool = True)
         split: the name of the split under split/ (needed only if there are several);
         symmetric: store each edge both ways (undirected graphs; False for ogbn-arxiv).
     Returns:
-        CSV layout: DatasetArrays (features float32 (N, F), labels int64 (N,));
+        CSV layout: Dataset (features float32 (N, F), labels int64 (N,));
         npz layout: OgbNpz, checked but with edges and features still in the archive.
         Either stores the dataset with ``.write(path, name=...)``. Anything inconsistent
         is one DatasetError naming the file.
@@ -164,7 +163,7 @@ def load_ogb(root: str | Path, split: str | None = None, symmetric: bool = True)
     label_file = raw / "node-label.csv.gz"
     labels = _labels(read_csv(label_file, np.float64, 1)[:, 0], label_file, num_nodes)
     num_classes = int(labels.max(initial=-1)) + 1
-    return DatasetArrays(graph, features, labels, *_splits(where, num_nodes), num_classes)
+    return Dataset(graph, features, labels, *_splits(where, num_nodes), num_classes)
 
 
 # ---------------------------------------------------------------- npz layout
@@ -196,7 +195,7 @@ class OgbNpz:
     symmetric: bool
 
     def write(self, path, *, name: str, overwrite: bool = False, progress: bool = False, **extra) -> dict:
-        """Store the dataset as a dataset directory (atomically), like DatasetArrays.write.
+        """Store the dataset as a dataset directory (atomically), like Dataset.write.
 
         Args:
             path: the directory to write; name: the dataset's name;

@@ -21,9 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from fastsample.data import DatasetArrays
 from fastsample.data.edges import edges_to_csc
-from fastsample.graph import CSCGraph, DatasetError, id_dtype
+from fastsample.graph import CSCGraph, Dataset, DatasetError, id_dtype
 
 NAMES = ("cora", "citeseer", "pubmed")
 NUM_VAL = 500
@@ -118,7 +117,7 @@ def _labels(onehot: np.ndarray) -> np.ndarray:
     return np.where(onehot.any(axis=1), onehot.argmax(axis=1), -1).astype(np.int64)
 
 
-def load_planetoid(raw_dir: str | Path, name: str) -> DatasetArrays:
+def load_planetoid(raw_dir: str | Path, name: str) -> Dataset:
     """Read ``ind.<name>.*`` from raw_dir.
 
     Nodes are ``allx``'s rows, then ids ``len(allx)`` up to the largest test id; row i of
@@ -130,7 +129,7 @@ def load_planetoid(raw_dir: str | Path, name: str) -> DatasetArrays:
         raw_dir: the directory holding the ``ind.<name>.*`` files;
         name: cora, citeseer or pubmed (any case).
     Returns:
-        DatasetArrays (features float32 (N, F), labels int64 (N,); ``.write(path, name=...)``
+        Dataset (features float32 (N, F), labels int64 (N,); ``.write(path, name=...)``
         stores it).
     """
     raw_dir = Path(raw_dir)
@@ -190,4 +189,4 @@ def load_planetoid(raw_dir: str | Path, name: str) -> DatasetArrays:
     val = np.arange(len(m["y"]), len(m["y"]) + NUM_VAL, dtype=ids)
     test = np.sort(test_index)
     test = test[labels[test] >= 0].astype(ids)
-    return DatasetArrays(csc, features, labels, train, val, test, int(num_classes))
+    return Dataset(csc, features, labels, train, val, test, int(num_classes))

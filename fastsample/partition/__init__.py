@@ -12,10 +12,8 @@ or file.
 """
 
 from fastsample.partition.layout import (
-    METHODS, MODES, PartitionError, RankPartition, load_partition, partition_dataset,
-    read_partition_meta,
+    PartitionError, RankPartition, load_partition, partition_dataset, read_partition_meta,
 )
 from fastsample.partition.relabel import owner_of
 
-__all__ = ["METHODS", "MODES", "PartitionError", "RankPartition", "load_partition",
-           "partition_dataset", "read_partition_meta", "owner_of"]
+__all__ = ["PartitionError", "RankPartition", "load_partition", "partition_dataset", "read_partition_meta", "owner_of"]

@@ -5,11 +5,12 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
+from fastsample import cli
 from fastsample import config as cfg
-from fastsample.cli import fail, report
+from fastsample.choices import PARTITION_METHODS, PARTITION_MODES
 from fastsample.data.summary import format_bytes
 from fastsample.graph import DatasetError, read_meta
-from fastsample.partition.layout import METHODS, MODES, PartitionError, partition_dataset
+from fastsample.partition.layout import PartitionError, partition_dataset
 
 EPILOG = """\
 examples:
@@ -35,9 +36,9 @@ class PartitionConfig:
     parts: int = cfg.option(help="number of ranks (P), at most the node count")
     method: str = cfg.option("auto", "metis; kaminpar (pip install 'fastsample[kaminpar]': for graphs METIS cannot "
                              "hold in memory); random; auto: METIS where its estimated peak memory fits, else "
-                             "KaMinPar (it says which and why)", choices=METHODS)
+                             "KaMinPar (it says which and why)", choices=PARTITION_METHODS)
     mode: str = cfg.option("both", "hybrid: topology replicated; vanilla: topology partitioned; both",
-                           choices=MODES)
+                           choices=PARTITION_MODES)
     seed: int = cfg.option(0, "seed of METIS / the random assignment")
     overwrite: bool = cfg.option(False, "replace an existing directory")
     quiet: bool = cfg.option(False, "no progress output")
@@ -78,8 +79,8 @@ def main(argv=None) -> int:
         The exit status: 0, or 2 after a one-line error (argparse exits 2 itself).
     """
     prog = "python -m fastsample.partition"
-    p = cfg.parser(PartitionConfig, prog, __doc__.split(":", 1)[1].strip(), EPILOG)
-    args = cfg.parse(PartitionConfig, p, argv)
+    p = cli.parser(PartitionConfig, prog, __doc__.split(":", 1)[1].strip(), EPILOG)
+    args = cli.parse(PartitionConfig, p, argv)
     try:
         num_nodes = read_meta(args.dataset)["num_nodes"]
         if not 1 <= args.parts <= num_nodes:  # the flag's words (the library names the parameter)
@@ -87,8 +88,8 @@ def main(argv=None) -> int:
         meta = partition_dataset(args.dataset, args.out, args.parts, args.method, args.mode, args.seed,
                                  overwrite=args.overwrite, progress=not args.quiet)
     except (DatasetError, PartitionError, ValueError, FileExistsError) as e:
-        return fail(prog, e)
-    return report(meta, format_report(meta), args.json)
+        return cli.fail(prog, e)
+    return cli.report(meta, format_report(meta), args.json)
 
 
 if __name__ == "__main__":

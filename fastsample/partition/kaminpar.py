@@ -1,5 +1,5 @@
 """KaMinPar (shared-memory multilevel partitioner; ``pip install fastsample[kaminpar]``)
-for graphs METIS cannot hold in memory, and ``auto``: METIS where its peak fits.
+for graphs METIS cannot hold in memory (which method when: partition/memory.py).
 
 KaMinPar's Python bindings read a graph file, so the symmetric adjacency is written in
 ParHIP's binary format, in chunks (one header, byte offsets, 64-bit neighbour ids, 64-bit
@@ -8,10 +8,6 @@ context. KaMinPar takes one node weight, not METIS's three constraints: the weig
 in_degree + ceil(E / N) balances the sum of a part's in-edges and its (scaled) node
 count; the rebalance pass and the exact split balancing that follow (assign.py) then hold
 nodes and in-edges within 5 % and the splits to floor/floor+1, as for METIS.
-
-Peak memory per directed edge of the symmetric adjacency, measured on this project's
-machines: METIS (pymetis, 3 constraints) ~130 bytes (products, 118M edges: 14.4 GiB);
-KaMinPar terapart with compression ~11 bytes (8M nodes, 312M edges: 3.3 GiB).
 """
 
 from __future__ import annotations
@@ -25,10 +21,8 @@ import numpy as np
 
 from fastsample.graph import CSCGraph
 
-__all__ = ["available", "kaminpar_parts", "write_parhip", "metis_peak_bytes", "kaminpar_peak_bytes", "choose_method"]
+__all__ = ["available", "kaminpar_parts", "write_parhip"]
 
-METIS_BYTES_PER_EDGE = 130
-KAMINPAR_BYTES_PER_EDGE = 11
 _CHUNK = 1 << 24  # entries per write: bounded extra memory (128 MiB of uint64)
 
 
@@ -37,28 +31,6 @@ def available() -> bool:
     import importlib.util
 
     return importlib.util.find_spec("kaminpar") is not None
-
-
-def metis_peak_bytes(num_nodes: int, num_edges: int) -> int:
-    """Estimated peak memory of METIS on a symmetric adjacency of ``num_edges`` directed edges."""
-    return METIS_BYTES_PER_EDGE * num_edges + 64 * num_nodes
-
-
-def kaminpar_peak_bytes(num_nodes: int, num_edges: int) -> int:
-    """Estimated peak memory of KaMinPar (terapart, compressed) on the same graph."""
-    return KAMINPAR_BYTES_PER_EDGE * num_edges + 64 * num_nodes
-
-
-def choose_method(num_nodes: int, num_edges: int, available_bytes: int | None) -> tuple[str, str]:
-    """(method, why) for ``auto``: METIS where its estimated peak fits in 80 % of the available
-    memory, else KaMinPar (bench/README.md compares their cuts on products)."""
-    need = metis_peak_bytes(num_nodes, num_edges)
-    if available_bytes is None or need <= 0.8 * available_bytes:
-        have = "unknown" if available_bytes is None else f"{available_bytes / 2**30:.1f} GiB"
-        return "metis", f"METIS's estimated peak {need / 2**30:.1f} GiB fits ({have} available)"
-    return "kaminpar", (f"METIS's estimated peak {need / 2**30:.1f} GiB exceeds 80% of the "
-                        f"{available_bytes / 2**30:.1f} GiB available; KaMinPar needs about "
-                        f"{kaminpar_peak_bytes(num_nodes, num_edges) / 2**30:.1f} GiB")
 
 
 def write_parhip(path: str | Path, adj: CSCGraph, weights: np.ndarray) -> None:

@@ -22,7 +22,7 @@ import shutil
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
@@ -31,16 +31,16 @@ from tqdm import tqdm
 from fastsample.allocator import available_memory
 from fastsample.atomic import AtomicDirectory
 from fastsample.data.summary import format_bytes
-from fastsample.graph import (SPLITS, CSCGraph, DatasetError, expect_array, load_dataset, open_array,
+from fastsample.choices import MODES, PARTITION_METHODS, PARTITION_MODES
+from fastsample.graph import (SPLITS, CSCGraph, Dataset, DatasetError, expect_array, load_dataset, open_array,
                               read_json, validate_csc)
 from fastsample.partition.assign import (balance_splits, edge_cut, is_symmetric, metis_parts, random_parts,
                                          rebalance, symmetric_adjacency, symmetric_edges)
 from fastsample.partition import kaminpar as kp
-from fastsample.partition.relabel import owner_of, relabel_graph_to, relabel_order
+from fastsample.partition import memory
+from fastsample.partition.relabel import relabel_graph_to, relabel_order
 
 LAYOUT_VERSION = 1
-METHODS = ("auto", "metis", "kaminpar", "random")
-MODES = ("hybrid", "vanilla", "both")
 _CHUNK_ROWS = 1 << 20
 
 
@@ -60,7 +60,7 @@ def _resolve_method(method: str, ds, parts: int, progress: bool) -> str:
     """auto -> metis or kaminpar by memory (said when progress is on); kaminpar must be installed."""
     why = None
     if method == "auto":  # one part: nothing to partition, METIS returns at once
-        method, why = kp.choose_method(ds.graph.num_nodes, _sym_edges(ds), available_memory()) if parts > 1 \
+        method, why = memory.choose_method(ds.graph.num_nodes, _sym_edges(ds), available_memory()) if parts > 1 \
             else ("metis", None)
     if method == "kaminpar" and not kp.available():
         raise PartitionError(f"{why}, but the kaminpar package is not installed: pip install 'fastsample[kaminpar]' "
@@ -109,8 +109,8 @@ def _graph_parts(method: str, ds, parts: int, seed: int, scratch) -> np.ndarray:
                                      scratch=scratch)
     except (MemoryError, RuntimeError) as e:  # pymetis reports its malloc failure as "unknown exception"
         n, m, sym = ds.graph.num_nodes, ds.graph.num_edges, _sym_edges(ds)
-        need = (kp.metis_peak_bytes if method == "metis" else kp.kaminpar_peak_bytes)(n, sym)
-        other = (f"method kaminpar (about {format_bytes(kp.kaminpar_peak_bytes(n, sym))})" if method == "metis"
+        need = (memory.metis_peak_bytes if method == "metis" else memory.kaminpar_peak_bytes)(n, sym)
+        other = (f"method kaminpar (about {format_bytes(memory.kaminpar_peak_bytes(n, sym))})" if method == "metis"
                  else "a machine with more memory")
         native = said[-1].splitlines()[-1].strip("* ") if said and said[-1] else ""
         why = f"{native}; {type(e).__name__}: {e}" if native else f"{type(e).__name__}: {e}"
@@ -126,7 +126,7 @@ def partition_dataset(dataset, out, parts: int, method: str = "auto", mode: str 
         dataset: the dataset directory; out: the partition directory to write;
         parts: the number of ranks, 1..num_nodes; method: metis, kaminpar (the optional
         kaminpar package), random, or auto (METIS where its estimated peak memory fits,
-        else KaMinPar; see partition/kaminpar.py);
+        else KaMinPar; see partition/memory.py);
         mode: hybrid, vanilla or both (which layouts to write); seed: of METIS / the random
         assignment; overwrite: replace an existing ``out``; progress: report the stages.
     Returns:
@@ -134,10 +134,10 @@ def partition_dataset(dataset, out, parts: int, method: str = "auto", mode: str 
         a bad dataset is the DatasetError of load_dataset.
     """
     t0 = time.perf_counter()
-    if method not in METHODS:
-        raise PartitionError(f"method must be one of {', '.join(METHODS)} (got {method!r})")
-    if mode not in MODES:
-        raise PartitionError(f"mode must be one of {', '.join(MODES)} (got {mode!r})")
+    if method not in PARTITION_METHODS:
+        raise PartitionError(f"method must be one of {', '.join(PARTITION_METHODS)} (got {method!r})")
+    if mode not in PARTITION_MODES:
+        raise PartitionError(f"mode must be one of {', '.join(PARTITION_MODES)} (got {mode!r})")
     ds = load_dataset(dataset)
     n = ds.graph.num_nodes
     if not 1 <= parts <= n:
@@ -228,38 +228,45 @@ def partition_dataset(dataset, out, parts: int, method: str = "auto", mode: str 
 # ---------------------------------------------------------------- loading
 
 
-@dataclass(frozen=True)
-class RankPartition:
-    """What rank ``rank`` of ``num_parts`` holds. Node ids are new (relabelled) global ids.
+@dataclass(frozen=True, eq=False, kw_only=True)
+class RankPartition(Dataset):
+    """Rank ``rank``'s share of a partition: the dataset record (fastsample.graph.Dataset)
+    with its node data cut to what the rank owns, plus where the share sits. Node ids are
+    new (relabelled) global ids; ``meta`` is the dataset's meta.json, ``path`` the partition.
 
-    offsets:     (num_parts + 1,) int64; the rank owns ids offsets[rank]..offsets[rank+1]-1
     graph:       hybrid: the whole relabelled topology (memory-mapped, shared); else None
-    local_graph: vanilla: in-edges of the owned nodes; indptr is over the owned range
-                 (local row i = global id offsets[rank] + i), indices are global; else None
     features, labels: rows of the owned nodes, in id order
     train, val, test: owned split nodes
+    rank, num_parts: this share, of how many
+    offsets:     (num_parts + 1,) int64; the rank owns ids offsets[rank]..offsets[rank+1]-1
+    local_graph: vanilla: in-edges of the owned nodes; indptr is over the owned range
+                 (local row i = global id offsets[rank] + i), indices are global; else None
+    layout:      partition.json (every part's split sizes in ``layout["parts"]``)
     """
 
-    path: Path
-    meta: dict
     rank: int
     num_parts: int
     offsets: np.ndarray
-    graph: CSCGraph | None
-    local_graph: CSCGraph | None
-    features: np.ndarray
-    labels: np.ndarray
-    train: np.ndarray
-    val: np.ndarray
-    test: np.ndarray
+    local_graph: CSCGraph | None = None
+    layout: dict = field(default_factory=dict)
 
     @property
     def num_nodes(self) -> int:
         return int(self.offsets[-1])
 
-    def owner(self, gids) -> np.ndarray:
-        """The rank that owns each of the (new) global ids ``gids``."""
-        return owner_of(self.offsets, gids)
+    def split_sizes(self, split: str) -> list[int]:
+        """How many ``split`` nodes each part owns."""
+        return [int(p[split]) for p in self.layout["parts"]]
+
+    @classmethod
+    def whole(cls, ds: Dataset) -> "RankPartition":
+        """One process owning all of ``ds``: its graph is both the replicated and the local topology."""
+        n = ds.graph.num_nodes
+        layout = {"dataset": ds.meta, "num_parts": 1, "mode": "both", "offsets": [0, n],
+                  "parts": [{s: len(getattr(ds, s)) for s in SPLITS}]}
+        record = {f.name: getattr(ds, f.name) for f in fields(Dataset)}
+        return cls(**record, rank=0, num_parts=1, offsets=np.array([0, n], dtype=np.int64), local_graph=ds.graph,
+                   layout=layout)
 
 
 def read_partition_meta(path) -> dict:
@@ -287,7 +294,7 @@ def read_partition_meta(path) -> dict:
     if (P < 1 or len(offsets) != P + 1 or len(meta["parts"]) != P or offsets[0] != 0
             or offsets[-1] != meta["dataset"].get("num_nodes") or any(np.diff(offsets) < 0)):
         raise PartitionError(f"{file}: num_parts, offsets and parts disagree (corrupted?)")
-    if meta["mode"] not in MODES:
+    if meta["mode"] not in PARTITION_MODES:
         raise PartitionError(f"{file}: unknown mode {meta['mode']!r}")
     return meta
 
@@ -312,7 +319,7 @@ def load_partition(path, rank: int, world_size: int, mode: str = "hybrid") -> Ra
                              f"{world_size}) or launch {P} ranks")
     if not 0 <= rank < P:
         raise PartitionError(f"rank {rank} outside 0..{P - 1}")
-    if mode not in ("hybrid", "vanilla"):
+    if mode not in MODES:
         raise PartitionError(f"mode must be hybrid or vanilla (got {mode!r})")
     if meta["mode"] not in (mode, "both"):
         raise PartitionError(f"{path / 'partition.json'}: written for mode {meta['mode']!r}, not {mode!r}; "
@@ -367,4 +374,5 @@ def _open_share(path: Path, meta: dict, rank: int, mode: str) -> RankPartition:
         if stats["edges"] and (indices.min() < 0 or indices.max() >= d["num_nodes"]):
             raise PartitionError(f"{pk / 'indices.npy'}: node ids outside 0..{d['num_nodes'] - 1}")
         local = CSCGraph(indptr, indices)
-    return RankPartition(path, meta, rank, P, offsets, graph, local, features, labels, **splits)
+    return RankPartition(graph, features, labels, **splits, num_classes=d["num_classes"], name=d["name"], meta=d,
+                         path=path, rank=rank, num_parts=P, offsets=offsets, local_graph=local, layout=meta)

@@ -55,16 +55,9 @@ def _new_indptr(graph: CSCGraph, orig_ids: np.ndarray) -> tuple[np.ndarray, np.n
     return new_of_old, new_indptr
 
 
-def relabel_graph(graph: CSCGraph, orig_ids: np.ndarray) -> CSCGraph:
-    """The same graph under new ids: node i here is node orig_ids[i] there (in memory)."""
-    new_of_old, new_indptr = _new_indptr(graph, orig_ids)
-    out = np.empty(graph.num_edges, dtype=graph.indices.dtype)
-    _permute(graph.indptr, graph.indices, orig_ids, new_of_old, new_indptr, out)
-    return CSCGraph(new_indptr.astype(offset_dtype(graph.num_edges)), out)
-
-
 def relabel_graph_to(graph: CSCGraph, orig_ids: np.ndarray, folder) -> CSCGraph:
-    """relabel_graph written to ``folder``/indptr.npy and indices.npy, row block by row
+    """The same graph under new ids (node i here is node orig_ids[i] there, each node's
+    in-neighbours sorted), written to ``folder``/indptr.npy and indices.npy row block by row
     block (about CHUNK_EDGES edges each): O(num_nodes) memory plus a block, and sequential
     writes. Returns the graph memory-mapped from those files."""
     new_of_old, new_indptr = _new_indptr(graph, orig_ids)

@@ -25,6 +25,7 @@ from typing import Callable, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
+from fastsample.choices import KERNELS, check_fanouts
 from fastsample.graph import CSCGraph
 from fastsample.sampling.mfg import MFG
 from fastsample.sampling.nodemap import node_map
@@ -32,14 +33,8 @@ from fastsample.sampling.rng import layer_key, layer_keys
 
 from fastsample.native import lib as _native
 
-KERNELS = ("native", "numba", "twostep")
-
 __all__ = ["MFG", "Sampler", "LocalSampler", "sample", "sample_neighbors", "assemble", "layer_key", "layer_keys",
-           "KERNELS", "native_available", "resolve_kernel", "get_num_threads", "set_num_threads"]
-
-
-def native_available() -> bool:
-    return _native is not None
+           "KERNELS", "resolve_kernel", "get_num_threads", "set_num_threads"]
 
 
 def resolve_kernel(kernel: str) -> str:
@@ -54,12 +49,7 @@ def resolve_kernel(kernel: str) -> str:
 
 
 def _check(graph: CSCGraph, seeds, fanouts) -> tuple[np.ndarray, list[int]]:
-    fanouts = [int(f) for f in fanouts]
-    if not fanouts:
-        raise ValueError("fanouts must name at least one layer")
-    bad = [f for f in fanouts if f == 0 or f < -1]
-    if bad:
-        raise ValueError(f"fanouts must be positive or -1 for all neighbours (got {fanouts})")
+    fanouts = check_fanouts(fanouts)
     seeds = np.asarray(seeds)
     if seeds.ndim != 1 or (len(seeds) and seeds.dtype.kind not in "iu"):
         raise ValueError(f"seeds must be a 1-D integer array (got {seeds.dtype} {seeds.shape})")

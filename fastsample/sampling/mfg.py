@@ -37,9 +37,3 @@ class MFG:
     def dst_ids(self) -> np.ndarray:
         """(num_dst,) global ids of the destination nodes (a view of src_ids)."""
         return self.src_ids[: self.num_dst]
-
-    def equals(self, other: "MFG") -> bool:
-        return (self.num_dst == other.num_dst
-                and np.array_equal(self.indptr, other.indptr)
-                and np.array_equal(self.indices, other.indices)
-                and np.array_equal(self.src_ids, other.src_ids))

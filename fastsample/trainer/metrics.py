@@ -10,7 +10,7 @@ from pathlib import Path
 
 __all__ = ["EpochRecord", "TIMERS", "seconds", "report_line", "summary", "append_log", "read_log"]
 
-TIMERS = ("sample_s", "gather_s", "wait_s", "compute_s", "allreduce_s")
+TIMERS = ("sample_s", "gather_s", "wait_s", "compute_s", "allreduce_s", "optimizer_s")
 
 
 @dataclass
@@ -21,7 +21,11 @@ class EpochRecord:
     ranks (before the cache: what the partition's quality decides).
     sample_s, gather_s: time spent making the batches (in the prefetch thread, with
     --prefetch); wait_s: the part the training loop waited for; compute_s: forward and
-    backward; allreduce_s: the gradient all-reduce and the optimizer step.
+    backward; allreduce_s: the gradient all-reduce; optimizer_s: the optimizer step (None in
+    logs written before it was measured apart: there allreduce_s includes it).
+    bytes_sent, rounds_per_step: what rank 0 sent, and the rounds per step, in the
+    all_to_all collectives (the gather's two rounds per step; vanilla sampling's two per
+    lower layer); the gradient all-reduce is not counted.
     """
 
     epoch: int
@@ -35,6 +39,7 @@ class EpochRecord:
     wait_s: float = 0.0
     compute_s: float = 0.0
     allreduce_s: float = 0.0
+    optimizer_s: float | None = None
     bytes_sent: int = 0
     rounds_per_step: float = 0.0
     net_modelled_s: float | None = None
@@ -62,7 +67,8 @@ def report_line(r: EpochRecord, prefetch: bool = False) -> str:
     return (f"epoch {r.epoch:3d}  loss {r.loss:.4f}  train {r.train_acc:.4f}{acc}  "
             f"{seconds(r.epoch_s)} (sample {seconds(r.sample_s)} gather {seconds(r.gather_s)} "
             + (f"(waited {seconds(r.wait_s)}) " if prefetch else "") +
-            f"compute {seconds(r.compute_s)} allreduce {seconds(r.allreduce_s)})  "
+            f"compute {seconds(r.compute_s)} allreduce {seconds(r.allreduce_s)}"
+            + (f" optimizer {seconds(r.optimizer_s)}" if r.optimizer_s is not None else "") + ")  "
             f"sent {r.bytes_sent / 2**20:.1f} MiB (rank 0, this epoch)  "
             + (f"cache hits {r.cache_hit_rate:.1%}  " if r.cache_hit_rate is not None else "") +
             f"{r.rounds_per_step:.0f} rounds/step")

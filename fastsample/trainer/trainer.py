@@ -5,41 +5,38 @@ seeds (hybrid: locally; vanilla: 2 rounds per lower layer) and gathers the input
 (2 rounds); forward and backward; one all-reduce of the gradients (one flat bucket) and
 the step's loss statistics; the optimizer step. Model, optimizer and loss are objects
 the caller may pass (defaults: the built-in GraphSAGE, Adam, cross-entropy); checkpoints
-(checkpoint.py) and epoch records (metrics.py) are components of their own.
+(checkpoint.py), epoch records (metrics.py) and where reports go (report.py) are
+components of their own.
 """
 
 from __future__ import annotations
 
 import math
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
 from fastsample import matmul
-from fastsample.allocator import available_memory
-from fastsample.cli import agree
 from fastsample.comm import Communicator
+from fastsample.comm.agree import agree
 from fastsample.config import ConfigError, marked
 from fastsample.distributed import average_gradients
-from fastsample.distributed.cache import build_cache
 from fastsample.inference import check_layerwise, layerwise
 from fastsample.loader import Batch, NodeLoader, narrow_features, open_data
 from fastsample.model import GraphSAGE
 from fastsample.sampling import layer_key, set_num_threads
 from fastsample.trainer.checkpoint import Checkpoints
 from fastsample.trainer.config import TrainConfig
-from fastsample.trainer.metrics import TIMERS, EpochRecord, append_log, report_line, seconds, summary
+from fastsample.trainer.metrics import TIMERS, EpochRecord, append_log, seconds
+from fastsample.trainer.report import ConsoleReporter, Reporter
 
 __all__ = ["Trainer", "build_model", "load_factory", "startup"]
 
 EVAL_SALT = 0x5EED  # eval draws its samples from a key space of its own
-PROG = "python -m fastsample.train"
 
 
 def build_model(config: TrainConfig, in_dim: int, num_classes: int) -> torch.nn.Module:
@@ -109,14 +106,18 @@ class Trainer:
         optimizer: an optimizer over model's parameters, or a function params -> optimizer
             (default: Adam with config.lr and config.weight_decay).
         loss: loss(logits, labels) -> scalar tensor, the mean over the batch (default: cross-entropy).
+        reporter: where rank 0's reports go (fastsample/trainer/report.py; default: the
+            console's lines, as python -m fastsample.train prints them).
     """
 
     def __init__(self, config: TrainConfig, comm: Communicator, model: torch.nn.Module | None = None,
-                 optimizer: torch.optim.Optimizer | Callable | None = None, loss: Callable | None = None):
+                 optimizer: torch.optim.Optimizer | Callable | None = None, loss: Callable | None = None,
+                 reporter: Reporter | None = None):
         self.config, self.comm, self.rank = config, comm, comm.rank
         self.device = torch.device(config.device)
-        self.build_data()
-        self.build_model(model, optimizer)
+        self.reporter = reporter if reporter is not None else ConsoleReporter(config.quiet, bool(config.prefetch))
+        self._open_data()
+        self._set_model(model, optimizer)
         self.loss = loss if loss is not None else torch.nn.functional.cross_entropy
         self.checkpoints = Checkpoints(config.checkpoint_dir, config) if config.checkpoint_dir else None
         self.start_epoch = 0
@@ -125,33 +126,28 @@ class Trainer:
 
     # ---------------------------------------------------------------- building
 
-    def build_data(self) -> None:
+    def _open_data(self) -> None:
         c = self.config
         self.shard = open_data(c.data, self.comm, c.mode)  # a partition, or a dataset for one process
-        self.num_classes = self.shard.meta["dataset"]["num_classes"]
+        self.num_classes = self.shard.num_classes
         if c.precision == "bf16":  # once, for every loader
             self.shard = narrow_features(self.shard)
         common = dict(comm=self.comm, kernel=c.sampler, mode=c.mode, device=self.device, prefetch=c.prefetch,
                       precision=c.precision)
+        # the training loader builds the feature cache when it warms up; eval shares it (prepare)
         self.loaders = {"train": NodeLoader(self.shard, c.fanouts, c.batch_size, "train", shuffle=True, seed=c.seed,
-                                            max_steps=c.max_steps, **common)}
+                                            max_steps=c.max_steps, cache_fraction=c.cache_fraction,
+                                            cache_policy=c.cache_policy, **common)}
         for split in ("val", "test"):  # eval draws its samples from a key space of its own
             self.loaders[split] = NodeLoader(self.shard, c.fanouts, c.batch_size, split, shuffle=False,
                                              seed=c.seed + EVAL_SALT, **common)
         self.steps_per_epoch = len(self.loaders["train"])
-        if c.cache_fraction:  # checked here, before the collective build in run()
-            f = self.shard.features
-            need = int(c.cache_fraction * self.shard.num_nodes) * f.shape[1] * f.dtype.itemsize
-            available = available_memory()
-            if available is not None and need > available // 2:
-                raise ConfigError("cache_fraction", f"{c.cache_fraction}: the cache needs {need / 2**20:,.0f} MiB per "
-                                  f"rank, over half of the {available / 2**20:,.0f} MiB available; lower it")
 
-    def build_model(self, model, optimizer) -> None:
+    def _set_model(self, model, optimizer) -> None:
         c = self.config
         if model is None:
             torch.manual_seed(c.seed)  # identical initial weights on every rank
-            model = build_model(c, self.shard.features.shape[1], self.num_classes)
+            model = build_model(c, self.shard.feature_dim, self.num_classes)
         self.model = model.to(self.device)
         if c.eval == "full":
             check_layerwise(self.model)
@@ -162,16 +158,16 @@ class Trainer:
         self.optimizer = optimizer
 
     def choose_matmul(self) -> None:
-        """The built-in GraphSAGE's product engines (fastsample/matmul.py): decided on rank 0
-        for the model's input layer (the widest products, most of the work), used by all."""
+        """The product engines (fastsample/matmul.py) of a model that says its widest product
+        (``product_shape``, as the built-in GraphSAGE does): decided on rank 0, used by all."""
         c = self.config
-        if not isinstance(self.model, GraphSAGE) or self.device.type != "cpu":
+        shape_of = getattr(self.model, "product_shape", None)
+        if shape_of is None or self.device.type != "cpu":
             self.matmul_note = "the model's own"
             return
         if self.rank == 0:
-            first = self.model.layers[0].self_lin.weight
             rows = c.batch_size * math.prod(f if f > 0 else 64 for f in c.fanouts[1:])  # layer 1's destinations
-            plan, source = matmul.plan_for(c.matmul, c.precision, (min(rows, 4096), 2 * first.shape[1], first.shape[0]))
+            plan, source = matmul.plan_for(c.matmul, c.precision, shape_of(min(rows, 4096)))
         else:
             plan = source = None
         plan, source = self.comm.broadcast_object((plan, source))
@@ -179,9 +175,9 @@ class Trainer:
         self.matmul_note = f"{plan.describe()} ({source})"
 
     def input(self, batch: Batch) -> torch.Tensor:
-        """batch.x for the model: 16-bit features go to the built-in GraphSAGE as they are
-        (its first layer reads them), widened for any other model."""
-        return batch.x if isinstance(self.model, GraphSAGE) else batch.x.float()
+        """batch.x for the model: 16-bit features go as they are to a model that reads them
+        (``reads_16bit_input``, as the built-in GraphSAGE), widened for any other."""
+        return batch.x if getattr(self.model, "reads_16bit_input", False) else batch.x.float()
 
     # ---------------------------------------------------------------- one step
 
@@ -202,10 +198,11 @@ class Trainer:
         t1 = time.perf_counter()
         # one bucket: gradients and the step's loss statistics
         totals = average_gradients(self.model, self.comm, extra=stats)
-        self.optimizer.step()
         t2 = time.perf_counter()
+        self.optimizer.step()
+        t3 = time.perf_counter()
         for key, dt in (("sample_s", batch.sample_s), ("gather_s", batch.gather_s), ("wait_s", batch.wait_s),
-                        ("compute_s", t1 - t0), ("allreduce_s", t2 - t1)):
+                        ("compute_s", t1 - t0), ("allreduce_s", t2 - t1), ("optimizer_s", t3 - t2)):
             timers[key] += dt
         return tuple(float(v) for v in totals)
 
@@ -242,22 +239,22 @@ class Trainer:
         # Warm-up (loads the kernels, touches the maps) before anything is timed. Here, not
         # in the constructor: vanilla sampling is collective, and a rank that failed to load
         # would leave the others waiting in it.
-        self.loaders["train"].warm_up()
-        self.choose_matmul()
-        if c.cache_fraction:
-            t0 = time.perf_counter()
-            cache = build_cache(self.loaders["train"], c.cache_fraction, c.cache_policy)
-            for loader in self.loaders.values():
-                loader.gather.cache = cache
-            sizes = comm.allgather_object(cache.nbytes)
+        t0 = time.perf_counter()
+        train = self.loaders["train"]
+        train.warm_up()  # builds the feature cache, with --cache-fraction
+        if train.cache is not None:
+            for split in ("val", "test"):
+                self.loaders[split].attach_cache(train.cache)
+            sizes = comm.allgather_object(train.cache.nbytes)
             if self.rank == 0:
-                print(f"fastsample.train: feature cache ({c.cache_policy}): {len(cache.ids):,} rows, "
-                      f"{max(sizes) / 2**20:.1f} MiB per rank at most, built in {seconds(time.perf_counter() - t0)}",
-                      flush=True)
+                self.reporter.note(f"fastsample.train: feature cache ({c.cache_policy}): {len(train.cache.ids):,} "
+                                   f"rows, {max(sizes) / 2**20:.1f} MiB per rank at most, warm-up and build in "
+                                   f"{seconds(time.perf_counter() - t0)}")
+        self.choose_matmul()
 
     def describe(self) -> str:
-        c, comm, meta = self.config, self.comm, self.shard.meta
-        return (f"fastsample.train: {meta['dataset']['name']} ({meta['dataset']['num_nodes']:,} nodes), "
+        c, comm = self.config, self.comm
+        return (f"fastsample.train: {self.shard.name} ({self.shard.num_nodes:,} nodes), "
                 f"{comm.size} ranks x {torch.get_num_threads()} threads, mode {c.mode}, sampler "
                 f"{self.loaders['train'].sampler.name}, backend {comm.name}, fanouts {list(c.fanouts)}, batch "
                 f"{c.batch_size}/rank ({c.batch_size * comm.size} global), {self.steps_per_epoch} steps/epoch, "
@@ -267,12 +264,12 @@ class Trainer:
         c, lead = self.config, self.rank == 0
         self.prepare()
         if lead:
-            print(self.describe(), flush=True)
+            self.reporter.started(self.describe())
             if self.steps_per_epoch == 1 and c.max_steps is None:
-                most = max(p["train"] for p in self.shard.meta["parts"])
-                print(f"fastsample.train: warning: an epoch is a single step (at most {most:,} training nodes "
-                      f"per rank, --batch-size {c.batch_size}); the model gets one update per epoch. Use a "
-                      "smaller --batch-size on small graphs (e.g. 32-64 for Cora).", file=sys.stderr, flush=True)
+                most = max(self.shard.split_sizes("train"))
+                self.reporter.warn(f"fastsample.train: warning: an epoch is a single step (at most {most:,} training "
+                                   f"nodes per rank, --batch-size {c.batch_size}); the model gets one update per "
+                                   "epoch. Use a smaller --batch-size on small graphs (e.g. 32-64 for Cora).")
         history = []
         for epoch in range(self.start_epoch, c.epochs):
             record = self.train_epoch(epoch)
@@ -286,11 +283,11 @@ class Trainer:
                 self.checkpoints.save(epoch, self.model, self.optimizer)
             history.append(record)
             if lead:
-                tqdm.write(report_line(record, prefetch=bool(c.prefetch)))
+                self.reporter.epoch(record)
                 if c.log_json:
                     append_log(c.log_json, record)
-        if lead and history:
-            print(summary(history), flush=True)
+        if lead:
+            self.reporter.finished(history)
         return history
 
     def train_epoch(self, epoch: int) -> EpochRecord:
@@ -299,20 +296,16 @@ class Trainer:
         timers = dict.fromkeys(TIMERS, 0.0)
         comm.counters.reset()
         loader.set_epoch(epoch)
-        g = loader.gather
-        rows_before = (g.rows_cached, g.rows_remote, g.rows_local)
+        before = loader.gather_counts()
         losses, totals = [], np.zeros(3)
-        # a bar only on a terminal: in a file (a Slurm log) its redraws are noise
-        steps = tqdm(loader, desc=f"epoch {epoch}", leave=False,
-                     disable=self.rank != 0 or c.quiet or not sys.stderr.isatty())
-        for step, batch in enumerate(steps):
+        for step, batch in enumerate(loader):
             loss_sum, correct, count = self.train_step(batch, epoch, step, timers)
             losses.append(loss_sum / max(count, 1))
             totals += (loss_sum, correct, count)
-            steps.set_postfix(loss=f"{losses[-1]:.4f}")
+            if self.rank == 0:
+                self.reporter.step(epoch, step, self.steps_per_epoch, losses[-1])
         traffic = comm.counters.reset()
-        cached, remote, local = (now - before for now, before in zip((g.rows_cached, g.rows_remote, g.rows_local),
-                                                                     rows_before))
+        cached, remote, local = (loader.gather_counts()[k] - before[k] for k in ("cached", "remote", "local"))
         return EpochRecord(epoch=epoch, loss=totals[0] / max(totals[2], 1), train_acc=totals[1] / max(totals[2], 1),
                            epoch_s=time.perf_counter() - t_epoch, **timers, bytes_sent=traffic.bytes_sent,
                            rounds_per_step=traffic.rounds / max(self.steps_per_epoch, 1),
@@ -322,8 +315,10 @@ class Trainer:
 
 
 def startup(config: TrainConfig, comm: Communicator, **components) -> Trainer:
-    """Build the trainer on every rank; a failure on any rank (bad partition, mismatched
-    settings, missing file) stops all of them with its message (cli.agree)."""
+    """Build the trainer on every rank (``components``: Trainer's model, optimizer, loss,
+    reporter). A failure on any rank (bad partition, mismatched settings, missing file)
+    raises the same fastsample.comm.agree.StartupError on every rank, naming the first
+    failing rank and carrying its exception, so none is left waiting in a collective."""
     def build():
         shared = {k: getattr(config, k) for k in marked(config, "shared")}
         everyone = comm.allgather_object(shared)
@@ -337,4 +332,4 @@ def startup(config: TrainConfig, comm: Communicator, **components) -> Trainer:
             check_outputs(config)
         return Trainer(config, comm, **components)
 
-    return agree(comm, PROG, build)
+    return agree(comm, build)

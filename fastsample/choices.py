@@ -1,0 +1,58 @@
+"""The names fastsample's settings accept, and the rules they share: one home each.
+
+The configs (trainer/config.py, plan.py, infer.py), the command lines generated from them,
+the library's own argument checks and the planner all read these, so a new value is added
+once. Depends on nothing, so every layer may import it.
+"""
+
+from __future__ import annotations
+
+# How a job holds the graph: hybrid (topology replicated, features sharded: 2 rounds per
+# step) or vanilla (both partitioned: 2 rounds per lower layer). A partition may be written
+# for both at once.
+MODES = ("hybrid", "vanilla")
+PARTITION_MODES = (*MODES, "both")
+PARTITION_METHODS = ("auto", "metis", "kaminpar", "random")
+
+# Collectives: mpi4py, Intel oneCCL, or torch.distributed (gloo; nccl on GPUs).
+COMM_BACKENDS = ("mpi", "gloo", "ccl", "nccl")
+TORCH_BACKENDS = ("gloo", "nccl")
+
+# The sampling kernels (fastsample/sampling): fused C++/OpenMP, fused Numba, two-step baseline.
+KERNELS = ("native", "numba", "twostep")
+
+# The engines of the built-in GraphSAGE's matrix products (fastsample/matmul.py), and the
+# trainer's precisions.
+MATMUL_ENGINES = ("blas", "onednn")
+MATMUL_CHOICES = ("auto", *MATMUL_ENGINES)
+PRECISIONS = ("fp32", "bf16")
+
+# How node features are stored in a dataset (bf16 is a training precision, not a storage).
+FEATURE_DTYPES = ("float32", "float16")
+
+# Which rows the hot-feature cache keeps (fastsample/distributed/cache.py).
+CACHE_POLICIES = ("frequency", "degree")
+
+FANOUTS_RULE = "must be positive or -1"
+
+
+def fanouts_ok(fanouts) -> bool:
+    """The fanouts rule: at least one layer, each positive or -1."""
+    return len(fanouts) > 0 and all(int(f) == f and (f == -1 or f > 0) for f in fanouts)
+
+
+def check_fanouts(fanouts, name: str = "fanouts") -> list[int]:
+    """``fanouts`` as a list of ints, or ValueError naming ``name`` and the rule."""
+    try:
+        values = [int(f) for f in fanouts]
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a sequence of integers (got {fanouts!r})") from None
+    if not fanouts_ok(values):
+        raise ValueError(f"{name} {FANOUTS_RULE} for all neighbours, at least one layer (got {values})")
+    return values
+
+
+def check_choice(value, allowed: tuple, name: str) -> None:
+    """ValueError naming ``name`` unless ``value`` is one of ``allowed``."""
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {', '.join(map(str, allowed))} (got {value!r})")
