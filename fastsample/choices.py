@@ -41,15 +41,33 @@ def fanouts_ok(fanouts) -> bool:
     return len(fanouts) > 0 and all(int(f) == f and (f == -1 or f > 0) for f in fanouts)
 
 
-def check_fanouts(fanouts, name: str = "fanouts") -> list[int]:
-    """``fanouts`` as a list of ints, or ValueError naming ``name`` and the rule."""
+def check_fanouts(fanouts, name: str = "fanouts") -> list:
+    """``fanouts`` as a list, one entry per layer: an int (every edge type), or on a typed
+    graph a mapping {relation: int} whose values may also be 0 (that relation is not
+    sampled); ValueError naming ``name`` and the rule otherwise."""
+    from collections.abc import Mapping
+
     try:
-        values = [int(f) for f in fanouts]
+        values = [dict(f) if isinstance(f, Mapping) else int(f) for f in fanouts]
+        if any(isinstance(f, int) and f != int(g) for f, g in zip(values, fanouts)):
+            raise ValueError
     except (TypeError, ValueError):
         raise ValueError(f"{name} must be a sequence of integers (got {fanouts!r})") from None
-    if not fanouts_ok(values):
+    if not values or not all(isinstance(f, dict) or f == -1 or f > 0 for f in values):
         raise ValueError(f"{name} {FANOUTS_RULE} for all neighbours, at least one layer (got {values})")
-    return values
+    for f in (f for f in values if isinstance(f, dict)):
+        for key, k in f.items():
+            if not isinstance(key, (str, tuple)) or isinstance(k, bool) or not _is_int(k) or k < -1:
+                raise ValueError(f"{name}: a layer's mapping takes relation -> an integer >= -1 (0: none, -1: all) "
+                                 f"(got {f})")
+    return [f if not isinstance(f, dict) else {key: int(k) for key, k in f.items()} for f in values]
+
+
+def _is_int(v) -> bool:
+    try:
+        return int(v) == v
+    except (TypeError, ValueError):
+        return False
 
 
 def check_choice(value, allowed: tuple, name: str) -> None:

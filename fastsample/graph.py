@@ -55,19 +55,75 @@ def offset_dtype(num_edges: int) -> np.dtype:
     return np.dtype(np.int32 if num_edges <= _INT32_MAX else np.int64)
 
 
+def type_dtype(num_types: int) -> np.dtype:
+    """dtype of an edge-type array: uint8 up to 256 edge types, else int16."""
+    if not 1 <= num_types <= 32767:
+        raise DatasetError(f"edge types: {num_types}, expected 1..32767")
+    return np.dtype(np.uint8 if num_types <= 256 else np.int16)
+
+
 @dataclass(frozen=True)
 class CSCGraph:
-    """In-edge CSC topology.
+    """In-edge CSC topology, untyped or typed.
 
     indptr:  (num_nodes + 1,) int32/int64, monotone, indptr[0] == 0, indptr[-1] == num_edges
     indices: (num_edges,) int32/int64 global node ids; the in-neighbours (sources) of node v
              are indices[indptr[v]:indptr[v + 1]]
+    Typed (heterogeneous; all None or empty for the one-type case):
+    type_per_edge:    (num_edges,) uint8/int16 edge type of each in-edge, aligned with
+                      indices; each node's in-edges sorted by it, so a (node, edge type)
+                      pair is one contiguous segment
+    node_type_offset: (T + 1,) int64: node type t holds the ids offset[t]..offset[t+1]-1
+    node_types:       the T node type names
+    edge_types:       the canonical edge types (src type, relation, dst type); edge type
+                      r is entry r
     """
 
     indptr: np.ndarray
     indices: np.ndarray
+    type_per_edge: np.ndarray | None = None
+    node_type_offset: np.ndarray | None = None
+    node_types: tuple[str, ...] = ()
+    edge_types: tuple[tuple[str, str, str], ...] = ()
 
     def __post_init__(self):
+        self._fix_dtypes()
+        if self.type_per_edge is not None:
+            types = np.asarray(self.type_per_edge)
+            want = type_dtype(len(self.edge_types))
+            if types.dtype != want or not types.flags.c_contiguous:
+                object.__setattr__(self, "type_per_edge", np.ascontiguousarray(types, dtype=want))
+            object.__setattr__(self, "node_type_offset", np.asarray(self.node_type_offset, dtype=np.int64))
+            object.__setattr__(self, "node_types", tuple(self.node_types))
+            object.__setattr__(self, "edge_types", tuple(tuple(e) for e in self.edge_types))
+
+    @property
+    def typed(self) -> bool:
+        return self.type_per_edge is not None
+
+    @property
+    def num_edge_types(self) -> int:
+        return len(self.edge_types) if self.typed else 1
+
+    def node_type_of(self, ids) -> np.ndarray:
+        """The node type index of each id (typed graphs)."""
+        return np.searchsorted(self.node_type_offset, ids, side="right") - 1
+
+    def relation(self, name) -> int:
+        """The edge type index of ``name``: a relation name (unique among the edge types), a
+        "src:relation:dst" string or a (src, relation, dst) triple; KeyError naming it and the
+        known ones otherwise."""
+        triple = tuple(name.split(":")) if isinstance(name, str) and name.count(":") == 2 else name
+        if isinstance(triple, (tuple, list)) and tuple(triple) in self.edge_types:
+            return self.edge_types.index(tuple(triple))
+        matches = [r for r, (_, rel, _) in enumerate(self.edge_types) if rel == name]
+        if len(matches) == 1:
+            return matches[0]
+        known = ", ".join(":".join(e) for e in self.edge_types)
+        why = "names several edge types; write it as src:relation:dst" if matches else "is not an edge type"
+        raise KeyError(f"relation {name!r} {why} (the graph's: {known})")
+
+    def _fix_dtypes(self):
         # The dtype policy, applied once here: the kernels take int32 or int64 ids with
         # offsets at least as wide (native/module.cpp refuses anything else rather than
         # copying per call). Another combination is converted now, with a warning.
@@ -82,7 +138,7 @@ class CSCGraph:
             if arr.dtype != dtype or not arr.flags.c_contiguous:
                 warnings.warn(f"CSCGraph: {name} ({arr.dtype}, {len(arr):,} entries) converted once to contiguous "
                               f"{dtype} (the kernels take int32/int64 ids with offsets at least as wide)",
-                              stacklevel=3)
+                              stacklevel=4)
                 object.__setattr__(self, name, np.ascontiguousarray(arr, dtype=dtype))
 
     @property
@@ -276,6 +332,73 @@ def validate_csc(indptr: np.ndarray, indices: np.ndarray, num_nodes: int, where=
         lo, hi = int(indices.min()), int(indices.max())
         if lo < 0 or hi >= num_nodes:
             raise DatasetError(f"{name('indices')}: node ids span [{lo}, {hi}], outside 0..{num_nodes - 1}")
+
+
+def check_types(node_types, node_type_offset, edge_types, where: str = "meta.json") -> None:
+    """A typed graph's schema: unique node type names, their id ranges (T + 1 offsets from 0,
+    non-decreasing), canonical edge types naming existing node types. DatasetError naming
+    ``where`` and the type otherwise."""
+    names = list(node_types)
+    offsets = np.asarray(node_type_offset)
+    if not names or len(set(names)) != len(names) or not all(isinstance(t, str) and t for t in names):
+        raise DatasetError(f"{where}: node_types must be distinct non-empty names (got {names})")
+    if offsets.shape != (len(names) + 1,) or offsets[0] != 0 or (np.diff(offsets) < 0).any():
+        raise DatasetError(f"{where}: node_type_offset must be {len(names) + 1} non-decreasing offsets from 0 "
+                           f"(got {offsets.tolist()})")
+    if not edge_types:
+        raise DatasetError(f"{where}: a typed graph needs at least one edge type")
+    seen = set()
+    for e in edge_types:
+        if len(e) != 3 or not all(isinstance(x, str) and x for x in e):
+            raise DatasetError(f"{where}: edge type {e!r} is not (source type, relation, destination type)")
+        for end, t in (("source", e[0]), ("destination", e[2])):
+            if t not in names:
+                raise DatasetError(f"{where}: relation {':'.join(e)}: its {end} type {t!r} does not exist "
+                                   f"(node types: {', '.join(names)})")
+        if tuple(e) in seen:
+            raise DatasetError(f"{where}: edge type {':'.join(e)} is listed twice")
+        seen.add(tuple(e))
+
+
+def validate_typed_edges(graph: CSCGraph, name=None, block: int = 1 << 24) -> None:
+    """A typed CSC's edges against its schema: types in range, each node's in-edges sorted
+    by type, every edge's source in its relation's source type and its destination (the
+    node) in the destination type. Blocks of ``block`` edges; DatasetError naming the array
+    (``name(key)``) and the relation."""
+    name = name or (lambda key: key)
+    check_types(graph.node_types, graph.node_type_offset, graph.edge_types, where=name("meta"))
+    types, indptr, offsets = graph.type_per_edge, np.asarray(graph.indptr), graph.node_type_offset
+    index = {t: i for i, t in enumerate(graph.node_types)}
+    src_type = np.array([index[s] for s, _, _ in graph.edge_types])
+    dst_type = np.array([index[d] for _, _, d in graph.edge_types])
+    if len(types) != graph.num_edges:
+        raise DatasetError(f"{name('type_per_edge')}: {len(types)} entries, expected one per edge ({graph.num_edges})")
+    if offsets[-1] != graph.num_nodes:
+        raise DatasetError(f"{name('meta')}: node_type_offset ends at {offsets[-1]}, but the graph has "
+                           f"{graph.num_nodes} nodes")
+    for a in range(0, graph.num_edges, block):
+        b = min(graph.num_edges, a + block)
+        c = min(graph.num_edges, b + 1)  # one edge past the block: the order across its end
+        t = np.asarray(types[a:c]).astype(np.int64)
+        if len(t) and t.max() >= len(graph.edge_types):
+            raise DatasetError(f"{name('type_per_edge')}: edge type {t.max()}, but meta.json lists "
+                               f"{len(graph.edge_types)}")
+        node = np.searchsorted(indptr, np.arange(a, c), side="right") - 1  # each edge's destination
+        falls = np.flatnonzero((np.diff(t) < 0) & (node[1:] == node[:-1]))
+        if len(falls):
+            raise DatasetError(f"{name('type_per_edge')}: node {node[falls[0]]}'s in-edges are not sorted by "
+                               "edge type")
+        t, node = t[:b - a], node[:b - a]
+        src = np.asarray(graph.indices[a:b])
+        for ids, want, end in ((src, src_type[t], "source"), (node, dst_type[t], "destination")):
+            bad = np.flatnonzero((ids < offsets[want]) | (ids >= offsets[want + 1]))
+            if len(bad):
+                e, r = a + bad[0], t[bad[0]]
+                key = "indices" if end == "source" else "indptr"
+                tname = graph.node_types[want[bad[0]]]
+                raise DatasetError(f"{name(key)}: edge {e} of relation {':'.join(graph.edge_types[r])} has {end} "
+                                   f"{ids[bad[0]]}, outside {tname}'s ids {offsets[want[bad[0]]]}.."
+                                   f"{offsets[want[bad[0]] + 1] - 1}")
 
 
 def validate_node_data(num_nodes: int, num_classes: int, labels: np.ndarray, splits: dict, name) -> None:

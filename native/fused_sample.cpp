@@ -168,18 +168,105 @@ LayerMFG<Id> sample_layer(const Off* indptr, const Id* indices, const Id* dst, i
   return out;
 }
 
-}  // namespace
+// A typed graph's rows for one layer: fanouts and keys per edge type. A node's in-edges
+// are sorted by type, so each (node, type) segment is a run, found by binary search.
+template <typename Id, typename Off, typename T>
+struct TypedRows {
+  const Off* indptr;
+  const Id* indices;
+  const T* types;
+  const int64_t* fanouts;
+  const uint64_t* keys;
 
-template <typename Id, typename Off>
-std::vector<LayerMFG<Id>> fused_sample(const Off* indptr, const Id* indices, int64_t num_nodes,
-                                       const Id* seeds, int64_t num_seeds,
-                                       const std::vector<int64_t>& fanouts,
-                                       const std::vector<uint64_t>& layer_keys) {
-  NodeMapPool& pool = NodeMapPool::global();
-  std::unique_ptr<NodeMap> map = pool.acquire(num_nodes);
+  int64_t run_end(int64_t s, int64_t e) const {
+    return std::upper_bound(types + s + 1, types + e, types[s]) - types;
+  }
+
+  int64_t count(Id v) const {
+    int64_t s = indptr[v], c = 0;
+    const int64_t e = indptr[v + 1];
+    while (s < e) {
+      const int64_t end = run_end(s, e);
+      c += num_picks(end - s, fanouts[types[s]]);
+      s = end;
+    }
+    return c;
+  }
+
+  // v's picks (global ids) and their types, segment by segment; pos: scratch of the widest fanout.
+  void pick(Id v, Id* out, T* out_types, int64_t* pos) const {
+    int64_t s = indptr[v];
+    const int64_t e = indptr[v + 1];
+    while (s < e) {
+      const int64_t end = run_end(s, e);
+      const T r = types[s];
+      const int64_t d = end - s, k = num_picks(d, fanouts[r]);
+      const Id* nbrs = indices + s;
+      if (k == d) {
+        std::copy(nbrs, nbrs + k, out);
+      } else {
+        choose_positions(node_key(keys[r], v), d, k, pos);
+        for (int64_t i = 0; i < k; ++i) out[i] = nbrs[pos[i]];
+      }
+      std::fill(out_types, out_types + k, r);
+      out += k;
+      out_types += k;
+      s = end;
+    }
+  }
+};
+
+template <typename Id, typename Off, typename T>
+TypedLayerMFG<Id, T> sample_layer_typed(const TypedRows<Id, Off, T>& rows, const Id* dst, int64_t S, int64_t width,
+                                        NodeMap& map) {
+  TypedLayerMFG<Id, T> out;
+  out.mfg.num_dst = S;
+  out.mfg.indptr = Buffer<int64_t>(S + 1);
+  int64_t* ip = out.mfg.indptr.data.get();
+  ip[0] = 0;
+#pragma omp parallel for schedule(dynamic, kChunk)
+  for (int64_t i = 0; i < S; ++i) {
+    if (i + kAhead < S) __builtin_prefetch(&rows.indptr[dst[i + kAhead]]);
+    ip[i + 1] = rows.count(dst[i]);
+  }
+  for (int64_t i = 0; i < S; ++i) ip[i + 1] += ip[i];
+  const int64_t E = ip[S];
+
+  out.mfg.indices = Buffer<int32_t>(E);
+  out.edge_types = Buffer<T>(E);
+  Buffer<Id> own_picks(sizeof(Id) == sizeof(int32_t) ? 0 : E);  // int32 ids: pick in place
+  Id* picked = sizeof(Id) == sizeof(int32_t) ? reinterpret_cast<Id*>(out.mfg.indices.data.get())
+                                             : own_picks.data.get();
+  Buffer<Id> src(S + E);
+  std::copy(dst, dst + S, src.data.get());
+  Relabel<Id> relabel{map.slots(), map.tag(), src.data.get(), S};
+  T* types = out.edge_types.data.get();
+
+  const int64_t chunks = (S + kChunk - 1) / kChunk;
+#pragma omp parallel
+  {
+    std::vector<int64_t> pos(width);
+#pragma omp for ordered schedule(dynamic, 1)
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t lo = c * kChunk, hi = std::min(S, lo + kChunk);
+      for (int64_t i = lo; i < hi; ++i) {
+        if (i + kDepth < hi) __builtin_prefetch(&rows.indptr[dst[i + kDepth]]);
+        rows.pick(dst[i], picked + ip[i], types + ip[i], pos.data());
+      }
+#pragma omp ordered
+      relabel.run(picked, ip[lo], ip[hi], out.mfg.indices.data.get());
+    }
+  }
+  src.size = relabel.next;
+  out.mfg.src_ids = std::move(src);
+  return out;
+}
+
+// Enter the seeds as local ids 0..S-1 (or throw, the map released, on a duplicate).
+template <typename Id>
+void enter_seeds(NodeMapPool& pool, std::unique_ptr<NodeMap>& map, const Id* seeds, int64_t num_seeds) {
   uint64_t* m = map->slots();
   const uint64_t tag = map->tag();
-
   for (int64_t i = 0; i < num_seeds; ++i) {
     if ((m[seeds[i]] & kGenMask) == tag) {
       pool.release(std::move(map));
@@ -188,6 +275,42 @@ std::vector<LayerMFG<Id>> fused_sample(const Off* indptr, const Id* indices, int
     }
     m[seeds[i]] = tag | static_cast<uint64_t>(i);
   }
+}
+
+}  // namespace
+
+template <typename Id, typename Off, typename T>
+std::vector<TypedLayerMFG<Id, T>> fused_sample_typed(const Off* indptr, const Id* indices, const T* types,
+                                                     int64_t num_nodes, const Id* seeds, int64_t num_seeds,
+                                                     const std::vector<int64_t>& fanouts,
+                                                     const std::vector<uint64_t>& keys, int64_t num_types) {
+  NodeMapPool& pool = NodeMapPool::global();
+  std::unique_ptr<NodeMap> map = pool.acquire(num_nodes);
+  enter_seeds(pool, map, seeds, num_seeds);
+  std::vector<TypedLayerMFG<Id, T>> layers;
+  const Id* dst = seeds;
+  int64_t S = num_seeds;
+  const int64_t L = static_cast<int64_t>(fanouts.size()) / num_types;
+  for (int64_t l = L - 1; l >= 0; --l) {
+    const int64_t* f = fanouts.data() + l * num_types;
+    const TypedRows<Id, Off, T> rows{indptr, indices, types, f, keys.data() + l * num_types};
+    const int64_t width = std::max<int64_t>(1, *std::max_element(f, f + num_types));
+    layers.push_back(sample_layer_typed(rows, dst, S, width, *map));
+    dst = layers.back().mfg.src_ids.data.get();
+    S = layers.back().mfg.src_ids.size;
+  }
+  pool.release(std::move(map));
+  return layers;
+}
+
+template <typename Id, typename Off>
+std::vector<LayerMFG<Id>> fused_sample(const Off* indptr, const Id* indices, int64_t num_nodes,
+                                       const Id* seeds, int64_t num_seeds,
+                                       const std::vector<int64_t>& fanouts,
+                                       const std::vector<uint64_t>& layer_keys) {
+  NodeMapPool& pool = NodeMapPool::global();
+  std::unique_ptr<NodeMap> map = pool.acquire(num_nodes);
+  enter_seeds(pool, map, seeds, num_seeds);
 
   std::vector<LayerMFG<Id>> layers;
   const Id* dst = seeds;
@@ -227,5 +350,16 @@ Picks<Id> sample_neighbors(const Off* indptr, const Id* indices, const Id* dst, 
 FASTSAMPLE_INSTANTIATE(int32_t, int32_t)
 FASTSAMPLE_INSTANTIATE(int32_t, int64_t)
 FASTSAMPLE_INSTANTIATE(int64_t, int64_t)
+
+#define FASTSAMPLE_INSTANTIATE_TYPED(Id, Off, T)                                                  \
+  template std::vector<TypedLayerMFG<Id, T>> fused_sample_typed<Id, Off, T>(                    \
+      const Off*, const Id*, const T*, int64_t, const Id*, int64_t, const std::vector<int64_t>&, \
+      const std::vector<uint64_t>&, int64_t);
+FASTSAMPLE_INSTANTIATE_TYPED(int32_t, int32_t, uint8_t)
+FASTSAMPLE_INSTANTIATE_TYPED(int32_t, int64_t, uint8_t)
+FASTSAMPLE_INSTANTIATE_TYPED(int64_t, int64_t, uint8_t)
+FASTSAMPLE_INSTANTIATE_TYPED(int32_t, int32_t, int16_t)
+FASTSAMPLE_INSTANTIATE_TYPED(int32_t, int64_t, int16_t)
+FASTSAMPLE_INSTANTIATE_TYPED(int64_t, int64_t, int16_t)
 
 }  // namespace fastsample

@@ -28,6 +28,20 @@ std::vector<LayerMFG<Id>> fused_sample(const Off* indptr, const Id* indices, int
                                        const std::vector<int64_t>& fanouts,
                                        const std::vector<uint64_t>& layer_keys);
 
+// Typed graphs: each node's in-edges sorted by edge type (`types`, aligned with indices);
+// each (node, edge type) segment is sampled alone with fanouts[l * R + r] and keys[l * R + r].
+template <typename Id, typename T>
+struct TypedLayerMFG {
+  LayerMFG<Id> mfg;
+  Buffer<T> edge_types;  // per sampled edge, aligned with mfg.indices
+};
+
+template <typename Id, typename Off, typename T>
+std::vector<TypedLayerMFG<Id, T>> fused_sample_typed(const Off* indptr, const Id* indices, const T* types,
+                                                     int64_t num_nodes, const Id* seeds, int64_t num_seeds,
+                                                     const std::vector<int64_t>& fanouts,
+                                                     const std::vector<uint64_t>& keys, int64_t num_types);
+
 // Passes 1-3 only, for destinations whose neighbour lists are rows dst[i] - row_offset of
 // (indptr, indices): the MFG indptr and the chosen neighbours' global ids, in CSC order,
 // not relabelled (vanilla sampling's owner side; fastsample.sampling.sample_neighbors).

@@ -58,6 +58,37 @@ nb::tuple sample_neighbors_(In<Off> indptr, In<Id> indices, In<Id> dst, int64_t 
   return nb::make_tuple(to_numpy(picks.indptr), to_numpy(picks.picked));
 }
 
+template <typename Id, typename Off, typename T>
+nb::list sample_fused_typed_(In<Off> indptr, In<Id> indices, In<T> types, In<Id> seeds, In<int64_t> fanouts,
+                             In<uint64_t> keys, int64_t num_types) {
+  if (types.shape(0) != indices.shape(0)) throw nb::value_error("types: one per entry of indices");
+  if (num_types < 1 || fanouts.shape(0) % num_types != 0 || keys.shape(0) != fanouts.shape(0))
+    throw nb::value_error("fanouts and keys: layers x num_types entries each");
+  std::vector<int64_t> f(fanouts.data(), fanouts.data() + fanouts.shape(0));
+  std::vector<uint64_t> k(keys.data(), keys.data() + keys.shape(0));
+  std::vector<TypedLayerMFG<Id, T>> layers;
+  {
+    nb::gil_scoped_release release;
+    layers = fused_sample_typed<Id, Off, T>(indptr.data(), indices.data(), types.data(), indptr.shape(0) - 1,
+                                            seeds.data(), seeds.shape(0), f, k, num_types);
+  }
+  nb::list out;
+  for (auto& l : layers)
+    out.append(nb::make_tuple(to_numpy(l.mfg.indptr), to_numpy(l.mfg.indices), to_numpy(l.mfg.src_ids),
+                              l.mfg.num_dst, to_numpy(l.edge_types)));
+  return out;
+}
+
+template <typename Id, typename Off, typename T>
+void def_typed_sampling(nb::module_& m) {
+  m.def("sample_fused_typed", &sample_fused_typed_<Id, Off, T>, nb::arg("indptr").noconvert(),
+        nb::arg("indices").noconvert(), nb::arg("types").noconvert(), nb::arg("seeds").noconvert(),
+        nb::arg("fanouts").noconvert(), nb::arg("keys").noconvert(), nb::arg("num_types"),
+        "sample_fused_typed(indptr, indices, types, seeds, fanouts, keys, num_types) -> [(indptr, indices, "
+        "src_ids, num_dst, edge_types)] for layers L-1..0; fanouts and keys are (layers x num_types) flat. "
+        "Inputs are validated by fastsample.sampling.sample.");
+}
+
 // Each graph dtype pair a CSCGraph can hold (graph.py: int32 or int64 ids, offsets at least as wide).
 template <typename Id, typename Off>
 void def_sampling(nb::module_& m) {
@@ -113,6 +144,12 @@ NB_MODULE(_native, m) {
   def_sampling<int32_t, int32_t>(m);
   def_sampling<int32_t, int64_t>(m);
   def_sampling<int64_t, int64_t>(m);
+  def_typed_sampling<int32_t, int32_t, uint8_t>(m);
+  def_typed_sampling<int32_t, int64_t, uint8_t>(m);
+  def_typed_sampling<int64_t, int64_t, uint8_t>(m);
+  def_typed_sampling<int32_t, int32_t, int16_t>(m);
+  def_typed_sampling<int32_t, int64_t, int16_t>(m);
+  def_typed_sampling<int64_t, int64_t, int16_t>(m);
 
   m.def("mean_aggregate",
         [](In<int64_t> indptr, In<int32_t> indices, ConstRows h, Rows out) {

@@ -20,7 +20,7 @@ from pathlib import Path
 import numba
 import numpy as np
 
-from fastsample.graph import CSCGraph, DatasetError, id_dtype, offset_dtype
+from fastsample.graph import CSCGraph, DatasetError, check_types, id_dtype, offset_dtype, type_dtype
 
 
 @numba.njit(cache=True, nogil=True)
@@ -108,6 +108,56 @@ def edges_to_csc(src: np.ndarray, dst: np.ndarray, num_nodes: int, *,
     _compact(indptr, indices, new_indptr, out)
     del indices
     return CSCGraph(new_indptr.astype(offset_dtype(len(out))), out)
+
+
+def typed_edges_to_csc(src: np.ndarray, dst: np.ndarray, etype: np.ndarray, node_types, node_type_offset,
+                       edge_types, *, self_loops: bool = False) -> CSCGraph:
+    """Build the typed in-edge CSC of the edges ``src[i] -> dst[i]`` of edge type ``etype[i]``.
+
+    The module's policy per edge type (duplicates of one type merged, self-loops dropped
+    unless ``self_loops``), and each node's in-edges sorted by (edge type, source): a
+    (node, edge type) pair is one contiguous segment (CSCGraph's typed layout). No edge is
+    added in reverse: a reverse relation is an edge type of its own.
+
+    Args:
+        src, dst, etype: 1-D integer arrays of equal length (global ids, edge type indices);
+        node_types: the T names; node_type_offset: (T + 1,) each type's id range;
+        edge_types: the canonical (src type, relation, dst type) of each edge type.
+    Returns:
+        The typed CSCGraph. An endpoint outside its type's range, or an unknown type, is a
+        DatasetError naming the relation.
+    """
+    src, dst, etype = np.asarray(src), np.asarray(dst), np.asarray(etype)
+    if not (src.shape == dst.shape == etype.shape) or src.ndim != 1:
+        raise DatasetError(f"src, dst and etype must be 1-D of equal length (got {src.shape}, {dst.shape}, "
+                           f"{etype.shape})")
+    offsets = np.asarray(node_type_offset, dtype=np.int64)
+    check_types(node_types, offsets, edge_types)
+    n, R = int(offsets[-1]), len(edge_types)
+    if len(etype) and (etype.min() < 0 or etype.max() >= R):
+        raise DatasetError(f"edge types span [{etype.min()}, {etype.max()}], outside 0..{R - 1}")
+    index = {t: i for i, t in enumerate(node_types)}
+    for r, (s_type, _, d_type) in enumerate(edge_types):
+        mine = etype == r
+        for end, ids, t in (("source", src[mine], s_type), ("destination", dst[mine], d_type)):
+            lo, hi = int(offsets[index[t]]), int(offsets[index[t] + 1])
+            if len(ids) and (ids.min() < lo or ids.max() >= hi):
+                raise DatasetError(f"relation {':'.join(edge_types[r])}: {end} ids span [{ids.min()}, {ids.max()}], "
+                                   f"outside {t}'s ids {lo}..{hi - 1}")
+    keep = slice(None) if self_loops else src != dst
+    key = etype[keep].astype(np.int64) * n + src[keep]  # sorts and merges by (type, source) in one pass
+    dst = dst[keep].astype(id_dtype(n), copy=False)
+    indptr = np.cumsum(_count(key, dst, n, False, True))
+    keys = np.empty(int(indptr[-1]), dtype=np.int64)
+    _scatter(key, dst, indptr, keys, False, True)
+    new_indptr = np.cumsum(_sort_dedupe(indptr, keys))
+    out = np.empty(int(new_indptr[-1]), dtype=np.int64)
+    _compact(indptr, keys, new_indptr, out)
+    del keys
+    types, sources = np.divmod(out, n)
+    return CSCGraph(new_indptr.astype(offset_dtype(len(out))), sources.astype(id_dtype(n)),
+                    type_per_edge=types.astype(type_dtype(R)), node_type_offset=offsets, node_types=tuple(node_types),
+                    edge_types=tuple(tuple(e) for e in edge_types))
 
 
 # ---------------------------------------------------------------- bounded memory, on disk

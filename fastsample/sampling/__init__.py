@@ -29,7 +29,7 @@ from fastsample.choices import KERNELS, check_fanouts
 from fastsample.graph import CSCGraph
 from fastsample.sampling.mfg import MFG
 from fastsample.sampling.nodemap import node_map
-from fastsample.sampling.rng import layer_key, layer_keys
+from fastsample.sampling.rng import layer_key, layer_keys, type_keys
 
 from fastsample.native import lib as _native
 
@@ -48,8 +48,36 @@ def resolve_kernel(kernel: str) -> str:
     return kernel
 
 
-def _check(graph: CSCGraph, seeds, fanouts) -> tuple[np.ndarray, list[int]]:
+def fanout_matrix(graph: CSCGraph, fanouts) -> np.ndarray:
+    """(layers, edge types) int64: each layer's fanout per edge type. A layer's entry is an
+    int (every edge type) or, on a typed graph, a mapping {relation: k} (CSCGraph.relation
+    names them; "*" gives the rest; k = 0: none, -1: all). Every edge type must be given."""
     fanouts = check_fanouts(fanouts)
+    R = graph.num_edge_types
+    out = np.empty((len(fanouts), R), dtype=np.int64)
+    for layer, f in enumerate(fanouts):
+        if not isinstance(f, dict):
+            out[layer] = f
+            continue
+        if not graph.typed:
+            raise ValueError(f"fanouts: layer {layer} maps relations to fanouts, but the graph has no edge types")
+        row = np.full(R, f.get("*", -2), dtype=np.int64)
+        for name, k in f.items():
+            if name != "*":
+                try:
+                    row[graph.relation(name)] = k
+                except KeyError as e:
+                    raise ValueError(f"fanouts: layer {layer}: {e.args[0]}") from None
+        if (row == -2).any():
+            missing = ", ".join(":".join(graph.edge_types[r]) for r in np.flatnonzero(row == -2))
+            raise ValueError(f"fanouts: layer {layer} gives no fanout for {missing} (name them, or give the rest "
+                             "with '*')")
+        out[layer] = row
+    return out
+
+
+def _check(graph: CSCGraph, seeds, fanouts) -> tuple[np.ndarray, np.ndarray]:
+    fanouts = fanout_matrix(graph, fanouts)
     seeds = np.asarray(seeds)
     if seeds.ndim != 1 or (len(seeds) and seeds.dtype.kind not in "iu"):
         raise ValueError(f"seeds must be a 1-D integer array (got {seeds.dtype} {seeds.shape})")
@@ -67,7 +95,9 @@ def sample(graph: CSCGraph, seeds, fanouts: Sequence[int], *, seed: int = 0, epo
     Args:
         graph: the topology (its index dtypes were fixed when it was built: CSCGraph).
         seeds: unique node ids, 1-D integers.
-        fanouts: neighbours per layer, input layer first; -1 takes all.
+        fanouts: neighbours per layer, input layer first; -1 takes all. On a typed graph a
+            number applies to every edge type, and a layer's entry may instead map relations
+            to fanouts (fanout_matrix); the MFGs then carry each edge's type.
         seed, epoch, step, rank: the RNG contract's key fields (rng.py).
         kernel: "native", "numba", "twostep" or "auto".
     Returns:
@@ -76,13 +106,30 @@ def sample(graph: CSCGraph, seeds, fanouts: Sequence[int], *, seed: int = 0, epo
     kernel = resolve_kernel(kernel)
     seeds, fanouts = _check(graph, seeds, fanouts)
     keys = layer_keys(seed, epoch, step, rank, len(fanouts))
+    if graph.typed:
+        return _sample_typed(graph, seeds, fanouts, type_keys(keys, graph.num_edge_types), kernel)
+    fanouts = np.ascontiguousarray(fanouts[:, 0])
     if kernel == "native":
-        return _mfgs(_native.sample_fused(graph.indptr, graph.indices, seeds, np.asarray(fanouts, np.int64), keys))
+        return _mfgs(_native.sample_fused(graph.indptr, graph.indices, seeds, fanouts, keys))
     from fastsample.sampling import numba_fused, twostep
 
     impl = numba_fused if kernel == "numba" else twostep
     with node_map(graph.num_nodes) as m:
-        return _mfgs(impl.sample_layers(graph.indptr, graph.indices, seeds, fanouts, keys, m))
+        return _mfgs(impl.sample_layers(graph.indptr, graph.indices, seeds, [int(f) for f in fanouts], keys, m))
+
+
+def _sample_typed(graph: CSCGraph, seeds, fanouts, keys, kernel: str) -> list[MFG]:
+    """Typed layers: each (node, edge type) segment alone, with its fanout and key (rng.py)."""
+    types = graph.type_per_edge
+    if kernel == "native":
+        return _mfgs(_native.sample_fused_typed(graph.indptr, graph.indices, types, seeds, fanouts.ravel(),
+                                                keys.ravel(), fanouts.shape[1]))
+    from fastsample.sampling import numba_fused, twostep
+
+    with node_map(graph.num_nodes) as m:
+        if kernel == "numba":
+            return _mfgs(numba_fused.sample_layers_typed(graph.indptr, graph.indices, types, seeds, fanouts, keys, m))
+        return _mfgs(twostep.sample_layers(graph.indptr, graph.indices, seeds, fanouts, keys, m, types))
 
 
 def sample_neighbors(graph: CSCGraph, nodes: np.ndarray, fanout: int, key: int, row_offset: int = 0,
@@ -120,8 +167,9 @@ def assemble(seeds: np.ndarray, num_layers: int, num_nodes: int,
 
 
 def _mfgs(layers) -> list[MFG]:
-    """The kernels' layers (top first, as tuples) as MFGs, input layer first."""
-    return [MFG(indptr, indices, src, num_dst) for indptr, indices, src, num_dst in reversed(layers)]
+    """The kernels' layers (top first, as tuples; typed ones end with the edge types) as
+    MFGs, input layer first."""
+    return [MFG(*layer) for layer in reversed(layers)]
 
 
 @runtime_checkable

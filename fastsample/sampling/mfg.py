@@ -18,12 +18,15 @@ class MFG:
     src_ids: (num_src,) graph id dtype, *global* node ids. The first num_dst entries are
              the destination nodes, in order (as DGL's to_block); nodes new to this layer
              follow in order of first appearance in ``indices``.
+    edge_types: typed graphs: (num_edges,) the edge type of each sampled edge (a
+             destination's edges are in edge-type order); None for an untyped graph.
     """
 
     indptr: np.ndarray
     indices: np.ndarray
     src_ids: np.ndarray
     num_dst: int
+    edge_types: np.ndarray | None = None
 
     @property
     def num_src(self) -> int:

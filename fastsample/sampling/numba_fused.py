@@ -18,7 +18,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from fastsample.sampling.rng import BITSET_WORDS, num_picks, pick_neighbors
+from fastsample.sampling.rng import BITSET_WORDS, num_picks, pick_neighbors, pick_segment, segment_end
 
 _CHUNK = 256  # destinations per parallel task; one scratch buffer per task
 
@@ -63,6 +63,42 @@ def sample_csc(indptr, indices, dst, fanout, key, max_pick, row_offset=0):
     return out_indptr, picked
 
 
+@numba.njit(nogil=True, cache=True, parallel=True)
+def sample_csc_typed(indptr, indices, types, dst, fanouts, keys, max_pick, row_offset=0):
+    """sample_csc on a typed graph: each (node, edge type) segment of node dst[i]'s
+    in-edges (sorted by type: ``types`` is aligned with ``indices``) is sampled alone, with
+    fanouts[r] and keys[r] for type r. Returns (mfg indptr, chosen global source ids, their
+    edge types), a destination's picks in edge-type order."""
+    n = len(dst)
+    counts = np.empty(n + 1, dtype=np.int64)
+    counts[0] = 0
+    for i in numba.prange(n):
+        v = dst[i] - row_offset
+        s, e, c = indptr[v], indptr[v + 1], 0
+        while s < e:
+            end = segment_end(types, s, e)
+            c += num_picks(end - s, fanouts[types[s]])
+            s = end
+        counts[i + 1] = c
+    out_indptr = np.cumsum(counts)
+    picked = np.empty(out_indptr[-1], dtype=indices.dtype)
+    picked_types = np.empty(out_indptr[-1], dtype=types.dtype)
+    for c in numba.prange((n + _CHUNK - 1) // _CHUNK):
+        scratch = np.empty(max_pick, dtype=np.int64)
+        bits = np.empty(BITSET_WORDS, dtype=np.uint64)
+        for i in range(c * _CHUNK, min(n, (c + 1) * _CHUNK)):
+            v = dst[i] - row_offset
+            s, e, at = indptr[v], indptr[v + 1], out_indptr[i]
+            while s < e:
+                end = segment_end(types, s, e)
+                r = types[s]
+                k = pick_segment(indices, s, end - s, dst[i], fanouts[r], keys[r], scratch, bits, picked, at)
+                picked_types[at:at + k] = r
+                at += k
+                s = end
+    return out_indptr, picked, picked_types
+
+
 @numba.njit(nogil=True, cache=True)
 def relabel(dst, picked, m):
     """Pass 4: local ids in place of global ones; returns src_ids (dst first, then new)."""
@@ -91,9 +127,20 @@ def sample_layers(indptr, indices, seeds, fanouts, keys, m):
     return relabel_layers(seeds, len(fanouts), pick, m)
 
 
+def sample_layers_typed(indptr, indices, types, seeds, fanouts, keys, m):
+    """Typed: fanouts and keys are (L, R), per layer and edge type. [(indptr, indices,
+    src_ids, num_dst, edge_types)] for layers L-1 .. 0."""
+    def pick(dst, layer):
+        return sample_csc_typed(indptr, indices, types, dst, fanouts[layer], keys[layer],
+                                max(int(fanouts[layer].max()), 1))
+
+    return relabel_layers(seeds, len(fanouts), pick, m)
+
+
 def relabel_layers(seeds, num_layers, pick, m):
-    """Layers num_layers-1 .. 0 from ``pick(dst, layer)`` -> (mfg indptr, global picks),
-    relabelled (pass 4); ``pick`` may find the neighbour lists anywhere (vanilla sampling)."""
+    """Layers num_layers-1 .. 0 from ``pick(dst, layer)`` -> (mfg indptr, global picks,
+    *extra), relabelled (pass 4), each layer (indptr, local, src_ids, num_dst, *extra);
+    ``pick`` may find the neighbour lists anywhere (vanilla sampling)."""
     dup = seed_map(seeds, m)
     if dup >= 0:
         raise ValueError(f"seeds must be unique: node {seeds[dup]} appears more than once")
@@ -101,9 +148,9 @@ def relabel_layers(seeds, num_layers, pick, m):
     dst = seeds
     try:
         for layer in range(num_layers - 1, -1, -1):
-            out_indptr, picked = pick(dst, layer)
+            out_indptr, picked, *extra = pick(dst, layer)
             local, src = relabel(dst, picked, m)
-            layers.append((out_indptr, local, src, len(dst)))
+            layers.append((out_indptr, local, src, len(dst), *extra))
             dst = src
     finally:
         reset_map(dst, m)

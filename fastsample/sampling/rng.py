@@ -5,8 +5,14 @@ distributed sampling) implements exactly this, so for the same key they return t
 neighbours. The C++ twin is native/choice.hpp; keep the two in step.
 
   layer_key = fold(run seed, epoch, step, rank, layer)       (computed here, in Python)
-  node_key  = mix64(layer_key ^ (node * GOLDEN))
+  type_key  = layer_key for edge type 0; for type r > 0,     (typed graphs; here too)
+              mix64(layer_key + (r + TYPE_SALT) * GOLDEN)
+  node_key  = mix64(type_key ^ (node * GOLDEN))
   draw(i)   = mix64(node_key + (i + 1) * GOLDEN)              (splitmix64 stream)
+
+On a typed graph each node's in-edges are sorted by edge type, and each (node, edge type)
+segment is sampled alone with its type's fanout and key. A one-type graph has only edge
+type 0, whose key is the layer key: its samples are those of the untyped rule, bitwise.
 
 A node with degree d <= fanout (or fanout == -1) keeps all its neighbours. Otherwise
 Robert Floyd's algorithm picks a uniform k-subset of the positions 0..d-1 with exactly k
@@ -50,6 +56,20 @@ def layer_key(seed: int, epoch: int, step: int, rank: int, layer: int) -> int:
 def layer_keys(seed: int, epoch: int, step: int, rank: int, num_layers: int) -> np.ndarray:
     """(num_layers,) uint64 keys, entry i for GNN layer i (0 = the input layer)."""
     return np.array([layer_key(seed, epoch, step, rank, i) for i in range(num_layers)], dtype=np.uint64)
+
+
+TYPE_SALT = 0x7E7E  # keeps edge type r's key stream apart from other uses of the layer key
+
+
+def type_key(key: int, etype: int) -> int:
+    """The key of edge type ``etype``'s segments in a layer of key ``key`` (type 0: ``key`` itself)."""
+    return int(key) if etype == 0 else mix64_py(int(key) + (int(etype) + TYPE_SALT) * GOLDEN)
+
+
+def type_keys(keys, num_types: int) -> np.ndarray:
+    """(len(keys), num_types) uint64: row l holds layer l's key for each edge type."""
+    return np.array([[type_key(k, r) for r in range(num_types)] for k in keys], dtype=np.uint64).reshape(
+        len(keys), num_types)
 
 
 # ---------------------------------------------------------------- jitted twins
@@ -135,8 +155,15 @@ def pick_neighbors(indptr, indices, row, node, fanout, key, scratch, bits, out, 
     """Write the chosen in-neighbours of ``node`` (global ids), whose neighbour list is
     row ``row`` of (indptr, indices), to out[at:at + num_picks]. row == node for a whole
     graph; a vanilla rank's slice of it numbers its rows from its first owned node."""
-    start = indptr[row]
-    degree = indptr[row + 1] - start
+    return pick_segment(indices, indptr[row], indptr[row + 1] - indptr[row], node, fanout, key, scratch, bits,
+                        out, at)
+
+
+@numba.njit(inline="always")
+def pick_segment(indices, start, degree, node, fanout, key, scratch, bits, out, at):
+    """The choice rule on the ``degree`` neighbours indices[start:start + degree] of
+    ``node`` (all of its in-edges, or one edge type's segment of them): the chosen ones
+    to out[at:at + k]; returns k."""
     k = num_picks(degree, fanout)
     if k == degree:
         for i in range(degree):
@@ -145,3 +172,19 @@ def pick_neighbors(indptr, indices, row, node, fanout, key, scratch, bits, out, 
         choose_positions(node_key(key, node), degree, k, scratch, bits)
         for i in range(k):
             out[at + i] = indices[start + scratch[i]]
+    return k
+
+
+@numba.njit(inline="always")
+def segment_end(types, s, e):
+    """The end of the run of edge type types[s] that starts at s, within [s, e) (a node's
+    in-edges are sorted by type there): the first position whose type is greater."""
+    r = types[s]
+    lo, hi = s + 1, e
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if types[mid] <= r:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo

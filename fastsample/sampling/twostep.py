@@ -15,15 +15,22 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from fastsample.sampling.numba_fused import reset_map, sample_csc, seed_map
+from fastsample.sampling.numba_fused import reset_map, sample_csc, sample_csc_typed, seed_map
+
+_UNTYPED = np.empty(0, dtype=np.uint8)
 
 
-def sample_coo(indptr, indices, seeds, fanout, key):
-    """Step 1: (src, dst) global ids of the sampled edges, grouped by destination. The
-    picks come from the same pass as the fused kernel's (one choice rule); the
+def sample_coo(indptr, indices, seeds, fanout, key, types=None):
+    """Step 1: (src, dst, edge types) of the sampled edges, global ids, grouped by
+    destination (edge types: empty for an untyped graph; else fanout and key are per edge
+    type). The picks come from the same pass as the fused kernel's (one choice rule); the
     destination column is what makes it COO."""
-    offsets, src = sample_csc(indptr, indices, seeds, fanout, key, max(fanout, 1))
-    return src, np.repeat(seeds, np.diff(offsets))
+    if types is None:
+        offsets, src = sample_csc(indptr, indices, seeds, fanout, key, max(fanout, 1))
+        etypes = _UNTYPED
+    else:
+        offsets, src, etypes = sample_csc_typed(indptr, indices, types, seeds, fanout, key, max(int(fanout.max()), 1))
+    return src, np.repeat(seeds, np.diff(offsets)), etypes
 
 
 @numba.njit(nogil=True, cache=True)
@@ -48,7 +55,8 @@ def compact(seeds, src, dst, m):
 
 
 @numba.njit(nogil=True, cache=True)
-def coo_to_csc(lsrc, ldst, num_dst):
+def coo_to_csc(lsrc, ldst, num_dst, etypes):
+    """A stable counting sort by destination; ``etypes`` (empty: untyped) follow their edges."""
     indptr = np.zeros(num_dst + 1, dtype=np.int64)
     for e in range(len(ldst)):
         indptr[ldst[e] + 1] += 1
@@ -56,15 +64,20 @@ def coo_to_csc(lsrc, ldst, num_dst):
         indptr[i + 1] += indptr[i]
     pos = indptr[:-1].copy()
     out = np.empty(len(lsrc), dtype=np.int32)
+    out_types = np.empty(len(etypes), dtype=etypes.dtype)
     for e in range(len(ldst)):
         d = ldst[e]
         out[pos[d]] = lsrc[e]
+        if len(etypes):
+            out_types[pos[d]] = etypes[e]
         pos[d] += 1
-    return indptr, out
+    return indptr, out, out_types
 
 
-def sample_layers(indptr, indices, seeds, fanouts, keys, m):
-    """All layers, top first: [(indptr, indices, src_ids, num_dst)] for layers L-1 .. 0."""
+def sample_layers(indptr, indices, seeds, fanouts, keys, m, types=None):
+    """All layers, top first: [(indptr, indices, src_ids, num_dst)] for layers L-1 .. 0;
+    typed (``types`` aligned with ``indices``; fanouts and keys (L, R)): each with its
+    edge types too."""
     layers = []
     dst = seeds
     for layer in range(len(fanouts) - 1, -1, -1):
@@ -72,12 +85,12 @@ def sample_layers(indptr, indices, seeds, fanouts, keys, m):
         if dup >= 0:
             raise ValueError(f"seeds must be unique: node {dst[dup]} appears more than once")
         try:
-            coo_src, coo_dst = sample_coo(indptr, indices, dst, fanouts[layer], keys[layer])
+            coo_src, coo_dst, coo_types = sample_coo(indptr, indices, dst, fanouts[layer], keys[layer], types)
             lsrc, ldst, src_ids = compact(dst, coo_src, coo_dst, m)
         finally:
             reset_map(dst, m)
         reset_map(src_ids[len(dst):], m)
-        out_indptr, out_indices = coo_to_csc(lsrc, ldst, len(dst))
-        layers.append((out_indptr, out_indices, src_ids, len(dst)))
+        out_indptr, out_indices, out_types = coo_to_csc(lsrc, ldst, len(dst), coo_types)
+        layers.append((out_indptr, out_indices, src_ids, len(dst)) + ((out_types,) if types is not None else ()))
         dst = src_ids
     return layers
