@@ -27,13 +27,25 @@ from fastsample.comm import Communicator
 from fastsample.comm.local import LocalCommunicator
 from fastsample.distributed import FeatureGather
 from fastsample.loader import open_data
-from fastsample.sampling import sample
+from fastsample.sampling import MFG, assemble, sample, sample_neighbors
 
 
 def check_layerwise(model) -> None:
     if not (isinstance(getattr(model, "num_layers", None), int) and callable(getattr(model, "layer", None))):
         raise TypeError(f"{type(model).__name__} cannot run layer-wise inference: it needs num_layers and "
                         "layer(i, block, h) (see fastsample/inference.py)")
+
+
+def all_in_edges(part, seeds: np.ndarray) -> MFG:
+    """The MFG of every in-edge of ``seeds`` (nodes this rank owns), from whichever topology
+    the share holds: the whole one (hybrid) or its owned rows (vanilla); the same MFG."""
+    if part.graph is not None:
+        (mfg,) = sample(part.graph, seeds, [-1])  # all neighbours: no draw, no key
+        return mfg
+    lo = int(part.offsets[part.rank])
+    (mfg,) = assemble(seeds, 1, part.num_nodes,
+                      lambda dst, _: sample_neighbors(part.local_graph, dst, -1, 0, row_offset=lo))
+    return mfg
 
 
 @torch.no_grad()
@@ -43,7 +55,8 @@ def layerwise(model, data, comm: Communicator | None = None, batch_size: int = 4
 
     Args:
         model: a module with ``num_layers`` and ``layer(i, block, h)`` (see the module doc).
-        data: a partition directory or RankPartition (a job), or a dataset directory (one process).
+        data: a partition directory or RankPartition (a job; a vanilla share reads its own
+            rows' in-edges), or a dataset directory (one process).
         comm: the job's communicator; None for one process.
         batch_size: destination nodes per rank per batch (bounds the batch's memory).
         device: where the model runs.
@@ -55,10 +68,11 @@ def layerwise(model, data, comm: Communicator | None = None, batch_size: int = 4
     if batch_size < 1:
         raise ValueError(f"batch_size must be positive (got {batch_size})")
     comm = comm if comm is not None else LocalCommunicator()
-    part = open_data(data, comm, "hybrid")  # every rank reads its nodes' in-edges from the whole topology
+    part = open_data(data, comm, "hybrid")  # a directory: every rank reads its nodes' in-edges from the whole topology
     offsets = np.asarray(part.offsets, dtype=np.int64)
     lo, hi = int(offsets[comm.rank]), int(offsets[comm.rank + 1])
-    owned = np.arange(lo, hi, dtype=part.graph.indices.dtype)
+    topology = part.graph if part.graph is not None else part.local_graph
+    owned = np.arange(lo, hi, dtype=topology.indices.dtype)
     steps = max(math.ceil(int(b - a) / batch_size) for a, b in zip(offsets[:-1], offsets[1:]))
     was_training = model.training
     model.eval()
@@ -72,7 +86,7 @@ def layerwise(model, data, comm: Communicator | None = None, batch_size: int = 4
             out = None
             for step in range(steps):  # the same count on every rank: the gather is collective
                 seeds = owned[step * batch_size:(step + 1) * batch_size]
-                (mfg,) = sample(part.graph, seeds, [-1])  # all neighbours: no draw, no key
+                mfg = all_in_edges(part, seeds)
                 x = torch.from_numpy(gather(mfg.src_ids)).to(device)
                 y = model.layer(i, Block.from_mfg(mfg, device), x).float().cpu().numpy()
                 if out is None:

@@ -1,6 +1,8 @@
 """One rank of tests/test_inference.py: layer-wise inference of a saved model on a partition.
 
-    mpiexec -n P python tests/inference_worker.py PARTITION KIND STATE OUT_PREFIX BATCH
+    mpiexec -n P python tests/inference_worker.py PARTITION KIND STATE OUT_PREFIX BATCH [MODE]
+
+MODE vanilla opens each rank's vanilla share (its own rows' in-edges, no whole topology).
 
 Each rank writes OUT_PREFIX-RANK.npy and then says so (helpers.passed), for test_inference.py.
 """
@@ -34,5 +36,9 @@ if __name__ == "__main__":
     model = make_model(kind)
     model.load_state_dict(torch.load(state, weights_only=True))
     comm = create("mpi")
+    if sys.argv[6:] == ["vanilla"]:
+        from fastsample.partition import load_partition
+
+        part = load_partition(part, comm.rank, comm.size, mode="vanilla")
     np.save(f"{out}-{comm.rank}.npy", layerwise(model, part, comm, batch_size=int(batch)))
     passed(comm.rank, "layerwise_saved")

@@ -96,6 +96,35 @@ def test_infer_writes_what_the_trainers_full_evaluation_saw(root, tmp_path):
 
 
 @pytest.mark.mpi
+@pytest.mark.slow
+def test_vanilla_full_evaluation_equals_hybrids(root, tmp_path):
+    # layer-wise inference from vanilla shares (each rank's own rows' in-edges, no whole
+    # topology) gives hybrid's outputs bitwise; so --eval full in vanilla mode gives the
+    # same accuracies as in hybrid mode, at 2 ranks
+    partition_dataset(root / "g", tmp_path / "both", 2, mode="both", progress=False)
+    torch.manual_seed(1)
+    torch.save(make_model("sage").state_dict(), tmp_path / "state.pt")
+    for mode in ("hybrid", "vanilla"):
+        proc = mpiexec(2, REPO / "tests" / "inference_worker.py", tmp_path / "both", "sage", tmp_path / "state.pt",
+                       tmp_path / mode, 64, mode, timeout=300)
+        assert_checks(proc, 2, ["layerwise_saved"])
+    for r in range(2):
+        got, want = np.load(tmp_path / f"vanilla-{r}.npy"), np.load(tmp_path / f"hybrid-{r}.npy")
+        assert np.abs(want).max() > 0.1 and np.array_equal(got, want), f"rank {r}"
+    logs = {}
+    for mode in ("hybrid", "vanilla"):
+        logs[mode] = tmp_path / f"{mode}.jsonl"
+        proc = mpiexec(2, "-m", "fastsample.train", "--data", tmp_path / "both", "--mode", mode, "--fanouts", "4,4",
+                       "--hidden", "16", "--batch-size", "32", "--epochs", "2", "--threads", "1", "--eval", "full",
+                       "--eval-batch-size", "50", "--log-json", logs[mode], "--quiet", timeout=300)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    hybrid, vanilla = ([json.loads(line) for line in open(logs[m])] for m in ("hybrid", "vanilla"))
+    for key in ("step_losses", "val_acc", "test_acc"):
+        assert [r[key] for r in vanilla] == [r[key] for r in hybrid], key
+    assert all(r["val_acc"] is not None for r in hybrid)
+
+
+@pytest.mark.mpi
 def test_infer_on_a_missing_checkpoint_is_one_line_and_writes_nothing(root, tmp_path):
     proc = mpiexec(2, "-m", "fastsample.infer", "--data", root / "p2", "--checkpoint", tmp_path / "none.pt",
                    "--out", tmp_path / "out", timeout=120)
