@@ -1,8 +1,7 @@
 """The native binding never copies an argument silently: it refuses another dtype, and a
 graph's index dtypes are fixed once when the graph is built (CSCGraph), so a sample call
-on a graph built from mixed dtypes costs what a matched one does."""
+on a graph built from mixed dtypes passes the binding the arrays converted then."""
 
-import time
 import warnings
 
 import numpy as np
@@ -73,23 +72,23 @@ def test_owner_side_choice_is_the_same_native_and_numba():
     assert np.array_equal(np.diff(a[0]), [6, 6, 6, 6])
 
 
-def test_a_sample_call_on_a_graph_built_from_mixed_dtypes_costs_what_a_matched_one_does():
-    """The review's case: int32 indptr with int64 indices on a large graph. Converting per
-    call (the old binding) made a 2-seed call ~1000x slower; it must be within 2x."""
-    n = 4_000_000
-    indptr, indices = _random_csc(n, 2)
-    matched = CSCGraph(indptr, indices)
+def test_a_graph_built_from_mixed_dtypes_is_converted_once_and_each_call_passes_its_own_arrays(monkeypatch):
+    """The review's case: int32 indptr with int64 indices. Converting per call (the old
+    binding) made a 2-seed call ~1000x slower on a large graph. Now the graph converts once,
+    when built, and every sample call hands the binding those very arrays: no call copies.
+    (A property, not a timing: timings belong in bench/, and a loaded machine makes them flaky.)"""
+    indptr, indices = _random_csc(1000, 3)
     with pytest.warns(UserWarning, match="converted once"):
         mixed = CSCGraph(indptr.astype(np.int32), indices)
+    assert mixed.indptr.dtype == np.int64 and mixed.indptr.flags.c_contiguous
+    seen = []
+    real = lib.sample_fused
 
-    def best(graph) -> float:
-        sample(graph, [1, 2], [2, 2], kernel="native")  # warm: the node map is allocated once
-        times = []
-        for step in range(30):
-            t0 = time.perf_counter()
-            sample(graph, [1, 2], [2, 2], step=step, kernel="native")
-            times.append(time.perf_counter() - t0)
-        return min(times)
+    def spy(indptr, indices, *args):
+        seen.append((indptr, indices))
+        return real(indptr, indices, *args)
 
-    t_matched, t_mixed = best(matched), best(mixed)
-    assert t_mixed < 2 * t_matched + 50e-6, (t_mixed, t_matched)
+    monkeypatch.setattr(lib, "sample_fused", spy)
+    for step in range(3):
+        sample(mixed, [1, 2], [2, 2], step=step, kernel="native")
+    assert len(seen) == 3 and all(a is mixed.indptr and b is mixed.indices for a, b in seen)
