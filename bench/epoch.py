@@ -1,8 +1,14 @@
-"""Epoch benchmark: the paper's three scenarios on the same partitioned graph.
+"""Epoch benchmark: the paper's three scenarios, and four more, on the same partitioned graph.
 
-    vanilla          topology partitioned, 2L rounds per step
-    hybrid-twostep   topology replicated, conventional two-step sampler, 2 rounds
-    hybrid-native    topology replicated, fused native sampler, 2 rounds
+    vanilla               topology partitioned, 2L rounds per step (owner side: numba)
+    hybrid-twostep        topology replicated, conventional two-step sampler, 2 rounds
+    hybrid-native         topology replicated, fused native sampler, 2 rounds
+    vanilla-native        vanilla with the native kernel on the owner side
+    hybrid-blas           hybrid-native with the products pinned to BLAS (--matmul blas)
+    hybrid-bf16           hybrid-native with --precision bf16
+    hybrid-bf16-products  --precision bf16 with the products pinned to BLAS (bf16 products
+                          whether they pay or not)
+--scenarios picks them (default: the first three).
 
 Each scenario runs --reps times (median reported) for each partition given (one per P),
 under each --net setting:

@@ -6,8 +6,9 @@ The public entry points are importable from here; each is loaded on first use, s
     from fastsample import load_dataset, sample, NodeLoader, GraphSAGE
 
 Command lines: ``python -m fastsample.data`` (fastsample-data), ``python -m
-fastsample.partition`` (fastsample-partition), ``python -m fastsample.train``
-(fastsample-train).
+fastsample.partition`` (fastsample-partition), ``python -m fastsample.plan``
+(fastsample-plan), ``python -m fastsample.train`` (fastsample-train), and ``python -m
+fastsample.infer`` (exact layer-wise inference from a checkpoint).
 """
 
 from __future__ import annotations

@@ -11,7 +11,8 @@ from fastsample.data.edges import edges_to_csc
 from fastsample.graph import write_dataset
 # launching ranks lives in helpers.py; re-exported for the tests that import it from here
 from helpers import REPO, mpiexec, run_module, train_records  # noqa: F401
-PLANETOID = REPO.parent / "shared" / "data" / "planetoid"
+# the raw Planetoid files (ind.cora.*): FASTSAMPLE_PLANETOID, else beside the clone in shared/
+PLANETOID = Path(os.environ.get("FASTSAMPLE_PLANETOID", REPO.parent / "shared" / "data" / "planetoid"))
 
 # The matmul engine choice is cached per host (fastsample/matmul.py): a session of its own,
 # so a user's cache never steers the tests and the runs a test compares share one choice.
