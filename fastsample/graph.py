@@ -14,6 +14,19 @@ The topology is CSC of in-edges: ``indices[indptr[v]:indptr[v + 1]]`` are the so
 of the edges into ``v``. Arrays are opened with ``mmap_mode="r"`` so that ranks on one
 machine share the pages. Writes are atomic (fastsample.atomic): an interrupted write
 never looks like a dataset.
+
+A typed (heterogeneous) dataset is format_version 2; a one-type dataset is written as
+version 1, as before. Its meta.json adds ``node_types`` (names), ``node_type_offset``
+(node type t holds the global ids offset[t]..offset[t+1]-1), ``edge_types`` (canonical
+[source type, relation, destination type], edge type r at entry r), ``target_type`` (the
+node type with labels and splits) and ``features`` ({type: {"dim", "dtype"}, or null for
+a featureless type}); its arrays differ thus::
+
+    type_per_edge.npy  (num_edges,)   uint8 edge type of each in-edge (int16 past 256
+                                      types); each node's in-edges sorted by it
+    features/TYPE.npy  (nodes of TYPE, its dim)   per node type that has features
+    labels.npy         (nodes of the target type,) int64; row i is node offset[target] + i
+    train.npy, ...     global ids of target-type nodes
 """
 
 from __future__ import annotations
@@ -31,9 +44,11 @@ from fastsample.choices import FEATURE_DTYPES
 
 __all__ = ["FORMAT_VERSION", "SPLITS", "FEATURE_DTYPES", "CSCGraph", "Dataset", "DatasetError", "DatasetWriter",
            "id_dtype", "offset_dtype", "load_dataset", "read_meta", "write_dataset", "open_array", "expect_array",
-           "read_json", "validate_csc", "validate_node_data"]
+           "read_json", "validate_csc", "validate_node_data", "check_types", "validate_typed_edges", "type_dtype",
+           "TYPED_FORMAT_VERSION"]
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 1  # a one-type dataset's; a typed one is TYPED_FORMAT_VERSION
+TYPED_FORMAT_VERSION = 2
 SPLITS = ("train", "val", "test")
 LABEL_DTYPE = np.dtype(np.int64)
 _INT32_MAX = np.iinfo(np.int32).max
@@ -160,14 +175,16 @@ class Dataset:
     ``write`` stores it), and one rank's share of a partition is one with the node data cut
     to what the rank owns (fastsample.partition.RankPartition adds where it sits).
 
-    graph:       the in-edge CSC topology (None in a vanilla rank's share)
-    features:    (rows, F) float32 or float16: every node's, or the rows a share owns
-    labels:      (rows,) int64 class ids, -1 = unlabelled
-    train, val, test: node ids (disjoint, labelled)
+    graph:       the in-edge CSC topology (None in a vanilla rank's share); typed or not
+    features:    (rows, F) float32 or float16: every node's, or the rows a share owns;
+                 typed: {node type: its rows, or None for a featureless type}
+    labels:      (rows,) int64 class ids, -1 = unlabelled; typed: the target type's rows
+    train, val, test: node ids (disjoint, labelled; typed: of the target type)
     num_classes: the number of classes
     name:        the dataset's name
     meta:        meta.json's fields (empty for a dataset not yet written)
     path:        the directory it was read from (None in memory)
+    target_type: typed: the node type that has labels and splits; None when untyped
     """
 
     graph: CSCGraph | None
@@ -180,14 +197,27 @@ class Dataset:
     name: str = ""
     meta: dict = field(default_factory=dict)
     path: Path | None = None
+    target_type: str | None = None
 
     @property
     def num_nodes(self) -> int:
         return self.graph.num_nodes
 
     @property
+    def typed(self) -> bool:
+        return self.target_type is not None
+
+    @property
     def feature_dim(self) -> int:
-        return int(self.features.shape[1])
+        """The width of the features (typed: the target type's; 0 if it has none)."""
+        f = self.features[self.target_type] if self.typed else self.features
+        return 0 if f is None else int(f.shape[1])
+
+    def label_offset(self) -> int:
+        """The global id of labels' row 0 (typed: the target type's first node; else 0)."""
+        if not self.typed:
+            return 0
+        return int(self.graph.node_type_offset[self.graph.node_types.index(self.target_type)])
 
     def write(self, path, *, name: str | None = None, overwrite: bool = False, **extra) -> dict:
         """Store the dataset as a dataset directory (write_dataset: checked, atomic).
@@ -199,7 +229,8 @@ class Dataset:
             meta.json's contents.
         """
         return write_dataset(path, self.graph, self.features, self.labels, self.train, self.val, self.test,
-                             name=name or self.name, num_classes=self.num_classes, overwrite=overwrite, **extra)
+                             name=name or self.name, num_classes=self.num_classes, target_type=self.target_type,
+                             overwrite=overwrite, **extra)
 
 
 # ---------------------------------------------------------------- loading
@@ -266,9 +297,25 @@ def read_meta(path: str | os.PathLike) -> dict:
     for key, typ in required.items():
         if not isinstance(meta.get(key), typ):
             raise DatasetError(f"{file}: field {key!r} missing or not {typ.__name__}")
-    if meta["format_version"] != FORMAT_VERSION:
-        raise DatasetError(
-            f"{file}: format_version {meta['format_version']}, this fastsample reads {FORMAT_VERSION}")
+    if meta["format_version"] not in (FORMAT_VERSION, TYPED_FORMAT_VERSION):
+        raise DatasetError(f"{file}: format_version {meta['format_version']}, this fastsample reads "
+                           f"{FORMAT_VERSION} and {TYPED_FORMAT_VERSION}")
+    if (meta["format_version"] == TYPED_FORMAT_VERSION) != ("node_types" in meta):
+        raise DatasetError(f"{file}: format_version {meta['format_version']} "
+                           f"{'needs' if 'node_types' not in meta else 'has no'} node_types")
+    if "node_types" in meta:
+        for key, typ in (("node_types", list), ("node_type_offset", list), ("edge_types", list),
+                         ("target_type", str), ("features", dict)):
+            if not isinstance(meta.get(key), typ):
+                raise DatasetError(f"{file}: field {key!r} missing or not {typ.__name__} (a typed dataset)")
+        check_types(meta["node_types"], meta["node_type_offset"], meta["edge_types"], where=str(file))
+        if meta["target_type"] not in meta["node_types"]:
+            raise DatasetError(f"{file}: target_type {meta['target_type']!r} is not a node type "
+                               f"({', '.join(meta['node_types'])})")
+        unknown = set(meta["features"]) ^ set(meta["node_types"])
+        if unknown:
+            raise DatasetError(f"{file}: features must list every node type once, null where it has none "
+                               f"(differs in {', '.join(sorted(unknown))})")
     for key in ("num_nodes", "num_edges", "feature_dim", "num_classes"):
         if meta[key] < 0:
             raise DatasetError(f"{file}: field {key!r} is negative ({meta[key]})")
@@ -296,6 +343,8 @@ def load_dataset(path: str | os.PathLike, mmap: bool = True) -> Dataset:
     expect_array(path / "indptr.npy", indptr, (n + 1,), (offset_dtype(m).name, "int64"))
     indices = open_array(path, "indices", mmap)
     expect_array(path / "indices.npy", indices, (m,), (id_dtype(n).name, "int64"))
+    if "node_types" in meta:
+        return _load_typed(path, meta, indptr, indices, mmap)
     features = open_array(path, "features", mmap)
     expect_array(path / "features.npy", features, (n, f), FEATURE_DTYPES)
     labels = open_array(path, "labels", mmap)
@@ -314,6 +363,38 @@ def load_dataset(path: str | os.PathLike, mmap: bool = True) -> Dataset:
     validate_node_data(n, meta["num_classes"], labels, splits, name=lambda k: str(path / f"{k}.npy"))
     return Dataset(CSCGraph(indptr, indices), features, labels, **splits, num_classes=meta["num_classes"],
                    name=meta["name"], meta=meta, path=path)
+
+
+def _load_typed(path: Path, meta: dict, indptr, indices, mmap: bool) -> Dataset:
+    n, m = meta["num_nodes"], meta["num_edges"]
+    node_types, edge_types = meta["node_types"], [tuple(e) for e in meta["edge_types"]]
+    offsets = np.asarray(meta["node_type_offset"], dtype=np.int64)
+    types = open_array(path, "type_per_edge", mmap)
+    expect_array(path / "type_per_edge.npy", types, (m,), (type_dtype(len(edge_types)).name,))
+    validate_csc(indptr, indices, n, where=path)
+    graph = CSCGraph(indptr, indices, types, offsets, node_types, edge_types)
+    validate_typed_edges(graph, name=lambda k: str(path / ("meta.json" if k == "meta" else f"{k}.npy")))
+    features = {}
+    for t, spec in meta["features"].items():
+        if spec is None:
+            features[t] = None
+            continue
+        i = node_types.index(t)
+        arr = open_array(path / "features", t, mmap)
+        expect_array(path / "features" / f"{t}.npy", arr, (int(offsets[i + 1] - offsets[i]), spec.get("dim")),
+                     (spec.get("dtype"),))
+        if spec["dtype"] not in FEATURE_DTYPES:
+            raise DatasetError(f"{path / 'features' / (t + '.npy')}: dtype {spec['dtype']}, expected "
+                               f"{' or '.join(FEATURE_DTYPES)}")
+        features[t] = arr
+    target = node_types.index(meta["target_type"])
+    lo, hi = int(offsets[target]), int(offsets[target + 1])
+    labels = open_array(path, "labels", mmap)
+    expect_array(path / "labels.npy", labels, (hi - lo,), (LABEL_DTYPE.name,))
+    splits = {name: open_array(path, name, mmap) for name in SPLITS}
+    validate_node_data(hi - lo, meta["num_classes"], labels, splits, name=lambda k: str(path / f"{k}.npy"), first=lo)
+    return Dataset(graph, features, labels, **splits, num_classes=meta["num_classes"], name=meta["name"], meta=meta,
+                   path=path, target_type=meta["target_type"])
 
 
 def validate_csc(indptr: np.ndarray, indices: np.ndarray, num_nodes: int, where="graph", name=None) -> None:
@@ -401,24 +482,31 @@ def validate_typed_edges(graph: CSCGraph, name=None, block: int = 1 << 24) -> No
                                    f"{offsets[want[bad[0]] + 1] - 1}")
 
 
-def validate_node_data(num_nodes: int, num_classes: int, labels: np.ndarray, splits: dict, name) -> None:
+def validate_node_data(num_nodes: int, num_classes: int, labels: np.ndarray, splits: dict, name,
+                       first: int | None = None) -> None:
     """The checks every dataset passes, on load and before a write: labels are -1 or a
-    class, splits are 1-D integer ids in range, disjoint and labelled. Raises
+    class, splits are 1-D integer ids in range, disjoint and labelled. ``labels`` covers
+    the ``num_nodes`` ids first..first+num_nodes-1 (a typed dataset's target type; None:
+    an untyped dataset's, from 0). Raises
     DatasetError naming the array by ``name(key)``."""
     if num_nodes and len(labels):
         lo, hi = int(labels.min()), int(labels.max())
         if lo < -1 or hi >= num_classes:
             raise DatasetError(f"{name('labels')}: labels span [{lo}, {hi}], expected -1 (unlabelled) "
                                f"or 0..{num_classes - 1}")
+    where = "" if first is None else " (the target type's ids)"
+    first = first or 0
     seen = np.zeros(num_nodes, dtype=bool)
     for split in SPLITS:
         ids = splits[split]
-        if ids.ndim != 1 or ids.dtype.kind not in "iu":
+        if ids.ndim != 1 or (len(ids) and ids.dtype.kind not in "iu"):  # an empty list is an empty split
             raise DatasetError(f"{name(split)}: expected a 1-D integer array, got {ids.dtype} {ids.shape}")
         if len(ids):
             lo, hi = int(ids.min()), int(ids.max())
-            if lo < 0 or hi >= num_nodes:
-                raise DatasetError(f"{name(split)}: node ids span [{lo}, {hi}], outside 0..{num_nodes - 1}")
+            if lo < first or hi >= first + num_nodes:
+                raise DatasetError(f"{name(split)}: node ids span [{lo}, {hi}], outside {first}.."
+                                   f"{first + num_nodes - 1}{where}")
+            ids = np.asarray(ids) - first
             if seen[ids].any():
                 raise DatasetError(f"{name(split)}: repeats a node id or overlaps an earlier split")
             seen[ids] = True
@@ -437,29 +525,55 @@ class DatasetWriter(AtomicDirectory):
     """
 
     def save(self, name: str, array: np.ndarray) -> None:
+        """Save ``array`` as NAME.npy (a name with a slash, such as features/paper, in a subdirectory)."""
+        (self.tmp / f"{name}.npy").parent.mkdir(parents=True, exist_ok=True)
         np.save(self.tmp / f"{name}.npy", np.ascontiguousarray(array), allow_pickle=False)
 
     def create(self, name: str, shape: tuple, dtype) -> np.ndarray:
         """A writable memmap for arrays produced in chunks (e.g. large feature matrices)."""
+        (self.tmp / f"{name}.npy").parent.mkdir(parents=True, exist_ok=True)
         return np.lib.format.open_memmap(self.tmp / f"{name}.npy", mode="w+", dtype=dtype, shape=shape)
 
-    def commit(self, *, name: str, num_classes: int, **extra) -> dict:
-        """Write meta.json from the saved arrays and move the directory into place."""
+    def commit(self, *, name: str, num_classes: int, schema: dict | None = None, **extra) -> dict:
+        """Write meta.json from the saved arrays and move the directory into place.
+
+        schema: a typed dataset's node_types, node_type_offset, edge_types and target_type
+        (its features are saved as features/TYPE.npy, a type without that file is featureless).
+        """
         indptr = np.load(self.tmp / "indptr.npy", mmap_mode="r")
         indices = np.load(self.tmp / "indices.npy", mmap_mode="r")
-        features = np.load(self.tmp / "features.npy", mmap_mode="r")
+        if schema is None:
+            features = np.load(self.tmp / "features.npy", mmap_mode="r")
+            width, dtype, typed = int(features.shape[1]), features.dtype.name, {}
+        else:
+            specs = {}
+            for t in schema["node_types"]:
+                file = self.tmp / "features" / f"{t}.npy"
+                arr = np.load(file, mmap_mode="r") if file.is_file() else None
+                specs[t] = None if arr is None else {"dim": int(arr.shape[1]), "dtype": arr.dtype.name}
+                del arr
+            target = specs[schema["target_type"]]
+            width, dtype = (target["dim"], target["dtype"]) if target else (0, None)
+            typed = {"node_types": list(schema["node_types"]),
+                     "node_type_offset": [int(o) for o in schema["node_type_offset"]],
+                     "edge_types": [list(e) for e in schema["edge_types"]], "target_type": schema["target_type"],
+                     "features": specs}
+            features = None
         meta = {
-            "format_version": FORMAT_VERSION,
+            "format_version": TYPED_FORMAT_VERSION if schema else FORMAT_VERSION,
             "name": name,
             "num_nodes": len(indptr) - 1,
             "num_edges": len(indices),
-            "feature_dim": int(features.shape[1]),
+            "feature_dim": width,
             "num_classes": int(num_classes),
             "dtypes": {"indptr": indptr.dtype.name, "indices": indices.dtype.name,
-                       "features": features.dtype.name, "labels": LABEL_DTYPE.name},
+                       "features": dtype, "labels": LABEL_DTYPE.name},
             "splits": {s: len(np.load(self.tmp / f"{s}.npy", mmap_mode="r")) for s in SPLITS},
+            **typed,
             **extra,
         }
+        if schema:
+            meta["dtypes"]["type_per_edge"] = np.load(self.tmp / "type_per_edge.npy", mmap_mode="r").dtype.name
         del indptr, indices, features
         (self.tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
         super().commit()
@@ -467,7 +581,8 @@ class DatasetWriter(AtomicDirectory):
 
 
 def write_dataset(path, graph: CSCGraph, features, labels, train, val, test, *,
-                  name: str, num_classes: int, overwrite: bool = False, **extra) -> dict:
+                  name: str, num_classes: int, target_type: str | None = None, overwrite: bool = False,
+                  **extra) -> dict:
     """Validate in-memory arrays, then write them as a dataset directory (atomically).
 
     The checks are load_dataset's (shapes, dtypes, ids in range, disjoint labelled
@@ -481,6 +596,8 @@ def write_dataset(path, graph: CSCGraph, features, labels, train, val, test, *,
         train, val, test: disjoint labelled node ids; name: the dataset's name;
         num_classes: classes (labels are below it); overwrite: replace an existing directory;
         extra: more meta.json fields (e.g. provenance).
+        A typed graph (graph.typed) also needs ``target_type``, features as {node type:
+        (its nodes, F_type) or None}, and labels for the target type's nodes only.
     Returns:
         meta.json's contents.
     """
@@ -497,6 +614,9 @@ def write_dataset(path, graph: CSCGraph, features, labels, train, val, test, *,
     if n < 0:
         raise DatasetError(f"{arg('graph.indptr')}: empty; a graph of N nodes has N + 1 offsets")
     validate_csc(indptr, indices, n, name=lambda key: arg(f"graph.{key}"))
+    if graph.typed or target_type is not None:
+        return _write_typed(path, graph, features, labels, {"train": train, "val": val, "test": test}, name=name,
+                            num_classes=int(num_classes), target_type=target_type, overwrite=overwrite, **extra)
     features, labels = np.asarray(features), np.asarray(labels)
     if features.dtype.name not in FEATURE_DTYPES or features.ndim != 2 or len(features) != n:
         raise DatasetError(f"{arg('features')}: {features.dtype} {features.shape}, expected {' or '.join(FEATURE_DTYPES)} "
@@ -514,3 +634,49 @@ def write_dataset(path, graph: CSCGraph, features, labels, train, val, test, *,
                          *((k, v.astype(ids, copy=False)) for k, v in splits.items())):
             writer.save(key, arr)
         return writer.commit(name=name, num_classes=int(num_classes), **extra)
+
+
+def _write_typed(path, graph: CSCGraph, features, labels, splits, *, name, num_classes, target_type, overwrite,
+                 **extra) -> dict:
+    def arg(key):
+        return f"write_dataset({key}=...)"
+
+    if not graph.typed:
+        raise DatasetError(f"{arg('target_type')}: only a typed graph (CSCGraph with type_per_edge) has one")
+    if target_type not in graph.node_types:
+        raise DatasetError(f"{arg('target_type')}: {target_type!r} is not a node type "
+                           f"({', '.join(graph.node_types)})")
+    validate_typed_edges(graph, name=lambda key: arg("graph" if key == "meta" else f"graph.{key}"))
+    offsets = graph.node_type_offset
+    if not isinstance(features, dict) or set(features) != set(graph.node_types):
+        raise DatasetError(f"{arg('features')}: a typed graph takes {{node type: array or None}} for every node "
+                           f"type ({', '.join(graph.node_types)})")
+    for i, t in enumerate(graph.node_types):
+        f = features[t]
+        count = int(offsets[i + 1] - offsets[i])
+        if f is not None and (np.asarray(f).dtype.name not in FEATURE_DTYPES or np.ndim(f) != 2 or len(f) != count):
+            f = np.asarray(f)
+            raise DatasetError(f"{arg(f'features[{t!r}]')}: {f.dtype} {f.shape}, expected "
+                               f"{' or '.join(FEATURE_DTYPES)} ({count}, dim): node type {t} has {count} nodes")
+    target = graph.node_types.index(target_type)
+    lo, hi = int(offsets[target]), int(offsets[target + 1])
+    labels = np.asarray(labels)
+    if labels.ndim != 1 or len(labels) != hi - lo or labels.dtype.kind not in "iu":
+        raise DatasetError(f"{arg('labels')}: {labels.dtype} {labels.shape}, expected integers ({hi - lo},) for "
+                           f"the {hi - lo} nodes of the target type {target_type}")
+    splits = {k: np.asarray(v) for k, v in splits.items()}
+    validate_node_data(hi - lo, num_classes, labels, splits, name=arg, first=lo)
+    ids = id_dtype(graph.num_nodes)
+    with DatasetWriter(path, overwrite=overwrite) as writer:
+        writer.save("indptr", np.asarray(graph.indptr).astype(offset_dtype(graph.num_edges), copy=False))
+        writer.save("indices", np.asarray(graph.indices).astype(ids, copy=False))
+        writer.save("type_per_edge", graph.type_per_edge)
+        for t, f in features.items():
+            if f is not None:
+                writer.save(f"features/{t}", np.asarray(f))
+        writer.save("labels", labels.astype(LABEL_DTYPE, copy=False))
+        for k, v in splits.items():
+            writer.save(k, v.astype(ids, copy=False))
+        schema = {"node_types": graph.node_types, "node_type_offset": offsets, "edge_types": graph.edge_types,
+                  "target_type": target_type}
+        return writer.commit(name=name, num_classes=num_classes, schema=schema, **extra)

@@ -101,7 +101,11 @@ def open_data(data, comm: Communicator, mode: str = "hybrid") -> RankPartition:
     if comm.size != 1:
         raise ValueError(f"{path}: a dataset directory serves one process; for {comm.size} ranks "
                          f"partition it first (python -m fastsample.partition {path} OUT --parts {comm.size})")
-    return RankPartition.whole(load_dataset(path))
+    ds = load_dataset(path)
+    if ds.typed:
+        raise ValueError(f"{path}: a typed dataset; this version samples typed graphs (fastsample.sampling.sample) "
+                         "but its loader and trainer take one-type datasets only")
+    return RankPartition.whole(ds)
 
 
 def narrow_features(part: RankPartition) -> RankPartition:

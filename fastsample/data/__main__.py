@@ -57,6 +57,7 @@ SYNTH_FLAGS = {
 def build_parser() -> argparse.ArgumentParser:
     from fastsample.data.planetoid import NAMES
     from fastsample.data.synth import PRESETS
+    from fastsample.data.synth_typed import TYPED_PRESETS
 
     p = Parser(prog="python -m fastsample.data", description=__doc__.split(":", 1)[1].strip(), epilog=EPILOG)
     sub = p.add_subparsers(dest="command", required=True, metavar="{synth,planetoid,ogb,info}")
@@ -66,10 +67,13 @@ def build_parser() -> argparse.ArgumentParser:
                        "community structure; labels are communities, features are noisy class "
                        "centroids (a GNN beats an MLP on it).")
     s.add_argument("out", help="dataset directory to write")
-    s.add_argument("--preset", choices=sorted(PRESETS), default="small",
+    s.add_argument("--preset", choices=sorted(PRESETS) + sorted(TYPED_PRESETS), default="small",
                    help="starting parameters: tiny (2k nodes), small (100k, the default), "
                    "medium (500k nodes, ~10M edges), products (2.4M nodes, ~120M edges, like ogbn-products), "
-                   "large (16M nodes, ~1.0B edges, float16 features: ~12 GB on disk, ~10 min on 2 cores)")
+                   "large (16M nodes, ~1.0B edges, float16 features: ~12 GB on disk, ~10 min on 2 cores); "
+                   "typed graphs with IGBH's schema (paper, author, institute, fos; 8 relations; labels on "
+                   "papers; fastsample/data/synth_typed.py): hetero-tiny (5k nodes), hetero-small (52k nodes, "
+                   "0.6M edges), hetero-medium (1M nodes, 21M edges). The flags below shape the untyped presets")
     for flag, (_, typ, text) in SYNTH_FLAGS.items():
         s.add_argument(f"--{flag}", type=typ, help=text + " (default: from the preset)")
     s.add_argument("--threads", type=int, help="threads making edges (default: all cores; the graph does not "
@@ -110,8 +114,17 @@ def _in_flags(error: DatasetError, words: dict[str, str]) -> DatasetError:
 
 def _synth(args) -> None:
     from fastsample.data.synth import PRESETS, write_synthetic
+    from fastsample.data.synth_typed import TYPED_PRESETS, write_typed_synthetic
 
     given = {field: getattr(args, flag.replace("-", "_")) for flag, (field, _, _) in SYNTH_FLAGS.items()}
+    if args.preset in TYPED_PRESETS:
+        shaped = [f"--{flag}" for flag, (field, _, _) in SYNTH_FLAGS.items() if given[field] is not None]
+        if shaped:
+            raise DatasetError(f"{', '.join(shaped)}: shape the untyped presets only; --preset {args.preset} is "
+                               "typed (its parameters: fastsample/data/synth_typed.py)")
+        write_typed_synthetic(args.out, TYPED_PRESETS[args.preset], overwrite=args.overwrite,
+                              progress=not args.quiet)
+        return
     cfg = replace(PRESETS[args.preset], **{k: v for k, v in given.items() if v is not None})
     try:
         cfg.validate()  # the config's errors name its fields; say the flags

@@ -30,13 +30,23 @@ def summarize(ds: Dataset) -> dict:
             "max": int(deg.max()) if n else 0,
             "isolated": int((deg == 0).sum()),
         },
-        "feature_dim": int(ds.features.shape[1]),
-        "feature_dtype": ds.features.dtype.name,
         "classes": ds.num_classes,
         "labelled": int((np.asarray(ds.labels) >= 0).sum()),
         "splits": {s: len(getattr(ds, s)) for s in SPLITS},
-        "bytes": {"topology": int(topo), "features": int(ds.features.nbytes)},
     }
+    if not ds.typed:
+        stats.update(feature_dim=int(ds.features.shape[1]), feature_dtype=ds.features.dtype.name,
+                     bytes={"topology": int(topo), "features": int(ds.features.nbytes)})
+        return stats
+    g = ds.graph
+    counts = np.bincount(np.asarray(g.type_per_edge), minlength=g.num_edge_types)
+    stats.update(
+        target_type=ds.target_type,
+        node_types={t: int(g.node_type_offset[i + 1] - g.node_type_offset[i]) for i, t in enumerate(g.node_types)},
+        edge_types={":".join(e): int(c) for e, c in zip(g.edge_types, counts)},
+        features={t: None if f is None else f"{f.shape[1]} x {f.dtype.name}" for t, f in ds.features.items()},
+        bytes={"topology": int(topo + g.type_per_edge.nbytes),
+               "features": int(sum(f.nbytes for f in ds.features.values() if f is not None))})
     return stats
 
 
@@ -58,8 +68,13 @@ def format_summary(s: dict) -> str:
         f"edges       {s['edges']:,} (directed; undirected graphs store both directions)",
         f"in-degree   mean {d['mean']:.2f}  median {d['median']:.0f}  p99 {d['p99']:.0f}  "
         f"max {d['max']:,} ({ratio:.0f}x mean)  isolated {d['isolated']:,}",
-        f"features    {s['feature_dim']} x {s['feature_dtype']}",
-        f"classes     {s['classes']}  ({s['labelled']:,} labelled nodes)",
+        *([f"features    {s['feature_dim']} x {s['feature_dtype']}"] if "node_types" not in s else
+          [f"node types  " + "  ".join(f"{t} {c:,}" + ("" if s["features"][t] else " (featureless)")
+                                       for t, c in s["node_types"].items()),
+           "edge types  " + "  ".join(f"{e} {c:,}" for e, c in s["edge_types"].items()),
+           "features    " + "  ".join(f"{t} {f}" for t, f in s["features"].items() if f)]),
+        f"classes     {s['classes']}  ({s['labelled']:,} labelled" +
+        (f" {s['target_type']} nodes)" if "target_type" in s else " nodes)"),
         "splits      " + "  ".join(f"{k} {v:,}" for k, v in s["splits"].items()),
         f"bytes       topology {format_bytes(s['bytes']['topology'])}  "
         f"features {format_bytes(s['bytes']['features'])}",

@@ -139,6 +139,10 @@ def partition_dataset(dataset, out, parts: int, method: str = "auto", mode: str 
     if mode not in PARTITION_MODES:
         raise PartitionError(f"mode must be one of {', '.join(PARTITION_MODES)} (got {mode!r})")
     ds = load_dataset(dataset)
+    if ds.typed:
+        raise PartitionError(f"{dataset}: a typed dataset ({len(ds.graph.node_types)} node types, "
+                             f"{ds.graph.num_edge_types} edge types); this version samples typed graphs "
+                             "(fastsample.sampling.sample) but does not partition or train them yet")
     n = ds.graph.num_nodes
     if not 1 <= parts <= n:
         raise PartitionError(f"parts must be in 1..{n} (the node count), got {parts}")
