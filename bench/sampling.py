@@ -7,6 +7,12 @@ DGL runs in its own Python (--dgl113-python, --dgl210-python; see bench/README.m
 
   dgl113   DGL 1.1.3: dgl.sampling.sample_neighbors + dgl.to_block per layer
   dgl210   DGL 2.1.0: dgl.sampling.sample_neighbors_fused per layer, reused mapping
+On a typed dataset (python -m fastsample.data synth --preset hetero-medium) every fanout
+applies to each edge type, and the baselines are DGL's typed paths:
+  dgl113        DGL 1.1.3: dgl.sampling.sample_etype_neighbors (homogenized graph, edges
+                sorted by type, as DistDGL samples) + dgl.to_block per layer
+  dgl210        DGL 2.1.0: sample_neighbors_fused on the heterograph, reused mapping
+  dgl210-etype  DGL 2.1.0: sample_etype_neighbors + to_block, as dgl113
 
     python bench/sampling.py --dataset data/products \\
         --dgl113-python /path/dgl113/bin/python --dgl210-python /path/dgl210/bin/python
@@ -71,10 +77,10 @@ def run_fastsample(graph, batches, args) -> list[dict]:
     return records
 
 
-def run_dgl(variant: str, python: str, graph_dir: str, batches, args) -> list[dict]:
+def run_dgl(variant: str, python: str, graph_dir: str, batches, args, typed: bool = False) -> list[dict]:
     with tempfile.TemporaryDirectory() as tmp:
         np.savez(os.path.join(tmp, "batches.npz"), **{str(k): v for k, v in batches.items()})
-        job = {"variant": variant, "graph": graph_dir, "batches": os.path.join(tmp, "batches.npz"),
+        job = {"variant": variant, "graph": graph_dir, "batches": os.path.join(tmp, "batches.npz"), "typed": typed,
                "threads": args.threads, "fanouts": [list(f) for f in args.fanouts],
                "batch_sizes": args.batch_sizes, "min_reps": args.min_reps,
                "min_seconds": args.min_seconds}
@@ -110,7 +116,8 @@ def flag_mismatches(records) -> None:
 def speedup_table(records) -> str:
     by = {(r["kernel"], r["threads"], tuple(r["fanouts"]), r["batch_size"]): r
           for r in records if r.get("valid", True)}
-    others = [k for k in ("numba", "twostep", "dgl113", "dgl210") if any(r["kernel"] == k for r in records)]
+    others = [k for k in ("numba", "twostep", "dgl113", "dgl210", "dgl210-etype")
+              if any(r["kernel"] == k for r in records)]
     head = f"{'threads':>7} {'fanouts':>12} {'batch':>6} {'native ms':>10} {'edges/s':>9} " + \
         " ".join(f"{'vs ' + k:>11}" for k in others)
     lines = [head, "-" * len(head)]
@@ -135,7 +142,7 @@ def plot(records, path: Path) -> None:
     by = {(r["kernel"], r["threads"], tuple(r["fanouts"]), r["batch_size"]): r
           for r in records if r.get("valid", True)}
     fanouts = sorted({tuple(r["fanouts"]) for r in records}, key=lambda f: FANOUTS.index(f) if f in FANOUTS else 99)
-    baselines = [k for k in ("dgl113", "dgl210", "twostep") if any(r["kernel"] == k for r in records)]
+    baselines = [k for k in ("dgl113", "dgl210", "dgl210-etype", "twostep") if any(r["kernel"] == k for r in records)]
     fig, axes = plt.subplots(1, len(fanouts), figsize=(4 * len(fanouts), 3.6), sharey=True, squeeze=False)
     for ax, f in zip(axes[0], fanouts):
         for base in baselines:
@@ -273,15 +280,21 @@ def main() -> None:
             write_synthetic(path, replace(PRESETS["products"], num_nodes=args.nodes), overwrite=True)
     ds = load_dataset(path, mmap=args.topology == "mmap")
     deg = ds.graph.in_degrees()
+    if ds.typed:
+        print(f"typed: {len(ds.graph.node_types)} node types, {ds.graph.num_edge_types} edge types, seeds of type "
+              f"{ds.target_type}; each fanout applies to every edge type (per (node, edge type) segment)")
     print(f"graph {path}: {ds.graph.num_nodes:,} nodes, {ds.graph.num_edges:,} edges, mean in-degree "
           f"{deg.mean():.1f}, max {deg.max():,} | topology {args.topology} | batch sizes {args.batch_sizes} | fanouts "
           f"{[','.join(map(str, f)) for f in args.fanouts]} | threads {args.threads}")
     batches = make_batches(np.asarray(ds.train), args.batch_sizes, args.max_reps, args.seed)
 
     records = run_fastsample(ds.graph, batches, args)
-    for variant, python in (("dgl113", args.dgl113_python), ("dgl210", args.dgl210_python)):
+    variants = [("dgl113", args.dgl113_python), ("dgl210", args.dgl210_python)]
+    if ds.typed:  # DGL 2.1 has two typed paths; the table shows both
+        variants.append(("dgl210-etype", args.dgl210_python))
+    for variant, python in variants:
         if python:
-            records += run_dgl(variant, python, str(path), batches, args)
+            records += run_dgl(variant, python, str(path.resolve()), batches, args, typed=ds.typed)
         else:
             print(f"  {variant}: skipped (no --{variant}-python given)")
     flag_mismatches(records)

@@ -88,7 +88,9 @@ class CSCGraph:
     type_per_edge:    (num_edges,) uint8/int16 edge type of each in-edge, aligned with
                       indices; each node's in-edges sorted by it, so a (node, edge type)
                       pair is one contiguous segment
-    node_type_offset: (T + 1,) int64: node type t holds the ids offset[t]..offset[t+1]-1
+    node_type_offset: (T + 1,) int64: node type t holds the ids offset[t]..offset[t+1]-1 (a
+                      partition's relabelled graph: (P * T + 1,) runs, run i of type i mod T:
+                      each rank's nodes grouped by type)
     node_types:       the T node type names
     edge_types:       the canonical edge types (src type, relation, dst type); edge type
                       r is entry r
@@ -122,7 +124,7 @@ class CSCGraph:
 
     def node_type_of(self, ids) -> np.ndarray:
         """The node type index of each id (typed graphs)."""
-        return np.searchsorted(self.node_type_offset, ids, side="right") - 1
+        return (np.searchsorted(self.node_type_offset, ids, side="right") - 1) % len(self.node_types)
 
     def relation(self, name) -> int:
         """The edge type index of ``name``: a relation name (unique among the edge types), a

@@ -92,20 +92,24 @@ def open_data(data, comm: Communicator, mode: str = "hybrid") -> RankPartition:
     """This rank's share of ``data``: a partition directory (python -m fastsample.partition)
     built for ``comm.size`` ranks, or, for one process, a dataset directory."""
     if isinstance(data, RankPartition):
-        return data
+        return _untyped(data)
     path = Path(data)
     if (path / "partition.json").is_file():
-        return load_partition(path, comm.rank, comm.size, mode)
+        return _untyped(load_partition(path, comm.rank, comm.size, mode))
     if not (path / "meta.json").is_file():
         raise FileNotFoundError(f"{path}: neither a partition (partition.json) nor a dataset (meta.json)")
     if comm.size != 1:
         raise ValueError(f"{path}: a dataset directory serves one process; for {comm.size} ranks "
                          f"partition it first (python -m fastsample.partition {path} OUT --parts {comm.size})")
-    ds = load_dataset(path)
-    if ds.typed:
-        raise ValueError(f"{path}: a typed dataset; this version samples typed graphs (fastsample.sampling.sample) "
-                         "but its loader and trainer take one-type datasets only")
-    return RankPartition.whole(ds)
+    return _untyped(RankPartition.whole(load_dataset(path)))
+
+
+def _untyped(part: RankPartition) -> RankPartition:
+    if part.typed:
+        raise ValueError(f"{part.path}: typed ({len(part.graph.node_types if part.graph else part.local_graph.node_types)}"
+                         " node types); this version samples and partitions typed graphs but its loader and trainer "
+                         "take one-type data only")
+    return part
 
 
 def narrow_features(part: RankPartition) -> RankPartition:

@@ -154,7 +154,7 @@ def test_cli_reports_quality_and_rejects_bad_arguments(dataset, tmp_path):
 def test_interrupted_partition_leaves_nothing(dataset, tmp_path, monkeypatch):
     import fastsample.partition.layout as layout
 
-    def broken(graph, orig_ids, folder):  # fails half-way through writing the topology
+    def broken(graph, orig_ids, folder, **_):  # fails half-way through writing the topology
         (folder / "indptr.npy").write_bytes(b"half")
         raise RuntimeError("disk full")
 

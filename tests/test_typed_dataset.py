@@ -131,11 +131,12 @@ def test_the_typed_generator_checks_its_parameters_and_the_cli_its_flags(tmp_pat
     assert not (tmp_path / "y").exists()
 
 
-def test_what_does_not_take_typed_datasets_yet_says_so(typed, tmp_path):
-    proc = run_module("fastsample.partition", typed, tmp_path / "p", "--parts", "2")
-    assert proc.returncode == 2 and "a typed dataset (4 node types, 8 edge types)" in proc.stderr
-    assert not (tmp_path / "p").exists()
+def test_what_does_not_take_typed_data_yet_says_so(typed, tmp_path):
     from fastsample.loader import NodeLoader
+    from fastsample.partition import partition_dataset
 
-    with pytest.raises(ValueError, match="a typed dataset; this version samples typed graphs"):
+    with pytest.raises(ValueError, match=r"typed \(4 node types\); this version samples and partitions typed"):
         NodeLoader(typed, [5], 10)
+    partition_dataset(typed, tmp_path / "p1", 1, progress=False)
+    proc = run_module("fastsample.train", "--data", tmp_path / "p1", "--epochs", "1")
+    assert proc.returncode == 2 and "this version samples and partitions typed graphs" in proc.stderr

@@ -100,7 +100,7 @@ TYPED_PRESETS = {
                                     feature_dim=16),
     "hetero-small": TypedSynthConfig(),
     # >= 1M nodes and >= 20M stored edges over 8 edge types: the typed sampling benchmark's
-    "hetero-medium": TypedSynthConfig(papers=400_000, authors=560_000, institutes=10_000, fos=30_000, cites=14.0,
+    "hetero-medium": TypedSynthConfig(papers=400_000, authors=560_000, institutes=10_000, fos=30_000, cites=16.0,
                                       authors_per_paper=4.0, topics_per_paper=5.0, num_classes=32, feature_dim=128,
                                       train_frac=0.1, val_frac=0.02, test_frac=0.05),
 }

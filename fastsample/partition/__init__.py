@@ -5,7 +5,8 @@
 
 Hybrid mode replicates the (relabelled) topology on every rank and shards features,
 labels and splits; vanilla mode shards the topology too (each rank stores the in-edges of
-the nodes it owns). ``partition_dataset(dataset, out, parts)`` writes a partition;
+the nodes it owns). Typed datasets partition too: every node type and split balanced,
+each (rank, node type) one contiguous id run (layout.py). ``partition_dataset(dataset, out, parts)`` writes a partition;
 ``load_partition(path, rank, world_size, mode)`` opens one rank's share. Bad arguments and
 damaged or mismatched partitions are a PartitionError (a ValueError) naming the parameter
 or file.

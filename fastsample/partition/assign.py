@@ -89,7 +89,13 @@ def metis_parts(ds: Dataset, parts: int, seed: int = 0, scratch: str | Path | No
     adj = symmetric_adjacency(ds, scratch)
     xadj = np.asarray(adj.indptr, dtype=np.int64)
     adjncy = np.asarray(adj.indices, dtype=np.int64)
-    constraints = [np.ones(n, np.int64), np.maximum(np.diff(np.asarray(ds.graph.indptr, np.int64)), 1)]
+    # node count (per node type on a typed graph: one constraint each), in-edges, training nodes
+    if ds.typed:
+        constraints = [_mask(n, np.arange(a, b)) for a, b in zip(ds.graph.node_type_offset[:-1],
+                                                                 ds.graph.node_type_offset[1:]) if b > a]
+    else:
+        constraints = [np.ones(n, np.int64)]
+    constraints.append(np.maximum(np.diff(np.asarray(ds.graph.indptr, np.int64)), 1))
     if len(ds.train):
         constraints.append(_mask(n, ds.train))
     vweights = np.stack(constraints, axis=1).reshape(-1)
@@ -192,20 +198,28 @@ def random_parts(n: int, parts: int, seed: int = 0) -> np.ndarray:
 
 
 def balance_splits(part: np.ndarray, ds: Dataset, parts: int) -> dict:
-    """Reassign the fewest nodes so each part holds floor(|s|/P) or one more of every split s.
+    """Reassign the fewest nodes so each part holds floor(|s|/P) or one more of every split s
+    (and on a typed graph, of each node type's nodes outside the splits, so that every type
+    is balanced to within a few nodes too).
 
-    Rule, per split: the P - |s| mod P parts with the fewest nodes of the split get target
+    Rule, per group: the P - |s| mod P parts with the fewest nodes of the group get target
     floor(|s|/P), the others one more (so the targets sit as close to the current counts
     as possible, and the number of moves, the total surplus, is the minimum). A part over
     its target gives away its surplus, lowest-degree nodes first (ties by id: they carry
     the fewest edges, so the cut and the edge balance move least), to the parts under
-    their target, in part order. Splits are disjoint, so fixing one never disturbs another.
-    Modifies ``part`` in place; returns the number of nodes moved per split.
+    their target, in part order. Groups are disjoint, so fixing one never disturbs another.
+    Modifies ``part`` in place; returns the number of nodes moved per group.
     """
     degree = np.diff(np.asarray(ds.graph.indptr, dtype=np.int64))
+    groups = {s: np.asarray(getattr(ds, s), dtype=np.int64) for s in SPLITS}
+    if ds.typed:
+        in_split = np.zeros(len(part), dtype=bool)
+        for ids in groups.values():
+            in_split[ids] = True
+        for t, a, b in zip(ds.graph.node_types, ds.graph.node_type_offset[:-1], ds.graph.node_type_offset[1:]):
+            groups[t] = np.arange(a, b, dtype=np.int64)[~in_split[a:b]]
     moved = {}
-    for s in SPLITS:
-        ids = np.asarray(getattr(ds, s), dtype=np.int64)
+    for s, ids in groups.items():
         counts = np.bincount(part[ids], minlength=parts)
         base, extra = divmod(len(ids), parts)
         target = np.full(parts, base)

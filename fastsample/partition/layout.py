@@ -11,6 +11,14 @@
                                          to the range, indices global new ids)
 
 ``mode`` hybrid writes topology/, vanilla writes the per-part CSCs, both writes both.
+
+A typed dataset's partition: each part's nodes come grouped by node type (in the
+dataset's type order), so each (rank, type) owns one contiguous run of new ids;
+partition.json's ``type_runs`` lists the P x T + 1 run boundaries (owner, type and row in
+the type's shard from that one table) and its ``dataset`` the schema. topology/ and the
+vanilla parts add type_per_edge.npy (each node's in-edges still sorted by type); a part
+holds features/TYPE.npy per featured type (its rows of that type) and labels.npy for its
+target-type nodes.
 """
 
 from __future__ import annotations
@@ -33,7 +41,7 @@ from fastsample.atomic import AtomicDirectory
 from fastsample.data.summary import format_bytes
 from fastsample.choices import MODES, PARTITION_METHODS, PARTITION_MODES
 from fastsample.graph import (SPLITS, CSCGraph, Dataset, DatasetError, expect_array, load_dataset, open_array,
-                              read_json, validate_csc)
+                              read_json, type_dtype, validate_csc)
 from fastsample.partition.assign import (balance_splits, edge_cut, is_symmetric, metis_parts, random_parts,
                                          rebalance, symmetric_adjacency, symmetric_edges)
 from fastsample.partition import kaminpar as kp
@@ -118,6 +126,49 @@ def _graph_parts(method: str, ds, parts: int, seed: int, scratch) -> np.ndarray:
                              f"{format_bytes(need)}; use {other}") from None
 
 
+def _type_runs(ds, orig_ids: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """(P * T + 1,) the relabelled ids' node type runs: part k's nodes of type t are
+    runs[k * T + t]..runs[k * T + t + 1] - 1 (relabel_order keeps a part's nodes in
+    original id order, and each type is one original id range, so they come grouped)."""
+    T = len(ds.graph.node_types)
+    types = ds.graph.node_type_of(orig_ids)
+    runs = [0]
+    for k in range(len(offsets) - 1):
+        lo, hi = int(offsets[k]), int(offsets[k + 1])
+        runs.extend((lo + np.cumsum(np.bincount(types[lo:hi], minlength=T))).tolist())
+    return np.asarray(runs, dtype=np.int64)
+
+
+def _copy_rows(path: Path, source: np.ndarray, rows: np.ndarray) -> int:
+    """source[rows] (ascending) written to the .npy ``path`` in row blocks; returns its bytes."""
+    out = np.lib.format.open_memmap(path, mode="w+", dtype=source.dtype, shape=(len(rows), source.shape[1]))
+    for b in range(0, len(rows), _CHUNK_ROWS):
+        out[b:b + _CHUNK_ROWS] = source[rows[b:b + _CHUNK_ROWS]]
+    out.flush()
+    size = out.nbytes
+    del out
+    return int(size)
+
+
+def _write_node_data(pk: Path, ds, orig_ids: np.ndarray, lo: int, hi: int, runs, k: int) -> int:
+    """Part k's features and labels (rows of the nodes it owns, new-id order); returns the
+    feature bytes. Typed: features/TYPE.npy per featured type, labels of its target-type nodes."""
+    if not ds.typed:
+        np.save(pk / "labels.npy", np.asarray(ds.labels)[orig_ids[lo:hi]])
+        return _copy_rows(pk / "features.npy", ds.features, orig_ids[lo:hi])
+    g, T = ds.graph, len(ds.graph.node_types)
+    (pk / "features").mkdir()
+    size = 0
+    for t, name in enumerate(g.node_types):
+        a, b = int(runs[k * T + t]), int(runs[k * T + t + 1])
+        local = orig_ids[a:b] - g.node_type_offset[t]  # rows of the type's own feature matrix
+        if name == ds.target_type:
+            np.save(pk / "labels.npy", np.asarray(ds.labels)[local])
+        if ds.features[name] is not None:
+            size += _copy_rows(pk / "features" / f"{name}.npy", ds.features[name], local)
+    return size
+
+
 def partition_dataset(dataset, out, parts: int, method: str = "auto", mode: str = "both",
                       seed: int = 0, overwrite: bool = False, progress: bool = True) -> dict:
     """Partition a dataset directory for ``parts`` ranks and write the layout (atomically).
@@ -139,14 +190,11 @@ def partition_dataset(dataset, out, parts: int, method: str = "auto", mode: str 
     if mode not in PARTITION_MODES:
         raise PartitionError(f"mode must be one of {', '.join(PARTITION_MODES)} (got {mode!r})")
     ds = load_dataset(dataset)
-    if ds.typed:
-        raise PartitionError(f"{dataset}: a typed dataset ({len(ds.graph.node_types)} node types, "
-                             f"{ds.graph.num_edge_types} edge types); this version samples typed graphs "
-                             "(fastsample.sampling.sample) but does not partition or train them yet")
     n = ds.graph.num_nodes
     if not 1 <= parts <= n:
         raise PartitionError(f"parts must be in 1..{n} (the node count), got {parts}")
     method = _resolve_method(method, ds, parts, progress)
+    T = len(ds.graph.node_types) if ds.typed else 1
     with AtomicDirectory(out, overwrite=overwrite) as target:
         _stage(f"{method}: {n:,} nodes, {ds.graph.num_edges:,} edges into {parts} parts", progress, t0)
         if method in ("metis", "kaminpar"):
@@ -162,30 +210,24 @@ def partition_dataset(dataset, out, parts: int, method: str = "auto", mode: str 
         orig_ids, offsets = relabel_order(part, parts)
         del part
         tmp = target.tmp
+        runs = _type_runs(ds, orig_ids, offsets) if ds.typed else None
         # written in row blocks, read back memory-mapped: the relabelled topology never
         # sits in memory whole (vanilla-only layouts drop it once the parts are cut)
         (tmp / "topology").mkdir()
-        graph = relabel_graph_to(ds.graph, orig_ids, tmp / "topology")
+        graph = relabel_graph_to(ds.graph, orig_ids, tmp / "topology", type_runs=runs)
         _stage("relabelled: each part owns one contiguous id range", progress, t0)
         new_of_old = np.empty(n, dtype=np.int64)
         new_of_old[orig_ids] = np.arange(n)
 
         np.save(tmp / "orig_ids.npy", orig_ids.astype(ds.graph.indices.dtype))
-        topo_bytes = graph.indptr.nbytes + graph.indices.nbytes
+        topo_bytes = graph.indptr.nbytes + graph.indices.nbytes + (graph.type_per_edge.nbytes if ds.typed else 0)
         split_new = {s: np.sort(new_of_old[np.asarray(getattr(ds, s))]) for s in SPLITS}
         stats = []
         for k in tqdm(range(parts), desc="writing parts", disable=not progress):
             lo, hi = int(offsets[k]), int(offsets[k + 1])
             pk = tmp / f"part-{k}"
             pk.mkdir()
-            rows = np.lib.format.open_memmap(pk / "features.npy", mode="w+", dtype=ds.features.dtype,
-                                             shape=(hi - lo, ds.features.shape[1]))
-            for b in range(lo, hi, _CHUNK_ROWS):
-                e = min(hi, b + _CHUNK_ROWS)
-                rows[b - lo:e - lo] = ds.features[orig_ids[b:e]]  # ascending within a part
-            rows.flush()
-            del rows
-            np.save(pk / "labels.npy", np.asarray(ds.labels)[orig_ids[lo:hi]])
+            feature_bytes = _write_node_data(pk, ds, orig_ids, lo, hi, runs, k)
             counts = {}
             for s in SPLITS:
                 ids = split_new[s]
@@ -197,22 +239,28 @@ def partition_dataset(dataset, out, parts: int, method: str = "auto", mode: str 
                 np.save(pk / "indptr.npy", (np.asarray(graph.indptr[lo:hi + 1], np.int64) - e_lo)
                         .astype(graph.indptr.dtype))
                 np.save(pk / "indices.npy", graph.indices[e_lo:e_hi])
-            stats.append({"nodes": hi - lo, "edges": e_hi - e_lo, **counts,
-                          "feature_bytes": (hi - lo) * ds.features.shape[1] * ds.features.itemsize,
+                if ds.typed:
+                    np.save(pk / "type_per_edge.npy", graph.type_per_edge[e_lo:e_hi])
+            typed_counts = {} if not ds.typed else {"node_types": np.diff(runs[k * T:(k + 1) * T + 1]).tolist()}
+            stats.append({"nodes": hi - lo, "edges": e_hi - e_lo, **counts, **typed_counts,
+                          "feature_bytes": feature_bytes,
                           "vanilla_topology_bytes": (hi - lo + 1) * graph.indptr.itemsize
-                          + (e_hi - e_lo) * graph.indices.itemsize})
+                          + (e_hi - e_lo) * (graph.indices.itemsize
+                                             + (graph.type_per_edge.itemsize if ds.typed else 0))})
 
         def balance(key):
             values = np.array([st[key] for st in stats], dtype=np.float64)
             return float(values.max() / values.mean()) if values.mean() else 1.0
 
+        typed_keys = ("node_types", "node_type_offset", "edge_types", "target_type", "features") if ds.typed else ()
         meta = {
             "layout_version": LAYOUT_VERSION,
             "dataset": {key: ds.meta[key] for key in ("name", "num_nodes", "num_edges", "feature_dim",
-                                                      "num_classes", "dtypes")},
+                                                      "num_classes", "dtypes", *typed_keys)},
             "source": str(Path(dataset).resolve()),
             "num_parts": parts, "method": method, "mode": mode, "seed": seed,
             "offsets": offsets.tolist(),
+            **({"type_runs": runs.tolist()} if ds.typed else {}),
             "edge_cut": int(cut), "edge_cut_fraction": cut / max(ds.graph.num_edges, 1),
             "balance": {key: balance(key) for key in ("nodes", "edges", *SPLITS)},
             "moved_for_balance": moved,
@@ -347,10 +395,15 @@ def _open_share(path: Path, meta: dict, rank: int, mode: str) -> RankPartition:
     def expect(arr, file, shape, dtype):
         expect_array(file, arr, shape, (dtype,), source="partition.json", error=PartitionError)
 
-    features = open_array(pk, "features")
-    expect(features, pk / "features.npy", (hi - lo, d["feature_dim"]), d["dtypes"]["features"])
-    labels = open_array(pk, "labels")
-    expect(labels, pk / "labels.npy", (hi - lo,), d["dtypes"].get("labels", "int64"))
+    typed = "node_types" in d
+    if typed:
+        features, labels, schema = _open_typed_rows(pk, meta, rank, expect)
+    else:
+        features = open_array(pk, "features")
+        expect(features, pk / "features.npy", (hi - lo, d["feature_dim"]), d["dtypes"]["features"])
+        labels = open_array(pk, "labels")
+        expect(labels, pk / "labels.npy", (hi - lo,), d["dtypes"].get("labels", "int64"))
+        schema = ()
     splits = {}
     for s in SPLITS:
         ids = open_array(pk, s)
@@ -366,7 +419,7 @@ def _open_share(path: Path, meta: dict, rank: int, mode: str) -> RankPartition:
         if indptr.dtype.kind not in "iu":
             raise PartitionError(f"{topo / 'indptr.npy'}: dtype {indptr.dtype.name}, expected integers")
         validate_csc(indptr, indices, d["num_nodes"], where=topo)
-        graph = CSCGraph(indptr, indices)
+        graph = CSCGraph(indptr, indices, *_types_of(topo, (d["num_edges"],), schema, expect))
     else:
         indptr, indices = open_array(pk, "indptr"), open_array(pk, "indices")
         expect(indices, pk / "indices.npy", (stats["edges"],), d["dtypes"]["indices"])
@@ -377,6 +430,43 @@ def _open_share(path: Path, meta: dict, rank: int, mode: str) -> RankPartition:
                                  f"{stats['edges']} in-edges")
         if stats["edges"] and (indices.min() < 0 or indices.max() >= d["num_nodes"]):
             raise PartitionError(f"{pk / 'indices.npy'}: node ids outside 0..{d['num_nodes'] - 1}")
-        local = CSCGraph(indptr, indices)
+        local = CSCGraph(indptr, indices, *_types_of(pk, (stats["edges"],), schema, expect))
     return RankPartition(graph, features, labels, **splits, num_classes=d["num_classes"], name=d["name"], meta=d,
-                         path=path, rank=rank, num_parts=P, offsets=offsets, local_graph=local, layout=meta)
+                         path=path, target_type=d.get("target_type"), rank=rank, num_parts=P, offsets=offsets,
+                         local_graph=local, layout=meta)
+
+
+def _open_typed_rows(pk: Path, meta: dict, rank: int, expect):
+    """A typed share's features (per type: its owned rows, None where featureless), labels
+    (its target-type rows), the node type runs, and the schema a CSCGraph takes."""
+    d = meta["dataset"]
+    T = len(d["node_types"])
+    runs = np.asarray(meta.get("type_runs", []), dtype=np.int64)
+    if runs.shape != (meta["num_parts"] * T + 1,) or (np.diff(runs) < 0).any():
+        raise PartitionError(f"{pk.parent / 'partition.json'}: type_runs must be {meta['num_parts'] * T + 1} "
+                             "non-decreasing offsets (corrupted?)")
+    features = {}
+    for t, name in enumerate(d["node_types"]):
+        a, b = int(runs[rank * T + t]), int(runs[rank * T + t + 1])
+        spec = d["features"][name]
+        if spec is None:
+            features[name] = None
+            continue
+        arr = open_array(pk / "features", name)
+        expect(arr, pk / "features" / f"{name}.npy", (b - a, spec["dim"]), spec["dtype"])
+        features[name] = arr
+    t = d["node_types"].index(d["target_type"])
+    a, b = int(runs[rank * T + t]), int(runs[rank * T + t + 1])
+    labels = open_array(pk, "labels")
+    expect(labels, pk / "labels.npy", (b - a,), d["dtypes"].get("labels", "int64"))
+    schema = (runs, tuple(d["node_types"]), tuple(tuple(e) for e in d["edge_types"]))
+    return features, labels, schema
+
+
+def _types_of(folder: Path, shape: tuple, schema: tuple, expect) -> tuple:
+    """(type_per_edge, runs, node types, edge types) of a typed topology in ``folder``; () untyped."""
+    if not schema:
+        return ()
+    types = open_array(folder, "type_per_edge")
+    expect(types, folder / "type_per_edge.npy", shape, type_dtype(len(schema[2])).name)
+    return (types, *schema)

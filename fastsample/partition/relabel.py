@@ -42,6 +42,23 @@ def _permute(indptr, indices, orig_ids, new_of_old, new_indptr, out):
         out[start:new_indptr[i + 1]].sort()
 
 
+@numba.njit(nogil=True, cache=True, parallel=True)
+def _permute_typed(indptr, indices, types, orig_ids, new_of_old, new_indptr, out, out_types):
+    """_permute for a typed graph: each node's in-edges sorted by (edge type, new source id)."""
+    n = np.int64(len(new_of_old))
+    for i in numba.prange(len(orig_ids)):
+        o = orig_ids[i]
+        start = new_indptr[i]
+        k = indptr[o + 1] - indptr[o]
+        key = np.empty(k, dtype=np.int64)
+        for j in range(k):
+            key[j] = np.int64(types[indptr[o] + j]) * n + new_of_old[indices[indptr[o] + j]]
+        key.sort()
+        for j in range(k):
+            out_types[start + j] = key[j] // n
+            out[start + j] = key[j] % n
+
+
 CHUNK_EDGES = 1 << 26  # relabel_graph_to's rows per pass hold about this many edges (256 MiB of int32)
 
 
@@ -55,15 +72,21 @@ def _new_indptr(graph: CSCGraph, orig_ids: np.ndarray) -> tuple[np.ndarray, np.n
     return new_of_old, new_indptr
 
 
-def relabel_graph_to(graph: CSCGraph, orig_ids: np.ndarray, folder) -> CSCGraph:
+def relabel_graph_to(graph: CSCGraph, orig_ids: np.ndarray, folder, type_runs: np.ndarray | None = None) -> CSCGraph:
     """The same graph under new ids (node i here is node orig_ids[i] there, each node's
     in-neighbours sorted), written to ``folder``/indptr.npy and indices.npy row block by row
     block (about CHUNK_EDGES edges each): O(num_nodes) memory plus a block, and sequential
-    writes. Returns the graph memory-mapped from those files."""
+    writes. Returns the graph memory-mapped from those files. A typed graph keeps each
+    node's in-edges sorted by edge type (type_per_edge.npy too); ``type_runs`` is its new
+    node type table (CSCGraph.node_type_offset: runs of ids, run i of type i mod T)."""
     new_of_old, new_indptr = _new_indptr(graph, orig_ids)
     n, e = len(orig_ids), int(new_indptr[-1])
     np.save(f"{folder}/indptr.npy", new_indptr.astype(offset_dtype(e)))
     out = np.lib.format.open_memmap(f"{folder}/indices.npy", mode="w+", dtype=graph.indices.dtype, shape=(e,))
+    types = None
+    if graph.typed:  # each node's in-edges stay sorted by edge type
+        types = np.lib.format.open_memmap(f"{folder}/type_per_edge.npy", mode="w+", dtype=graph.type_per_edge.dtype,
+                                          shape=(e,))
     lo = 0
     while lo < n:
         # the rows up to ~CHUNK_EDGES edges on (at least one row: a hub may hold more)
@@ -71,9 +94,21 @@ def relabel_graph_to(graph: CSCGraph, orig_ids: np.ndarray, folder) -> CSCGraph:
         hi = min(hi, n)
         base = int(new_indptr[lo])
         block = np.empty(int(new_indptr[hi]) - base, dtype=graph.indices.dtype)
-        _permute(graph.indptr, graph.indices, orig_ids[lo:hi], new_of_old, new_indptr[lo:hi + 1] - base, block)
+        if types is None:
+            _permute(graph.indptr, graph.indices, orig_ids[lo:hi], new_of_old, new_indptr[lo:hi + 1] - base, block)
+        else:
+            block_types = np.empty(len(block), dtype=types.dtype)
+            _permute_typed(graph.indptr, graph.indices, graph.type_per_edge, orig_ids[lo:hi], new_of_old,
+                           new_indptr[lo:hi + 1] - base, block, block_types)
+            types[base:base + len(block)] = block_types
         out[base:base + len(block)] = block
         lo = hi
     out.flush()
     del out
-    return CSCGraph(np.load(f"{folder}/indptr.npy", mmap_mode="r"), np.load(f"{folder}/indices.npy", mmap_mode="r"))
+    load = (lambda name: np.load(f"{folder}/{name}.npy", mmap_mode="r"))
+    if types is None:
+        return CSCGraph(load("indptr"), load("indices"))
+    types.flush()
+    del types
+    return CSCGraph(load("indptr"), load("indices"), load("type_per_edge"), type_runs, graph.node_types,
+                    graph.edge_types)
