@@ -193,27 +193,75 @@ struct TypedRows {
     return c;
   }
 
-  // v's picks (global ids) and their types, segment by segment; pos: scratch of the widest fanout.
-  void pick(Id v, Id* out, T* out_types, int64_t* pos) const {
-    int64_t s = indptr[v];
-    const int64_t e = indptr[v + 1];
-    while (s < e) {
-      const int64_t end = run_end(s, e);
-      const T r = types[s];
-      const int64_t d = end - s, k = num_picks(d, fanouts[r]);
-      const Id* nbrs = indices + s;
-      if (k == d) {
-        std::copy(nbrs, nbrs + k, out);
-      } else {
-        choose_positions(node_key(keys[r], v), d, k, pos);
-        for (int64_t i = 0; i < k; ++i) out[i] = nbrs[pos[i]];
+};
+
+// The typed pick pass, software-pipelined as Pipeline: destination i + 2 kDepth has its
+// indptr entry prefetched, i + kDepth the first lines of its types and neighbours, i its
+// segments found and positions chosen (the chosen slots prefetched), and i - kDepth + 1,
+// the oldest, is copied out. A slot keeps each segment: start, picks, and whether all.
+template <typename Id, typename Off, typename T>
+class TypedPipeline {
+ public:
+  TypedPipeline(const TypedRows<Id, Off, T>& rows, int64_t width)
+      : rows_(rows), width_(std::max<int64_t>(width, 1)), pos_(kDepth * width_) {}
+
+  void run(const Id* dst, int64_t lo, int64_t hi, const int64_t* ip, Id* out, T* out_types) {
+    for (int64_t i = lo; i < hi + kDepth - 1; ++i) {
+      if (i + 2 * kDepth < hi) __builtin_prefetch(&rows_.indptr[dst[i + 2 * kDepth]]);
+      if (i + kDepth < hi) {
+        const int64_t s = rows_.indptr[dst[i + kDepth]];
+        __builtin_prefetch(rows_.types + s);
+        __builtin_prefetch(rows_.indices + s);
       }
-      std::fill(out_types, out_types + k, r);
-      out += k;
-      out_types += k;
+      if (i < hi) prepare(dst[i], slot_[i % kDepth], &pos_[(i % kDepth) * width_]);
+      const int64_t j = i - kDepth + 1;
+      if (j >= lo) emit(slot_[j % kDepth], &pos_[(j % kDepth) * width_], out + ip[j], out_types + ip[j]);
+    }
+  }
+
+ private:
+  struct Segment { int64_t start, k; T type; bool all; };
+
+  void prepare(Id v, std::vector<Segment>& slot, int64_t* pos) {
+    slot.clear();
+    int64_t s = rows_.indptr[v];
+    const int64_t e = rows_.indptr[v + 1];
+    while (s < e) {
+      const int64_t end = rows_.run_end(s, e);
+      const T r = rows_.types[s];
+      const int64_t d = end - s, k = num_picks(d, rows_.fanouts[r]);
+      const Id* nbrs = rows_.indices + s;
+      if (k == d) {
+        prefetch_lines(nbrs, k);
+      } else {
+        choose_positions(node_key(rows_.keys[r], v), d, k, pos);
+        for (int64_t i = 0; i < k; ++i) __builtin_prefetch(nbrs + pos[i]);
+        pos += k;
+      }
+      slot.push_back({s, k, r, k == d});
       s = end;
     }
   }
+
+  void emit(const std::vector<Segment>& slot, const int64_t* pos, Id* out, T* out_types) const {
+    for (const Segment& g : slot) {
+      const Id* nbrs = rows_.indices + g.start;
+      if (g.all) {
+        std::copy(nbrs, nbrs + g.k, out);
+      } else {
+        for (int64_t i = 0; i < g.k; ++i) out[i] = nbrs[pos[i]];
+        pos += g.k;
+      }
+      std::fill(out_types, out_types + g.k, g.type);
+      out += g.k;
+      out_types += g.k;
+    }
+  }
+
+  const TypedRows<Id, Off, T>& rows_;
+  int64_t width_;
+  std::vector<int64_t> pos_;
+  std::vector<Segment> slot_[kDepth];
 };
 
 template <typename Id, typename Off, typename T>
@@ -226,7 +274,8 @@ TypedLayerMFG<Id, T> sample_layer_typed(const TypedRows<Id, Off, T>& rows, const
   ip[0] = 0;
 #pragma omp parallel for schedule(dynamic, kChunk)
   for (int64_t i = 0; i < S; ++i) {
-    if (i + kAhead < S) __builtin_prefetch(&rows.indptr[dst[i + kAhead]]);
+    if (i + 2 * kAhead < S) __builtin_prefetch(&rows.indptr[dst[i + 2 * kAhead]]);
+    if (i + kAhead < S) __builtin_prefetch(rows.types + rows.indptr[dst[i + kAhead]]);
     ip[i + 1] = rows.count(dst[i]);
   }
   for (int64_t i = 0; i < S; ++i) ip[i + 1] += ip[i];
@@ -245,14 +294,11 @@ TypedLayerMFG<Id, T> sample_layer_typed(const TypedRows<Id, Off, T>& rows, const
   const int64_t chunks = (S + kChunk - 1) / kChunk;
 #pragma omp parallel
   {
-    std::vector<int64_t> pos(width);
+    TypedPipeline<Id, Off, T> pipe(rows, width);
 #pragma omp for ordered schedule(dynamic, 1)
     for (int64_t c = 0; c < chunks; ++c) {
       const int64_t lo = c * kChunk, hi = std::min(S, lo + kChunk);
-      for (int64_t i = lo; i < hi; ++i) {
-        if (i + kDepth < hi) __builtin_prefetch(&rows.indptr[dst[i + kDepth]]);
-        rows.pick(dst[i], picked + ip[i], types + ip[i], pos.data());
-      }
+      pipe.run(dst, lo, hi, ip, picked, types);
 #pragma omp ordered
       relabel.run(picked, ip[lo], ip[hi], out.mfg.indices.data.get());
     }
@@ -294,7 +340,8 @@ std::vector<TypedLayerMFG<Id, T>> fused_sample_typed(const Off* indptr, const Id
   for (int64_t l = L - 1; l >= 0; --l) {
     const int64_t* f = fanouts.data() + l * num_types;
     const TypedRows<Id, Off, T> rows{indptr, indices, types, f, keys.data() + l * num_types};
-    const int64_t width = std::max<int64_t>(1, *std::max_element(f, f + num_types));
+    int64_t width = 0;  // positions a node may need: one per pick of each sampled (not whole) segment
+    for (int64_t r = 0; r < num_types; ++r) width += std::max<int64_t>(f[r], 0);
     layers.push_back(sample_layer_typed(rows, dst, S, width, *map));
     dst = layers.back().mfg.src_ids.data.get();
     S = layers.back().mfg.src_ids.size;
