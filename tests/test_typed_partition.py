@@ -100,3 +100,12 @@ def test_a_damaged_type_table_is_named(typed, tmp_path):
     (tmp_path / "p" / "partition.json").write_text(json.dumps(meta))
     with pytest.raises(PartitionError, match=r"partition.json: type_runs must be 9 non-decreasing offsets"):
         load_partition(tmp_path / "p", 0, 2)
+
+
+@pytest.mark.mpi
+def test_the_typed_gather_brings_every_types_rows_in_two_rounds(typed, tmp_path):
+    from helpers import REPO, assert_checks, mpiexec
+
+    partition_dataset(typed / "h", tmp_path / "p", 3, progress=False)
+    proc = mpiexec(3, REPO / "tests" / "typed_gather_worker.py", typed / "h", tmp_path / "p")
+    assert_checks(proc, 3, ["mixed", "own", "none", "float16"])

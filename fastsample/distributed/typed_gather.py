@@ -1,0 +1,122 @@
+"""The two-round gather on a typed partition: rows of every node type, each type with its
+own width and dtype, in one request round and one reply round per step.
+
+    round 1  the remote ids, ordered by (owner, node type), all_to_all (counts ride along);
+             the owner reads each id's type and row in its shard from the type runs
+    round 2  the rows back as bytes, in the order asked (so grouped by (source, type)):
+             both sides know each id's type, so both know every segment's byte count,
+             and the reply needs no count exchange
+The result is one matrix per node type, rows in the order the ids of that type appear;
+``index`` says where each id's row is. A featureless type (no shard) gets None.
+Ids come from a partition's relabelled graph, where each (rank, node type) owns one run
+of ids (partition.json's type_runs: run i is type i mod T, of rank i // T).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fastsample import bf16
+from fastsample.comm import Communicator
+
+
+class TypedGather:
+    """Gathers per-type rows of global ids through ``comm`` (collective, as FeatureGather).
+
+    Args:
+        comm: the job's communicator; runs: (P * T + 1,) the type runs of the ids;
+        shards: {type name: this rank's rows of that type, or None} in node type order;
+        keep_dtype: rows come out in their stored dtype (16-bit stays 16-bit); else float32.
+    """
+
+    def __init__(self, comm: Communicator, runs: np.ndarray, shards: dict, keep_dtype: bool = False):
+        self.comm, self.runs = comm, np.asarray(runs, dtype=np.int64)
+        self.types = list(shards)
+        self.shards = [shards[t] for t in self.types]
+        T = len(self.types)
+        if len(self.runs) != comm.size * T + 1:
+            raise ValueError(f"runs: {len(self.runs)} boundaries, expected ranks x types + 1 = {comm.size * T + 1}")
+        for t, shard in zip(self.types, self.shards):
+            i = self.types.index(t)
+            rows = self.runs[comm.rank * T + i + 1] - self.runs[comm.rank * T + i]
+            if shard is not None and (shard.ndim != 2 or len(shard) != rows):
+                raise ValueError(f"shards[{t!r}]: {shard.shape}, expected ({rows}, width): this rank's {t} nodes")
+        self.row_bytes = np.array([0 if s is None else s.shape[1] * s.itemsize for s in self.shards], dtype=np.int64)
+        self.out_dtypes = [None if s is None else (s.dtype if keep_dtype else np.dtype(np.float32))
+                           for s in self.shards]
+        self.rows_local = self.rows_remote = 0  # since construction
+
+    def locate(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(owner rank, node type, row in the owner's shard of that type) of each id."""
+        run = np.searchsorted(self.runs, ids, side="right") - 1
+        T = len(self.types)
+        return run // T, run % T, np.asarray(ids, dtype=np.int64) - self.runs[run]
+
+    def __call__(self, ids: np.ndarray) -> tuple[dict, np.ndarray, np.ndarray]:
+        """({type: its ids' rows (None if featureless)}, each id's type, each id's row index
+        in its type's matrix), the matrices' rows in the order the ids of each type come."""
+        ids = np.asarray(ids)
+        owner, types, rows = self.locate(ids)
+        T = len(self.types)
+        counts = np.bincount(types, minlength=T)
+        index = np.empty(len(ids), dtype=np.int64)
+        for t in range(T):  # rank of each id among the ids of its type
+            mine = types == t
+            index[mine] = np.arange(counts[t])
+        out = {name: None if dtype is None else np.empty((counts[t], self.shards[t].shape[1]), dtype=dtype)
+               for t, (name, dtype) in enumerate(zip(self.types, self.out_dtypes))}
+        local = owner == self.comm.rank
+        for t in range(T):
+            if self.shards[t] is not None:
+                at = np.flatnonzero(local & (types == t))
+                out[self.types[t]][index[at]] = self._read(t, rows[at])
+        remote = np.flatnonzero(~local)
+        self.rows_local += int(local.sum())
+        self.rows_remote += len(remote)
+        order = remote[np.lexsort((types[remote], owner[remote]))]  # by owner, then type
+        asked = np.bincount(owner[order], minlength=self.comm.size)
+        wanted, wanted_counts = self.comm.all_to_all_v(ids[order], asked)
+        # the owner's side: the rows asked for, as bytes, in the order asked
+        _, w_types, w_rows = self.locate(wanted)
+        reply = self._pack(w_types, w_rows, wanted_counts)
+        data, _ = self.comm.all_to_all_v(reply, self._segment_bytes(w_types, wanted_counts),
+                                         recv_counts=self._segment_bytes(types[order], asked))
+        self._unpack(data, types[order], index[order], asked, out)
+        return out, types, index
+
+    def _read(self, t: int, rows: np.ndarray) -> np.ndarray:
+        block = np.asarray(self.shards[t][rows])
+        want = self.out_dtypes[t]
+        return block if block.dtype == want else bf16.widen(block) if want == np.float32 else block.astype(want)
+
+    def _segment_bytes(self, types: np.ndarray, per_rank: np.ndarray) -> np.ndarray:
+        """Bytes of each rank's segment of rows, the segments ``per_rank`` ids long."""
+        total = np.concatenate([[0], np.cumsum(self.row_bytes[types])])
+        ends = np.cumsum(per_rank)
+        return total[ends] - total[ends - per_rank]
+
+    def _runs(self, types: np.ndarray, per_rank: np.ndarray):
+        """(first id, end id, type, first byte) of each run of one type within one rank's
+        segment: the rows of a run lie back to back in the byte buffer."""
+        cut = np.flatnonzero(np.diff(types)) + 1
+        bounds = np.unique(np.concatenate([[0], cut, np.cumsum(per_rank), [len(types)]]))
+        first_byte = np.concatenate([[0], np.cumsum(self.row_bytes[types])])
+        return [(a, b, int(types[a]), int(first_byte[a])) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+
+    def _pack(self, types: np.ndarray, rows: np.ndarray, per_rank: np.ndarray) -> np.ndarray:
+        out = np.empty(int(self.row_bytes[types].sum()), dtype=np.uint8)
+        for a, b, t, at in self._runs(types, per_rank):
+            if self.row_bytes[t]:
+                block = np.ascontiguousarray(self.shards[t][rows[a:b]]).view(np.uint8).ravel()
+                out[at:at + len(block)] = block
+        return out
+
+    def _unpack(self, data: np.ndarray, types: np.ndarray, index: np.ndarray, per_rank: np.ndarray,
+                out: dict) -> None:
+        for a, b, t, at in self._runs(types, per_rank):
+            if self.row_bytes[t]:
+                shard = self.shards[t]
+                block = data[at:at + (b - a) * int(self.row_bytes[t])].view(shard.dtype).reshape(b - a, shard.shape[1])
+                want = self.out_dtypes[t]
+                out[self.types[t]][index[a:b]] = block if block.dtype == want else (
+                    bf16.widen(block) if want == np.float32 else block.astype(want))
