@@ -9,7 +9,7 @@ import numpy as np
 from fastsample.comm import create
 from fastsample.graph import load_dataset
 from fastsample.loader import NodeLoader
-from helpers import passed
+from helpers import passed, run_worker
 
 
 def main() -> None:
@@ -59,11 +59,4 @@ def orig_to_new_degree(ds, orig_ids):
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except BaseException:  # one rank's failure must not leave the other waiting in a collective
-        import traceback
-
-        traceback.print_exc()
-        sys.stderr.flush()
-        create("mpi").abort(1)
+    run_worker(main)

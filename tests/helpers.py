@@ -126,6 +126,21 @@ def passed(rank: int, check: str, note: str = "") -> None:
     os.write(sys.stdout.fileno(), f"rank {rank} {check}: ok{' ' + note if note else ''}\n".encode())
 
 
+def run_worker(main) -> None:
+    """A worker's entry point: main(), and if it fails, the traceback and an abort of the
+    whole job, so one rank's failure never leaves the others waiting in a collective."""
+    try:
+        main()
+    except BaseException:
+        import traceback
+
+        from fastsample.comm import create
+
+        traceback.print_exc()
+        sys.stderr.flush()
+        create("mpi").abort(1)
+
+
 def worker_checks(stdout: str) -> list[tuple[int, str]]:
     """The (rank, check) pairs that passed() lines in `stdout` report, in order."""
     return [(int(m[1]), m[2]) for m in _PASSED.finditer(stdout)]

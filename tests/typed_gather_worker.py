@@ -10,7 +10,7 @@ from fastsample.comm import create
 from fastsample.distributed.typed_gather import TypedGather
 from fastsample.graph import load_dataset
 from fastsample.partition import load_partition
-from helpers import passed
+from helpers import passed, run_worker
 
 
 def main() -> None:
@@ -72,11 +72,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except BaseException:  # one rank's failure must not leave the others waiting in a collective
-        import traceback
-
-        traceback.print_exc()
-        sys.stderr.flush()
-        create("mpi").abort(1)
+    run_worker(main)
