@@ -25,15 +25,18 @@ run leaves no directory that looks complete.
 """
 
 OGB_DESCRIPTION = """\
-Convert an OGB node-property directory. Two raw layouts are read:
+Convert an OGB node-property directory. Three raw layouts are read:
 
   npz (ogbn-papers100M): raw/data.npz (edge_index, node_feat), raw/node-label.npz;
        streamed, in O(num_nodes) memory plus about 1 GB
   CSV (most others):     raw/edge.csv.gz, num-node-list, node-feat, node-label .csv.gz;
        parsed in memory
+  heterogeneous (ogbn-mag): raw/num-node-dict.csv.gz, raw/relations/SRC___REL___DST/
+       edge.csv.gz, raw/node-feat/TYPE/, raw/node-label/TYPE/; a typed dataset, each
+       relation with its reverse (rev_REL) unless --directed; parsed in memory
 
 If raw/data.npz exists the npz layout is read and any CSV files beside it are ignored.
-Splits: split/NAME/{train,valid,test}.csv.gz.
+Splits: split/NAME/{train,valid,test}.csv.gz (heterogeneous: split/NAME/TYPE/...).
 """
 
 # CLI flag -> SynthConfig field, with help text; defaults come from the preset.
@@ -91,7 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
     og.add_argument("out", help="dataset directory to write")
     og.add_argument("--split", help="name of the split under split/ (needed if several)")
     og.add_argument("--directed", action="store_true",
-                    help="keep edges one-way (src -> dst), e.g. for ogbn-arxiv; default: undirected")
+                    help="keep edges one-way (src -> dst), e.g. for ogbn-arxiv; default: undirected. On a "
+                    "heterogeneous layout: keep exactly the relations given (default: add rev_REL for each)")
 
     for cmd in (s, pl, og):
         cmd.add_argument("--overwrite", action="store_true", help="replace an existing directory")
@@ -137,8 +141,11 @@ def _synth(args) -> None:
 
 def _ogb(args):
     from fastsample.data.ogb import load_ogb
+    from fastsample.data.ogb_hetero import is_hetero, load_ogb_hetero
 
     try:
+        if is_hetero(args.root):  # ogbn-mag's layout: a typed dataset
+            return load_ogb_hetero(args.root, args.split, reverse=not args.directed)
         return load_ogb(args.root, args.split, symmetric=not args.directed)
     except DatasetError as e:
         if "split=" not in str(e):
@@ -163,10 +170,13 @@ def main(argv=None) -> int:
 
             dataset = _ogb(args)  # the npz layout streams for minutes: it shows progress
             bars = {"progress": not args.quiet} if isinstance(dataset, OgbNpz) else {}
+            # a typed graph's reverse relations are edge types of their own: as a whole it
+            # is not stored "symmetric" (the partitioner then builds its own adjacency)
+            shape = ({"reverse_relations": not args.directed} if getattr(dataset, "typed", False)
+                     else {"symmetric": not args.directed, "self_loops": False})
             dataset.write(
                 args.out, name=str(args.root).rstrip("/").split("/")[-1], overwrite=args.overwrite,
-                source={"loader": "ogb", "root": str(args.root), "split": args.split},
-                symmetric=not args.directed, self_loops=False, **bars)
+                source={"loader": "ogb", "root": str(args.root), "split": args.split}, **shape, **bars)
         path = args.dataset if args.command == "info" else args.out
         from fastsample.data.summary import format_summary, summarize
 
