@@ -388,6 +388,33 @@ Picks<Id> sample_neighbors(const Off* indptr, const Id* indices, const Id* dst, 
   return out;
 }
 
+template <typename Id, typename Off, typename T>
+TypedPicks<Id, T> sample_neighbors_typed(const Off* indptr, const Id* indices, const T* types, const Id* dst,
+                                         int64_t S, const int64_t* fanouts, const uint64_t* keys,
+                                         int64_t num_types, int64_t row_offset) {
+  TypedPicks<Id, T> out;
+  const TypedRows<Id, Off, T> rows{indptr - row_offset, indices, types, fanouts, keys};  // indexed by node id
+  out.picks.indptr = Buffer<int64_t>(S + 1);
+  int64_t* ip = out.picks.indptr.data.get();
+  ip[0] = 0;
+#pragma omp parallel for schedule(dynamic, kChunk)
+  for (int64_t i = 0; i < S; ++i) ip[i + 1] = rows.count(dst[i]);
+  for (int64_t i = 0; i < S; ++i) ip[i + 1] += ip[i];
+  out.picks.picked = Buffer<Id>(ip[S]);
+  out.types = Buffer<T>(ip[S]);
+  int64_t width = 0;
+  for (int64_t r = 0; r < num_types; ++r) width += std::max<int64_t>(fanouts[r], 0);
+  const int64_t chunks = (S + kChunk - 1) / kChunk;
+#pragma omp parallel
+  {
+    TypedPipeline<Id, Off, T> pipe(rows, width);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t c = 0; c < chunks; ++c)
+      pipe.run(dst, c * kChunk, std::min(S, (c + 1) * kChunk), ip, out.picks.picked.data.get(), out.types.data.get());
+  }
+  return out;
+}
+
 #define FASTSAMPLE_INSTANTIATE(Id, Off)                                                        \
   template std::vector<LayerMFG<Id>> fused_sample<Id, Off>(                                  \
       const Off*, const Id*, int64_t, const Id*, int64_t, const std::vector<int64_t>&,       \
@@ -401,7 +428,10 @@ FASTSAMPLE_INSTANTIATE(int64_t, int64_t)
 #define FASTSAMPLE_INSTANTIATE_TYPED(Id, Off, T)                                                  \
   template std::vector<TypedLayerMFG<Id, T>> fused_sample_typed<Id, Off, T>(                    \
       const Off*, const Id*, const T*, int64_t, const Id*, int64_t, const std::vector<int64_t>&, \
-      const std::vector<uint64_t>&, int64_t);
+      const std::vector<uint64_t>&, int64_t);                                                   \
+  template TypedPicks<Id, T> sample_neighbors_typed<Id, Off, T>(const Off*, const Id*, const T*, const Id*, \
+                                                                int64_t, const int64_t*, const uint64_t*,   \
+                                                                int64_t, int64_t);
 FASTSAMPLE_INSTANTIATE_TYPED(int32_t, int32_t, uint8_t)
 FASTSAMPLE_INSTANTIATE_TYPED(int32_t, int64_t, uint8_t)
 FASTSAMPLE_INSTANTIATE_TYPED(int64_t, int64_t, uint8_t)

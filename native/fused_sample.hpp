@@ -55,4 +55,16 @@ template <typename Id, typename Off>
 Picks<Id> sample_neighbors(const Off* indptr, const Id* indices, const Id* dst, int64_t num_dst,
                            int64_t fanout, uint64_t key, int64_t row_offset);
 
+// The same on a typed graph: fanouts and keys per edge type; the picks' types come too.
+template <typename Id, typename T>
+struct TypedPicks {
+  Picks<Id> picks;
+  Buffer<T> types;
+};
+
+template <typename Id, typename Off, typename T>
+TypedPicks<Id, T> sample_neighbors_typed(const Off* indptr, const Id* indices, const T* types, const Id* dst,
+                                         int64_t num_dst, const int64_t* fanouts, const uint64_t* keys,
+                                         int64_t num_types, int64_t row_offset);
+
 }  // namespace fastsample

@@ -80,7 +80,26 @@ nb::list sample_fused_typed_(In<Off> indptr, In<Id> indices, In<T> types, In<Id>
 }
 
 template <typename Id, typename Off, typename T>
+nb::tuple sample_neighbors_typed_(In<Off> indptr, In<Id> indices, In<T> types, In<Id> dst, In<int64_t> fanouts,
+                                  In<uint64_t> keys, int64_t row_offset) {
+  if (types.shape(0) != indices.shape(0)) throw nb::value_error("types: one per entry of indices");
+  if (fanouts.shape(0) != keys.shape(0) || fanouts.shape(0) < 1) throw nb::value_error("fanouts and keys: one per edge type");
+  TypedPicks<Id, T> picks;
+  {
+    nb::gil_scoped_release release;
+    picks = sample_neighbors_typed<Id, Off, T>(indptr.data(), indices.data(), types.data(), dst.data(), dst.shape(0),
+                                               fanouts.data(), keys.data(), fanouts.shape(0), row_offset);
+  }
+  return nb::make_tuple(to_numpy(picks.picks.indptr), to_numpy(picks.picks.picked), to_numpy(picks.types));
+}
+
+template <typename Id, typename Off, typename T>
 void def_typed_sampling(nb::module_& m) {
+  m.def("sample_neighbors_typed", &sample_neighbors_typed_<Id, Off, T>, nb::arg("indptr").noconvert(),
+        nb::arg("indices").noconvert(), nb::arg("types").noconvert(), nb::arg("dst").noconvert(),
+        nb::arg("fanouts").noconvert(), nb::arg("keys").noconvert(), nb::arg("row_offset"),
+        "sample_neighbors_typed(indptr, indices, types, dst, fanouts, keys, row_offset) -> (mfg indptr, picked "
+        "global ids, their edge types): the typed choice rule for node dst[i] on row dst[i] - row_offset.");
   m.def("sample_fused_typed", &sample_fused_typed_<Id, Off, T>, nb::arg("indptr").noconvert(),
         nb::arg("indices").noconvert(), nb::arg("types").noconvert(), nb::arg("seeds").noconvert(),
         nb::arg("fanouts").noconvert(), nb::arg("keys").noconvert(), nb::arg("num_types"),

@@ -109,3 +109,17 @@ def test_the_typed_gather_brings_every_types_rows_in_two_rounds(typed, tmp_path)
     partition_dataset(typed / "h", tmp_path / "p", 3, progress=False)
     proc = mpiexec(3, REPO / "tests" / "typed_gather_worker.py", typed / "h", tmp_path / "p")
     assert_checks(proc, 3, ["mixed", "own", "none", "float16"])
+
+
+@pytest.mark.mpi
+def test_typed_vanilla_sampling_equals_hybrid(typed, tmp_path):
+    # the owner side picks per edge type with the requester's keys: the same typed MFGs
+    # as hybrid sampling on the whole relabelled topology, in 2 rounds per lower layer
+    from helpers import REPO, assert_checks, mpiexec, native_built
+
+    partition_dataset(typed / "h", tmp_path / "p", 3, progress=False)
+    proc = mpiexec(3, REPO / "tests" / "vanilla_worker.py", tmp_path / "p", "mpi", "typed")
+    kernels = ["numba", "twostep"] + (["native"] if native_built() else [])
+    owners = ["numba"] + (["native"] if native_built() else [])
+    assert_checks(proc, 3, [f"{owner}-step{step}-{check}" for owner in owners for step in range(3)
+                            for check in ["rounds", *kernels]])

@@ -1,5 +1,9 @@
-"""Run under mpiexec by test_distributed.py: vanilla sampling equals hybrid sampling. Each
-rank prints one line per step and kernel that passed (helpers.passed)."""
+"""Run under mpiexec by test_distributed.py (and test_typed_partition.py, with TYPED): vanilla
+sampling equals hybrid sampling. Each rank prints one line per step and kernel that passed
+(helpers.passed).
+
+    mpiexec -n P python tests/vanilla_worker.py PARTITION BACKEND [typed]
+"""
 
 import sys
 
@@ -14,6 +18,7 @@ from helpers import mfg_equal, native_built, passed
 
 def main() -> None:
     partition, backend = sys.argv[1:3]
+    typed = sys.argv[3:] == ["typed"]
     comm = create(backend)
     hybrid = load_partition(partition, comm.rank, comm.size, mode="hybrid")
     vanilla = load_partition(partition, comm.rank, comm.size, mode="vanilla")
@@ -21,7 +26,9 @@ def main() -> None:
     owners = ["numba"] + (["native"] if native_built() else [])  # the owner side's choice kernel
     for owner in owners:
         sampler = VanillaSampler(comm, vanilla.offsets, vanilla.local_graph, kernel=owner)
-        for step, fanouts in enumerate([(5, 3), (4, 3, 2), (-1, 2)]):
+        steps = [(5, 3), (4, 3, 2), (-1, 2)] if not typed else \
+            [(5, 3), ({"cites": 3, "rev_cites": 2, "*": 1}, 3, 2), (-1, {"written_by": 0, "*": 2})]
+        for step, fanouts in enumerate(steps):
             seeds = np.asarray(vanilla.train)[step * 7: step * 7 + 20 + comm.rank]
             comm.counters.reset()
             got = sampler.sample(seeds, fanouts, seed=3, epoch=1, step=step)
@@ -31,7 +38,8 @@ def main() -> None:
             for kernel in kernels:
                 want = sample(hybrid.graph, seeds, fanouts, seed=3, epoch=1, step=step, rank=comm.rank, kernel=kernel)
                 for layer, (a, b) in enumerate(zip(got, want)):
-                    assert mfg_equal(a, b), f"rank {comm.rank} step {step} layer {layer}: vanilla ({owner}) != {kernel}"
+                    same = mfg_equal(a, b) and (not typed or np.array_equal(a.edge_types, b.edge_types))
+                    assert same, f"rank {comm.rank} step {step} layer {layer}: vanilla ({owner}) != {kernel}"
                 passed(comm.rank, f"{owner}-step{step}-{kernel}")
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ neighbours of nodes owned elsewhere:
              each owner picks their neighbours with the *requester's* key (same choice
              rule, so the same picks as hybrid sampling on the whole graph)
     round 2  all_to_all back, per owner: the pick counts of the requested nodes, then
-             the picks, in one int64 buffer
+             the picks (then, on a typed graph, their edge types), in one int64 buffer
 then the requester assembles the layer in destination order and relabels as the fused
 kernels do. With the feature gather's 2 rounds that is 2L rounds for L layers (hybrid: 2).
 The picks are made by ``fastsample.sampling.sample_neighbors`` (native where built) and
@@ -23,7 +23,8 @@ import numpy as np
 from fastsample.comm import Communicator
 from fastsample.graph import CSCGraph
 from fastsample.partition import owner_of
-from fastsample.sampling import MFG, assemble, layer_key, layer_keys, resolve_kernel, sample_neighbors
+from fastsample.sampling import MFG, assemble, fanout_matrix, layer_key, resolve_kernel, sample_neighbors
+from fastsample.sampling.rng import type_keys
 
 
 @numba.njit(nogil=True, cache=True)
@@ -57,21 +58,32 @@ class VanillaSampler:
         self.name = f"vanilla ({self.kernel})"
 
     def _pick_local(self, nodes, fanout, key):
+        """(indptr, picks, edge types or None) of owned ``nodes``."""
         nodes = np.ascontiguousarray(nodes, dtype=self.local.indices.dtype)
-        return sample_neighbors(self.local, nodes, fanout, key, self.lo, self.kernel)
+        out = sample_neighbors(self.local, nodes, fanout, key, self.lo, self.kernel)
+        return out if self.local.typed else (*out, None)
+
+    def _keys(self, seed, epoch, step, rank, layer):
+        """The layer's key (per edge type on a typed graph) for ``rank``'s draws."""
+        key = layer_key(seed, epoch, step, rank, layer)
+        return type_keys([key], self.local.num_edge_types)[0] if self.local.typed else key
 
     def sample(self, seeds, fanouts, *, seed: int, epoch: int, step: int) -> list[MFG]:
         comm = self.comm
         seeds = np.ascontiguousarray(seeds, dtype=self.local.indices.dtype)
         if len(seeds) and (owner_of(self.offsets, seeds) != comm.rank).any():
             raise ValueError(f"rank {comm.rank}: vanilla seeds must be owned by the rank")
-        keys = layer_keys(seed, epoch, step, comm.rank, len(fanouts))
+        matrix = fanout_matrix(self.local, fanouts)  # (layers, edge types)
+        fanouts = [matrix[layer] if self.local.typed else int(matrix[layer, 0]) for layer in range(len(matrix))]
+        typed = self.local.typed
         top = len(fanouts) - 1
 
         def pick(dst, layer):
             fanout = fanouts[layer]
+            key = self._keys(seed, epoch, step, comm.rank, layer)
             if layer == top:  # own seeds: no communication
-                return self._pick_local(dst, fanout, keys[layer])
+                ip, picks, types = self._pick_local(dst, fanout, key)
+                return (ip, picks) if not typed else (ip, picks, types)
             owner = owner_of(self.offsets, dst)
             mine = np.flatnonzero(owner == comm.rank)
             remote = np.flatnonzero(owner != comm.rank)
@@ -82,20 +94,23 @@ class VanillaSampler:
             for source, n in enumerate(asked_counts):
                 ids = asked[start:start + n]
                 start += n
-                ip, picks = self._pick_local(ids, fanout, layer_key(seed, epoch, step, source, layer))
-                replies.append(np.concatenate([np.diff(ip), picks.astype(np.int64)]))
+                ip, picks, types = self._pick_local(ids, fanout, self._keys(seed, epoch, step, source, layer))
+                parts = [np.diff(ip), picks.astype(np.int64)] + ([types.astype(np.int64)] if typed else [])
+                replies.append(np.concatenate(parts))
                 reply_counts.append(len(replies[-1]))
             got, got_counts = comm.all_to_all_v(np.concatenate(replies), reply_counts)
 
             degree = np.empty(len(dst), dtype=np.int64)
-            local_ip, local_picks = self._pick_local(dst[mine], fanout, keys[layer])
+            local_ip, local_picks, local_types = self._pick_local(dst[mine], fanout, key)
             degree[mine] = np.diff(local_ip)
-            remote_deg, remote_picks, at = [], [], 0
+            remote_deg, remote_picks, remote_types, at = [], [], [], 0
             for n_req, n_got in zip(counts, got_counts):
                 block = got[at:at + n_got]
                 at += n_got
                 remote_deg.append(block[:n_req])
-                remote_picks.append(block[n_req:])
+                k = int(block[:n_req].sum())
+                remote_picks.append(block[n_req:n_req + k])
+                remote_types.append(block[n_req + k:])
             remote_deg = np.concatenate(remote_deg)
             degree[remote] = remote_deg
             out_indptr = np.zeros(len(dst) + 1, dtype=np.int64)
@@ -105,6 +120,12 @@ class VanillaSampler:
             remote_ip = np.zeros(len(remote) + 1, dtype=np.int64)
             np.cumsum(remote_deg, out=remote_ip[1:])
             _scatter_rows(out_indptr, remote, remote_ip, np.concatenate(remote_picks).astype(dst.dtype), picked)
-            return out_indptr, picked
+            if not typed:
+                return out_indptr, picked
+            picked_types = np.empty(out_indptr[-1], dtype=self.local.type_per_edge.dtype)
+            _scatter_rows(out_indptr, mine, local_ip, local_types, picked_types)
+            _scatter_rows(out_indptr, remote, remote_ip, np.concatenate(remote_types).astype(picked_types.dtype),
+                          picked_types)
+            return out_indptr, picked, picked_types
 
         return assemble(seeds, len(fanouts), self.num_nodes, pick)

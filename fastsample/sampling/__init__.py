@@ -132,9 +132,12 @@ def _sample_typed(graph: CSCGraph, seeds, fanouts, keys, kernel: str) -> list[MF
         return _mfgs(twostep.sample_layers(graph.indptr, graph.indices, seeds, fanouts, keys, m, types))
 
 
-def sample_neighbors(graph: CSCGraph, nodes: np.ndarray, fanout: int, key: int, row_offset: int = 0,
-                     kernel: str = "auto") -> tuple[np.ndarray, np.ndarray]:
+def sample_neighbors(graph: CSCGraph, nodes: np.ndarray, fanout, key, row_offset: int = 0,
+                     kernel: str = "auto") -> tuple[np.ndarray, ...]:
     """One layer's choice for ``nodes``, not relabelled: the choice rule with layer key ``key``.
+
+    On a typed graph ``fanout`` and ``key`` are per edge type ((R,) int64 and uint64: a
+    fanout_matrix row and rng.type_keys' row), and the picks' edge types come third.
 
     Args:
         graph: the neighbour lists; node v's are row ``v - row_offset`` (a rank's share of a
@@ -147,6 +150,16 @@ def sample_neighbors(graph: CSCGraph, nodes: np.ndarray, fanout: int, key: int, 
         (indptr int64 (len(nodes) + 1,), picked global ids in CSC order).
     """
     kernel = resolve_kernel(kernel)
+    if graph.typed:
+        fanout = np.ascontiguousarray(fanout, dtype=np.int64)
+        key = np.ascontiguousarray(key, dtype=np.uint64)
+        if kernel == "native":
+            return _native.sample_neighbors_typed(graph.indptr, graph.indices, graph.type_per_edge, nodes, fanout, key,
+                                                  int(row_offset))
+        from fastsample.sampling import numba_fused
+
+        return numba_fused.sample_csc_typed(graph.indptr, graph.indices, graph.type_per_edge, nodes, fanout, key,
+                                            max(int(fanout.max()), 1), row_offset)
     if kernel == "native":
         return _native.sample_neighbors(graph.indptr, graph.indices, nodes, int(fanout), int(key), int(row_offset))
     from fastsample.sampling import numba_fused
