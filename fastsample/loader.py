@@ -46,10 +46,12 @@ from fastsample.comm.local import LocalCommunicator
 from fastsample.config import ConfigError
 from fastsample.distributed import FeatureGather
 from fastsample.distributed.cache import FeatureCache, build_cache, degree_scores, frequency_scores
+from fastsample.distributed.typed_gather import TypedGather
 from fastsample.graph import SPLITS, load_dataset
 from fastsample.partition import RankPartition, load_partition
 from fastsample.prefetch import Prefetcher
 from fastsample.sampling import MFG, LocalSampler, Sampler, get_num_threads, set_num_threads
+from fastsample.typed_block import TypedBlock
 
 
 @dataclass
@@ -58,20 +60,22 @@ class Batch:
 
     seeds:  int64 (B,) global ids of the nodes whose outputs are trained (B may be 0)
     x:      (blocks[0].num_src, F) input features, writable, on the loader's device: float32, or
-            with precision "bf16" 16-bit (bfloat16; float16 where the features are stored so)
+            with precision "bf16" 16-bit (bfloat16; float16 where the features are stored so).
+            Typed data: {node type: (its input nodes, its width) float32, None if featureless}
     y:      int64 (B,) labels of the seeds, on the loader's device
     mfgs:   the sampled MFGs (numpy, global ids in src_ids), input layer first
-    blocks: the same as Blocks, what a model's forward takes (see fastsample/block.py)
+    blocks: the same as Blocks, what a model's forward takes (see fastsample/block.py);
+            typed data: TypedBlocks (fastsample/typed_block.py: per-relation edge lists)
     sample_s, gather_s: seconds this rank spent sampling and gathering for it
     wait_s: seconds the caller waited for it: all of the above without prefetch, only
             what the prefetch did not hide with it
     """
 
     seeds: torch.Tensor
-    x: torch.Tensor
+    x: torch.Tensor | dict
     y: torch.Tensor
     mfgs: list[MFG]
-    blocks: list[Block]
+    blocks: list
     sample_s: float
     gather_s: float
     wait_s: float = 0.0
@@ -92,24 +96,16 @@ def open_data(data, comm: Communicator, mode: str = "hybrid") -> RankPartition:
     """This rank's share of ``data``: a partition directory (python -m fastsample.partition)
     built for ``comm.size`` ranks, or, for one process, a dataset directory."""
     if isinstance(data, RankPartition):
-        return _untyped(data)
+        return data
     path = Path(data)
     if (path / "partition.json").is_file():
-        return _untyped(load_partition(path, comm.rank, comm.size, mode))
+        return load_partition(path, comm.rank, comm.size, mode)
     if not (path / "meta.json").is_file():
         raise FileNotFoundError(f"{path}: neither a partition (partition.json) nor a dataset (meta.json)")
     if comm.size != 1:
         raise ValueError(f"{path}: a dataset directory serves one process; for {comm.size} ranks "
                          f"partition it first (python -m fastsample.partition {path} OUT --parts {comm.size})")
-    return _untyped(RankPartition.whole(load_dataset(path)))
-
-
-def _untyped(part: RankPartition) -> RankPartition:
-    if part.typed:
-        raise ValueError(f"{part.path}: typed ({len(part.graph.node_types if part.graph else part.local_graph.node_types)}"
-                         " node types); this version samples and partitions typed graphs but its loader and trainer "
-                         "take one-type data only")
-    return part
+    return RankPartition.whole(load_dataset(path))
 
 
 def narrow_features(part: RankPartition) -> RankPartition:
@@ -169,6 +165,9 @@ class NodeLoader:
             raise ConfigError("cache_fraction", f"must be in [0, 1) (got {cache_fraction!r})")
         self.comm = comm if comm is not None else LocalCommunicator()
         self.part = open_data(data, self.comm, mode)
+        if self.part.typed and (precision != "fp32" or cache_fraction):
+            raise ValueError(f"{self.part.path}: typed data: the loader gathers per-type rows in float32 and without "
+                             "a feature cache (precision bf16 and cache_fraction come later)")
         if precision == "bf16":
             self.part = narrow_features(self.part)
         self.split, self.batch_size, self.seed, self.mode = split, int(batch_size), int(seed), mode
@@ -176,11 +175,20 @@ class NodeLoader:
         self.device = torch.device(device)
         self.rank = self.comm.rank
         self.ids = np.asarray(getattr(self.part, split))
-        self.lo = int(self.part.offsets[self.rank])
+        self.lo = int(self.part.offsets[self.rank])  # the global id of labels' first row
         self.prefetch = int(prefetch)
         # the data path's collectives: on their own communicator when a thread runs them
         data_comm = self.comm.dup() if self.prefetch else self.comm
-        self.gather = FeatureGather(data_comm, self.part.offsets, self.part.features, keep_dtype=precision == "bf16")
+        if self.part.typed:
+            runs = np.asarray(self.part.layout["type_runs"], dtype=np.int64)
+            topology = self.part.graph if self.part.graph is not None else self.part.local_graph
+            self.schema = (topology.node_types, topology.edge_types)
+            T = len(self.schema[0])
+            self.lo = int(runs[self.rank * T + self.schema[0].index(self.part.target_type)])
+            self.gather = TypedGather(data_comm, runs, self.part.features)
+        else:
+            self.gather = FeatureGather(data_comm, self.part.offsets, self.part.features,
+                                        keep_dtype=precision == "bf16")
         if sampler is not None:
             if not isinstance(sampler, Sampler):
                 raise TypeError(f"sampler must implement fastsample.sampling.Sampler (got {type(sampler).__name__})")
@@ -254,15 +262,30 @@ class NodeLoader:
         t0 = time.perf_counter()
         mfgs = self.sample(seeds, step)
         t1 = time.perf_counter()
-        x = bf16.to_tensor(self.gather(mfgs[0].src_ids))
-        t2 = time.perf_counter()
-        blocks = [Block.from_mfg(m, self.device) for m in mfgs]
+        if self.part.typed:
+            rows, src_type, _ = self.gather(mfgs[0].src_ids)
+            x = {t: None if r is None else torch.from_numpy(r).to(self.device) for t, r in rows.items()}
+            t2 = time.perf_counter()
+            blocks = self._typed_blocks(mfgs, src_type)
+        else:
+            x = bf16.to_tensor(self.gather(mfgs[0].src_ids))
+            t2 = time.perf_counter()
+            blocks = [Block.from_mfg(m, self.device) for m in mfgs]
         y = torch.from_numpy(np.asarray(self.part.labels[np.asarray(seeds) - self.lo], dtype=np.int64))
-        if self.device.type == "cuda":  # pinned host memory lets the copies run asynchronously
+        if self.device.type == "cuda" and not self.part.typed:  # pinned memory: the copies run asynchronously
             x = x.pin_memory().to(self.device, non_blocking=True)
             y = y.to(self.device)
         return Batch(torch.from_numpy(np.asarray(seeds, dtype=np.int64)), x, y, mfgs, blocks, t1 - t0, t2 - t1,
                      wait_s=time.perf_counter() - t0)
+
+    def _typed_blocks(self, mfgs: list[MFG], input_types: np.ndarray) -> list:
+        """TypedBlocks; each layer's source types are the next-lower layer's first rows' (its
+        destinations are the next layer's sources), so the input layer's types serve all."""
+        node_types, edge_types = self.schema
+        blocks = []
+        for m in mfgs:
+            blocks.append(TypedBlock.from_mfg(m, input_types[:m.num_src], node_types, edge_types, self.device))
+        return blocks
 
     def warm_up(self) -> None:
         """Load the kernels and touch the maps before anything is timed (samples one node
@@ -306,4 +329,4 @@ class NodeLoader:
         """Input rows this loader's gather has served since it was made: ``local`` (owned),
         ``cached`` (from the cache) and ``remote`` (fetched from other ranks)."""
         g = self.gather
-        return {"local": g.rows_local, "cached": g.rows_cached, "remote": g.rows_remote}
+        return {"local": g.rows_local, "cached": getattr(g, "rows_cached", 0), "remote": g.rows_remote}

@@ -135,8 +135,9 @@ def test_what_does_not_take_typed_data_yet_says_so(typed, tmp_path):
     from fastsample.loader import NodeLoader
     from fastsample.partition import partition_dataset
 
-    with pytest.raises(ValueError, match=r"typed \(4 node types\); this version samples and partitions typed"):
-        NodeLoader(typed, [5], 10)
+    with pytest.raises(ValueError, match=r"typed data: the loader gathers per-type rows in float32 and without"):
+        NodeLoader(typed, [5], 10, cache_fraction=0.1)
     partition_dataset(typed, tmp_path / "p1", 1, progress=False)
     proc = run_module("fastsample.train", "--data", tmp_path / "p1", "--epochs", "1")
-    assert proc.returncode == 2 and "this version samples and partitions typed graphs" in proc.stderr
+    assert proc.returncode == 2 and "does not train typed graphs yet" in proc.stderr, proc.stderr
+    assert proc.stderr.count("\n") == 1

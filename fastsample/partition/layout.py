@@ -316,6 +316,8 @@ class RankPartition(Dataset):
         n = ds.graph.num_nodes
         layout = {"dataset": ds.meta, "num_parts": 1, "mode": "both", "offsets": [0, n],
                   "parts": [{s: len(getattr(ds, s)) for s in SPLITS}]}
+        if ds.typed:  # one rank: each node type is one run
+            layout["type_runs"] = [int(o) for o in ds.graph.node_type_offset]
         record = {f.name: getattr(ds, f.name) for f in fields(Dataset)}
         return cls(**record, rank=0, num_parts=1, offsets=np.array([0, n], dtype=np.int64), local_graph=ds.graph,
                    layout=layout)

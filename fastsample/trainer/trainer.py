@@ -129,6 +129,10 @@ class Trainer:
     def _open_data(self) -> None:
         c = self.config
         self.shard = open_data(c.data, self.comm, c.mode)  # a partition, or a dataset for one process
+        if self.shard.typed:
+            raise ValueError(f"{c.data}: typed data ({self.shard.target_type} nodes labelled); python -m "
+                             "fastsample.train does not train typed graphs yet (fastsample.loader.NodeLoader yields "
+                             "their batches: per-type features and per-relation edge lists)")
         self.num_classes = self.shard.num_classes
         if c.precision == "bf16":  # once, for every loader
             self.shard = narrow_features(self.shard)
