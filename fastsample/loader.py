@@ -111,7 +111,7 @@ def open_data(data, comm: Communicator, mode: str = "hybrid") -> RankPartition:
 def narrow_features(part: RankPartition) -> RankPartition:
     """``part`` with its float32 features narrowed to bfloat16 (in memory, half the bytes);
     16-bit features are returned as they are."""
-    if part.features.dtype != np.float32:
+    if part.typed or part.features.dtype != np.float32:  # typed: the loader says bf16 is not there yet
         return part
     return dataclasses.replace(part, features=bf16.narrow(part.features))
 
@@ -186,6 +186,10 @@ class NodeLoader:
             T = len(self.schema[0])
             self.lo = int(runs[self.rank * T + self.schema[0].index(self.part.target_type)])
             self.gather = TypedGather(data_comm, runs, self.part.features)
+            # a node's index among all nodes of its type = its id + its run's base
+            sizes = np.diff(runs).reshape(-1, T)
+            before = np.cumsum(sizes, axis=0) - sizes  # nodes of the type in earlier ranks' runs
+            self.run_base = before.reshape(-1) - runs[:-1]
         else:
             self.gather = FeatureGather(data_comm, self.part.offsets, self.part.features,
                                         keep_dtype=precision == "bf16")
@@ -285,6 +289,10 @@ class NodeLoader:
         blocks = []
         for m in mfgs:
             blocks.append(TypedBlock.from_mfg(m, input_types[:m.num_src], node_types, edge_types, self.device))
+        ids = np.asarray(mfgs[0].src_ids, dtype=np.int64)
+        index = ids + self.run_base[np.searchsorted(self.gather.runs, ids, side="right") - 1]
+        blocks[0].input_index = {t: torch.from_numpy(index[input_types == i]).to(self.device)
+                                 for i, t in enumerate(node_types)}
         return blocks
 
     def warm_up(self) -> None:

@@ -51,6 +51,9 @@ class TypedBlock:
     _csc: dict  # relation index -> (indptr over its destination type's dsts, source positions)
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
     _edge_index: dict | None = None
+    # the input layer's block only: {node type: int64 tensor, each input node's index among
+    # all nodes of its type} (what an embedding table of a featureless type is indexed by)
+    input_index: dict | None = None
 
     @classmethod
     def from_mfg(cls, mfg: MFG, src_type: np.ndarray, node_types, edge_types, device="cpu") -> "TypedBlock":

@@ -83,3 +83,27 @@ def test_a_pyg_heteroconv_consumes_a_typed_batch(typed):
 def test_hybrid_and_vanilla_give_the_same_typed_batches_on_two_ranks(typed):
     proc = mpiexec(2, REPO / "tests" / "typed_loader_worker.py", typed / "h", typed / "p2")
     assert_checks(proc, 2, [f"step{s}" for s in range(3)])
+
+
+@pytest.mark.mpi
+@pytest.mark.slow
+def test_the_trainer_trains_typed_data_alike_in_every_mode_and_kernel_and_resumes(typed, tmp_path):
+    # the built-in R-GCN with a learnable embedding for the featureless type: the same
+    # per-step losses in hybrid and vanilla mode with either kernel, and --resume continues
+    # with exactly the uninterrupted run's losses
+    from conftest import train_records
+    from helpers import native_built
+
+    args = ["--fanouts", "4,3", "--batch-size", "64", "--hidden", "16", "--threads", "1", "--quiet"]
+    kernels = ["numba"] + (["native"] if native_built() else [])
+    runs = {(mode, kernel): train_records(typed / "p2", 2, tmp_path / f"{mode}-{kernel}.jsonl", *args, "--epochs", "2",
+                                          "--mode", mode, "--sampler", kernel)
+            for mode in ("hybrid", "vanilla") for kernel in kernels}
+    base = [r["step_losses"] for r in runs[("hybrid", "numba")]]
+    assert all([r["step_losses"] for r in got] == base for got in runs.values())
+    assert runs[("hybrid", "numba")][-1]["val_acc"] > 0.5  # it learns (4 classes)
+    ck = tmp_path / "ck"
+    train_records(typed / "p2", 2, tmp_path / "first.jsonl", *args, "--epochs", "1", "--checkpoint-dir", ck)
+    resumed = train_records(typed / "p2", 2, tmp_path / "resumed.jsonl", *args, "--epochs", "2", "--checkpoint-dir", ck,
+                            "--resume")
+    assert [r["step_losses"] for r in resumed] == base[1:]

@@ -45,6 +45,7 @@ class TypedGather:
         self.out_dtypes = [None if s is None else (s.dtype if keep_dtype else np.dtype(np.float32))
                            for s in self.shards]
         self.rows_local = self.rows_remote = 0  # since construction
+        self.cache = None  # no hot-feature cache for typed rows yet (the loader refuses one)
 
     def locate(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(owner rank, node type, row in the owner's shard of that type) of each id."""

@@ -24,7 +24,8 @@ class TrainConfig(JobShape):
 
     data: str = option(help="partition directory (python -m fastsample.partition); for one process, a dataset "
                        "directory also serves")
-    model: str = option("sage", "sage: the built-in GraphSAGE (native kernels on the CPU); or FILE.py:FUNCTION, a "
+    model: str = option("sage", "sage: the built-in GraphSAGE (native kernels on the CPU; on typed data the built-in "
+                        "R-GCN, fastsample/rgcn.py); or FILE.py:FUNCTION, a "
                         "factory FUNCTION(in_dim, num_classes, config) -> torch.nn.Module whose forward(blocks, x) "
                         "follows fastsample/block.py (e.g. examples/pyg_gat.py:build)", resume=True)
     sampler: str = option("auto", "the sampling kernel (vanilla mode: its owner side, native or numba)",

@@ -28,6 +28,7 @@ from fastsample.distributed import average_gradients
 from fastsample.inference import check_layerwise, layerwise
 from fastsample.loader import Batch, NodeLoader, narrow_features, open_data
 from fastsample.model import GraphSAGE
+from fastsample.rgcn import RGCN
 from fastsample.sampling import layer_key, set_num_threads
 from fastsample.trainer.checkpoint import Checkpoints
 from fastsample.trainer.config import TrainConfig
@@ -39,14 +40,29 @@ __all__ = ["Trainer", "build_model", "load_factory", "startup"]
 EVAL_SALT = 0x5EED  # eval draws its samples from a key space of its own
 
 
-def build_model(config: TrainConfig, in_dim: int, num_classes: int) -> torch.nn.Module:
-    """The model ``config.model`` names (a checkpoint's config holds the same fields)."""
+def build_model(config: TrainConfig, in_dim, num_classes: int, schema: dict | None = None) -> torch.nn.Module:
+    """The model ``config.model`` names (a checkpoint's config holds the same fields).
+
+    Typed data (``schema``: typed_schema's) has ``in_dim`` {node type: width or None} and
+    gets the built-in R-GCN (fastsample/rgcn.py) in place of GraphSAGE; a user's factory
+    is called with that dict as its in_dim."""
+    if config.model == "sage" and schema is not None:
+        return RGCN(in_dim, config.hidden, num_classes, config.layers, schema["edge_types"], schema["target_type"],
+                    num_nodes=schema["num_nodes"], dropout=config.dropout)
     if config.model == "sage":
         return GraphSAGE(in_dim, config.hidden, num_classes, config.layers, config.dropout)
     model = load_factory(config.model)(in_dim, num_classes, config)
     if not isinstance(model, torch.nn.Module):
         raise ConfigError("model", f"{config.model}: returned {type(model).__name__}, not a torch.nn.Module")
     return model
+
+
+def typed_schema(shard) -> dict:
+    """What the R-GCN needs of typed data: edge types, target type, each type's node count."""
+    meta = shard.meta
+    counts = np.diff(np.asarray(meta["node_type_offset"], dtype=np.int64))
+    return {"edge_types": [tuple(e) for e in meta["edge_types"]], "target_type": shard.target_type,
+            "num_nodes": dict(zip(meta["node_types"], counts.tolist()))}
 
 
 def load_factory(spec: str):
@@ -129,10 +145,6 @@ class Trainer:
     def _open_data(self) -> None:
         c = self.config
         self.shard = open_data(c.data, self.comm, c.mode)  # a partition, or a dataset for one process
-        if self.shard.typed:
-            raise ValueError(f"{c.data}: typed data ({self.shard.target_type} nodes labelled); python -m "
-                             "fastsample.train does not train typed graphs yet (fastsample.loader.NodeLoader yields "
-                             "their batches: per-type features and per-relation edge lists)")
         self.num_classes = self.shard.num_classes
         if c.precision == "bf16":  # once, for every loader
             self.shard = narrow_features(self.shard)
@@ -151,7 +163,11 @@ class Trainer:
         c = self.config
         if model is None:
             torch.manual_seed(c.seed)  # identical initial weights on every rank
-            model = build_model(c, self.shard.feature_dim, self.num_classes)
+            if self.shard.typed:
+                in_dims = {t: None if f is None else int(f.shape[1]) for t, f in self.shard.features.items()}
+                model = build_model(c, in_dims, self.num_classes, typed_schema(self.shard))
+            else:
+                model = build_model(c, self.shard.feature_dim, self.num_classes)
         self.model = model.to(self.device)
         if c.eval == "full":
             check_layerwise(self.model)
@@ -181,6 +197,8 @@ class Trainer:
     def input(self, batch: Batch) -> torch.Tensor:
         """batch.x for the model: 16-bit features go as they are to a model that reads them
         (``reads_16bit_input``, as the built-in GraphSAGE), widened for any other."""
+        if isinstance(batch.x, dict):  # typed: {node type: rows}, float32 already
+            return batch.x
         return batch.x if getattr(self.model, "reads_16bit_input", False) else batch.x.float()
 
     # ---------------------------------------------------------------- one step
