@@ -27,7 +27,7 @@ from fastsample import config as cfg
 from fastsample.atomic import AtomicDirectory
 from fastsample.choices import COMM_BACKENDS
 from fastsample.inference import check_layerwise, layerwise
-from fastsample.partition import load_partition
+from fastsample.partition import load_partition, read_partition_meta
 from fastsample.sampling import set_num_threads
 
 PROG = "python -m fastsample.infer"
@@ -71,7 +71,9 @@ def main(argv=None) -> int:
         if args.threads:
             torch.set_num_threads(args.threads)
             set_num_threads(args.threads)
-        part = load_partition(args.data, comm.rank, comm.size, mode="hybrid")
+        # a vanilla-only partition holds each rank's own rows' in-edges: enough (inference.all_in_edges)
+        layout = "vanilla" if read_partition_meta(args.data)["mode"] == "vanilla" else "hybrid"
+        part = load_partition(args.data, comm.rank, comm.size, mode=layout)
         state = load_checkpoint(Path(args.checkpoint), "cpu")
         config = from_dict(TrainConfig, state["config"])
         model = build_model(config, part.feature_dim, part.num_classes)

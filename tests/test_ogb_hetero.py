@@ -81,11 +81,17 @@ def test_the_heterogeneous_layout_converts_with_reverse_relations(mag, tmp_path)
     run_module("fastsample.data", "ogb", root, tmp_path / "directed", "--directed", "--quiet")
     assert [":".join(e) for e in load_dataset(tmp_path / "directed").graph.edge_types] == \
         [r.replace("___", ":") for r in rels]
-    # it partitions, and samples on the partition
+    # it partitions, samples on the partition, and trains with nothing else said (the
+    # R-GCN; learnable embeddings for author, field_of_study and institution)
     partition_dataset(tmp_path / "out", tmp_path / "p2", 2, progress=False)
     part = load_partition(tmp_path / "p2", 0, 2)
     mfgs = sample(part.graph, np.asarray(part.train), [{"cites": 2, "*": 1}, 3])
     assert mfgs[-1].num_dst == len(part.train) and mfgs[0].edge_types is not None
+    from helpers import train_records
+
+    records = train_records(tmp_path / "p2", 2, tmp_path / "log.jsonl", "--epochs", "2", "--threads", "1",
+                            "--quiet")
+    assert len(records) == 2 and all(np.isfinite(r["loss"]) for r in records)
 
 
 @pytest.mark.parametrize("breakage, message", [

@@ -15,7 +15,7 @@ EPILOG = """\
 examples:
   python -m fastsample.data synth data/small
   python -m fastsample.data synth --preset products data/products
-  python -m fastsample.data planetoid ../shared/data/planetoid --name cora data/cora
+  python -m fastsample.data planetoid RAW --name cora data/cora     # RAW: the ind.cora.* files
   python -m fastsample.data ogb downloads/ogbn_products data/products-ogb
   python -m fastsample.data info data/cora
 
