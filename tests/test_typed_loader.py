@@ -107,3 +107,16 @@ def test_the_trainer_trains_typed_data_alike_in_every_mode_and_kernel_and_resume
     resumed = train_records(typed / "p2", 2, tmp_path / "resumed.jsonl", *args, "--epochs", "2", "--checkpoint-dir", ck,
                             "--resume")
     assert [r["step_losses"] for r in resumed] == base[1:]
+
+
+@pytest.mark.mpi
+@pytest.mark.slow
+def test_the_pyg_rgat_example_trains_typed_data_alike_in_both_modes(typed, tmp_path):
+    pytest.importorskip("torch_geometric", reason="the pyg extra is not installed")
+    from conftest import train_records
+
+    args = ["--model", str(REPO / "examples" / "pyg_rgat.py") + ":build", "--fanouts", "4,3", "--batch-size", "64",
+            "--hidden", "16", "--epochs", "2", "--threads", "1", "--quiet"]
+    runs = [train_records(typed / "p2", 2, tmp_path / f"{m}.jsonl", *args, "--mode", m) for m in ("hybrid", "vanilla")]
+    assert [r["step_losses"] for r in runs[0]] == [r["step_losses"] for r in runs[1]]
+    assert runs[0][-1]["loss"] < runs[0][0]["step_losses"][0]  # it learns
