@@ -120,3 +120,20 @@ def test_the_pyg_rgat_example_trains_typed_data_alike_in_both_modes(typed, tmp_p
     runs = [train_records(typed / "p2", 2, tmp_path / f"{m}.jsonl", *args, "--mode", m) for m in ("hybrid", "vanilla")]
     assert [r["step_losses"] for r in runs[0]] == [r["step_losses"] for r in runs[1]]
     assert runs[0][-1]["loss"] < runs[0][0]["step_losses"][0]  # it learns
+
+
+@pytest.mark.mpi
+def test_per_relation_fanouts_from_the_command_line(typed, tmp_path):
+    from conftest import run_module, train_records
+
+    args = ["--fanouts", "4,3", "--relation-fanouts", "cites=2,written_by=0;rev_cites=-1", "--batch-size", "64",
+            "--hidden", "16", "--epochs", "1", "--threads", "1", "--quiet"]
+    runs = [train_records(typed / "p2", 2, tmp_path / f"{m}.jsonl", *args, "--mode", m, "--prefetch", str(pf))
+            for m, pf in (("hybrid", 0), ("vanilla", 0), ("hybrid", 1))]
+    assert runs[0][0]["step_losses"] == runs[1][0]["step_losses"] == runs[2][0]["step_losses"]
+    plain = train_records(typed / "p2", 2, tmp_path / "plain.jsonl", *args[:2], *args[4:])
+    assert plain[0]["step_losses"] != runs[0][0]["step_losses"]  # the mapping took effect
+    for spec, message in (("cited=2;", "--relation-fanouts: layer 0: relation 'cited' is not an edge type"),
+                          ("cites=2", "--relation-fanouts has 1 layers, --fanouts 2")):
+        proc = run_module("fastsample.train", "--data", typed / "h", "--fanouts", "4,3", "--relation-fanouts", spec)
+        assert proc.returncode == 2 and message in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr

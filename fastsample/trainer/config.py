@@ -8,13 +8,38 @@ differ between the ranks of a job (paths a rank writes, threads, the allocator, 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from fastsample.choices import COMM_BACKENDS, KERNELS, MATMUL_CHOICES, PRECISIONS
 from fastsample.config import ConfigError, option
 from fastsample.job import JobShape, positive
 
-__all__ = ["TrainConfig"]
+__all__ = ["TrainConfig", "layer_fanouts", "relation_fanouts_ok"]
+
+_PAIR = re.compile(r"\s*([^=;,\s]+)\s*=\s*(-?\d+)\s*")
+
+
+def relation_fanouts_ok(spec: str) -> bool:
+    """Whether ``spec`` is layers of RELATION=K pairs (see TrainConfig.relation_fanouts)."""
+    for layer in spec.split(";"):
+        for pair in filter(str.strip, layer.split(",")):
+            m = _PAIR.fullmatch(pair)
+            if not m or int(m.group(2)) < -1:
+                return False
+    return True
+
+
+def layer_fanouts(config: "TrainConfig") -> list:
+    """The sampler's fanouts: --fanouts, with each layer's --relation-fanouts as a mapping
+    ({relation: k, "*": that layer's --fanouts}) where given."""
+    if config.relation_fanouts is None:
+        return list(config.fanouts)
+    out = []
+    for default, layer in zip(config.fanouts, config.relation_fanouts.split(";")):
+        pairs = {m.group(1): int(m.group(2)) for m in map(_PAIR.fullmatch, filter(str.strip, layer.split(",")))}
+        out.append({**pairs, "*": default} if pairs else default)
+    return out
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -32,6 +57,13 @@ class TrainConfig(JobShape):
                           choices=(*KERNELS, "auto"))
     backend: str = option("mpi", "collectives: mpi (mpi4py); ccl (oneCCL, an optional build: "
                           "scripts/install-ccl.sh); gloo or nccl (torch.distributed)", choices=COMM_BACKENDS)
+    relation_fanouts: str | None = option(None, "typed data: fanouts per relation, overriding --fanouts for the "
+                                          "relations named; layers (input layer first) separated by ';', each a "
+                                          "comma-separated list of RELATION=K (a relation name, or SRC:REL:DST; K "
+                                          "may be 0 or -1), e.g. 'cites=5,written_by=0;cites=3' with --fanouts 15,10",
+                                          resume=True, metavar="SPEC",
+                                          check=(lambda v: relation_fanouts_ok(v), "must be layers of RELATION=K "
+                                                 "separated by ';' (K an integer >= -1), e.g. cites=5,writes=0;cites=3"))
     dropout: float = option(0.5, "dropout probability after each hidden layer",
                             check=(lambda v: 0 <= v < 1, "must be in [0, 1)"))
     lr: float = option(0.006, "Adam's learning rate", check=(positive, "must be positive"))
@@ -74,5 +106,8 @@ class TrainConfig(JobShape):
 
     def __post_init__(self):
         super().__post_init__()
+        if self.relation_fanouts is not None and len(self.relation_fanouts.split(";")) != len(self.fanouts):
+            raise ConfigError("relation_fanouts", f"has {len(self.relation_fanouts.split(';'))} layers, --fanouts "
+                              f"{len(self.fanouts)}")
         if self.resume and not self.checkpoint_dir:
             raise ConfigError("resume", "needs a checkpoint_dir (--checkpoint-dir)")

@@ -29,9 +29,9 @@ from fastsample.inference import check_layerwise, layerwise
 from fastsample.loader import Batch, NodeLoader, narrow_features, open_data
 from fastsample.model import GraphSAGE
 from fastsample.rgcn import RGCN
-from fastsample.sampling import layer_key, set_num_threads
+from fastsample.sampling import fanout_matrix, layer_key, set_num_threads
 from fastsample.trainer.checkpoint import Checkpoints
-from fastsample.trainer.config import TrainConfig
+from fastsample.trainer.config import TrainConfig, layer_fanouts
 from fastsample.trainer.metrics import TIMERS, EpochRecord, append_log, seconds
 from fastsample.trainer.report import ConsoleReporter, Reporter
 
@@ -150,12 +150,19 @@ class Trainer:
             self.shard = narrow_features(self.shard)
         common = dict(comm=self.comm, kernel=c.sampler, mode=c.mode, device=self.device, prefetch=c.prefetch,
                       precision=c.precision)
+        fanouts = layer_fanouts(c)
+        if c.relation_fanouts is not None:  # checked now, a start-up error, against the graph's relations
+            topology = self.shard.graph if self.shard.graph is not None else self.shard.local_graph
+            try:
+                fanout_matrix(topology, fanouts)
+            except ValueError as e:
+                raise ConfigError("relation_fanouts", ": " + str(e).removeprefix("fanouts: ")) from None
         # the training loader builds the feature cache when it warms up; eval shares it (prepare)
-        self.loaders = {"train": NodeLoader(self.shard, c.fanouts, c.batch_size, "train", shuffle=True, seed=c.seed,
+        self.loaders = {"train": NodeLoader(self.shard, fanouts, c.batch_size, "train", shuffle=True, seed=c.seed,
                                             max_steps=c.max_steps, cache_fraction=c.cache_fraction,
                                             cache_policy=c.cache_policy, **common)}
         for split in ("val", "test"):  # eval draws its samples from a key space of its own
-            self.loaders[split] = NodeLoader(self.shard, c.fanouts, c.batch_size, split, shuffle=False,
+            self.loaders[split] = NodeLoader(self.shard, fanouts, c.batch_size, split, shuffle=False,
                                              seed=c.seed + EVAL_SALT, **common)
         self.steps_per_epoch = len(self.loaders["train"])
 
