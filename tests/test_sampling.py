@@ -182,3 +182,14 @@ def test_concurrent_calls_do_not_interfere():
         got = list(pool.map(lambda j: sample(graph, j[2], [10, 5], step=j[1], kernel=j[0]), jobs))
     for (k, step, _), a, b in zip(jobs, got, expected):
         assert all(mfg_equal(x, y) for x, y in zip(a, b)), f"{k} step {step} differs when run concurrently"
+
+
+@pytest.mark.parametrize("kernel", ALL[:2] if "native" in ALL else ALL[:1])
+def test_sample_neighbors_refuses_nodes_outside_its_rows(kernel):
+    from fastsample.sampling import sample_neighbors
+
+    graph = CSCGraph(np.array([0, 1, 2, 3]), np.array([1, 2, 0]))  # 3 rows: nodes 10..12 with row_offset 10
+    ip, picked = sample_neighbors(graph, np.array([10, 12], dtype=graph.indices.dtype), -1, 0, 10, kernel)
+    assert picked.tolist() == [1, 0]
+    with pytest.raises(ValueError, match=r"nodes span \[10, 13\], outside the graph's rows 10..12"):
+        sample_neighbors(graph, np.array([10, 13], dtype=graph.indices.dtype), -1, 0, 10, kernel)

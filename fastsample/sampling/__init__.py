@@ -150,6 +150,10 @@ def sample_neighbors(graph: CSCGraph, nodes: np.ndarray, fanout, key, row_offset
         (indptr int64 (len(nodes) + 1,), picked global ids in CSC order).
     """
     kernel = resolve_kernel(kernel)
+    if len(nodes) and (int(nodes.min()) < row_offset or int(nodes.max()) >= row_offset + graph.num_nodes):
+        # the kernels read row node - row_offset unchecked: a bad offset would read past the rows
+        raise ValueError(f"nodes span [{int(nodes.min())}, {int(nodes.max())}], outside the graph's rows "
+                         f"{row_offset}..{row_offset + graph.num_nodes - 1}")
     if graph.typed:
         fanout = np.ascontiguousarray(fanout, dtype=np.int64)
         key = np.ascontiguousarray(key, dtype=np.uint64)
