@@ -138,7 +138,9 @@ def test_what_does_not_take_typed_data_yet_says_so(typed, tmp_path):
     with pytest.raises(ValueError, match=r"typed data: the loader gathers per-type rows in float32 and without"):
         NodeLoader(typed, [5], 10, cache_fraction=0.1)
     partition_dataset(typed, tmp_path / "p1", 1, progress=False)
-    for flag in (["--cache-fraction", "0.1"], ["--precision", "bf16"]):
+    for flag, message in ((["--cache-fraction", "0.1"], "typed data: the loader gathers per-type rows in float32"),
+                          (["--precision", "bf16"], "typed data: the loader gathers per-type rows in float32"),
+                          (["--eval", "full"], "--eval full: exact layer-wise inference does not take typed data")):
         proc = run_module("fastsample.train", "--data", tmp_path / "p1", "--epochs", "1", *flag)
-        assert proc.returncode == 2 and "typed data: the loader gathers per-type rows in float32" in proc.stderr
+        assert proc.returncode == 2 and message in proc.stderr, proc.stderr
         assert proc.stderr.count("\n") == 1, proc.stderr

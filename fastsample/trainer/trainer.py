@@ -176,6 +176,9 @@ class Trainer:
             else:
                 model = build_model(c, self.shard.feature_dim, self.num_classes)
         self.model = model.to(self.device)
+        if c.eval == "full" and self.shard.typed:
+            raise ConfigError("eval", "full: exact layer-wise inference does not take typed data yet (use --eval "
+                              "sampled)")
         if c.eval == "full":
             check_layerwise(self.model)
         if optimizer is None:
