@@ -69,7 +69,7 @@ def format_summary(s: dict) -> str:
         f"in-degree   mean {d['mean']:.2f}  median {d['median']:.0f}  p99 {d['p99']:.0f}  "
         f"max {d['max']:,} ({ratio:.0f}x mean)  isolated {d['isolated']:,}",
         *([f"features    {s['feature_dim']} x {s['feature_dtype']}"] if "node_types" not in s else
-          [f"node types  " + "  ".join(f"{t} {c:,}" + ("" if s["features"][t] else " (featureless)")
+          ["node types  " + "  ".join(f"{t} {c:,}" + ("" if s["features"][t] else " (featureless)")
                                        for t, c in s["node_types"].items()),
            "edge types  " + "  ".join(f"{e} {c:,}" for e, c in s["edge_types"].items()),
            "features    " + "  ".join(f"{t} {f}" for t, f in s["features"].items() if f)]),

@@ -187,7 +187,7 @@ def write_typed_synthetic(path, cfg: TypedSynthConfig, *, overwrite: bool = Fals
     steps.update()
     graph = typed_edges_to_csc(np.concatenate(src), np.concatenate(dst), np.concatenate(etype), NODE_TYPES, offsets,
                                EDGE_TYPES)
-    del src, dst, etype
+    src.clear(), dst.clear(), etype.clear()  # the per-relation arrays: no longer needed
     steps.update()
     steps.close()
 
