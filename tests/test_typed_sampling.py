@@ -166,3 +166,30 @@ def test_typed_edges_out_of_their_types_range_are_named():
     types[a] = len(EDGE_TYPES)
     with pytest.raises(DatasetError, match=r"edge type 7, but meta.json lists 7"):
         validate_typed_edges(CSCGraph(g.indptr, g.indices, types, g.node_type_offset, g.node_types, g.edge_types))
+
+
+@pytest.mark.parametrize("budget", [1 << 30, 4096])
+def test_the_on_disk_typed_build_equals_the_in_memory_one(tmp_path, budget):
+    # bounded memory: typed edges spilled by destination range (several ranges with a
+    # small budget, several chunks) give exactly typed_edges_to_csc's CSC and types
+    from fastsample.data.edges import edges_to_csc_file
+
+    rng = np.random.default_rng(5)
+    sizes = [300, 200, 50, 40]
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    src, dst, etype = [], [], []
+    for r, (s, _, d) in enumerate(EDGE_TYPES):
+        si, di = NODE_TYPES.index(s), NODE_TYPES.index(d)
+        src.append(rng.integers(offsets[si], offsets[si + 1], 700))
+        dst.append(rng.integers(offsets[di], offsets[di + 1], 700))
+        etype.append(np.full(700, r))
+    src, dst, etype = np.concatenate(src), np.concatenate(dst), np.concatenate(etype)
+    want = typed_edges_to_csc(src, dst, etype, NODE_TYPES, offsets, EDGE_TYPES)
+    chunks = [(src[i:i + 999], dst[i:i + 999], etype[i:i + 999]) for i in range(0, len(src), 999)]
+    indptr = edges_to_csc_file(iter(chunks), int(offsets[-1]), tmp_path / "indices.npy", symmetric=False,
+                               expected_edges=len(src), budget=budget, types_path=tmp_path / "types.npy",
+                               num_types=len(EDGE_TYPES))
+    assert np.array_equal(indptr, np.asarray(want.indptr, dtype=np.int64))
+    assert np.array_equal(np.load(tmp_path / "indices.npy"), want.indices)
+    assert np.array_equal(np.load(tmp_path / "types.npy"), want.type_per_edge)
+    assert not list(tmp_path.glob("*.tmp"))

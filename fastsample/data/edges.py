@@ -239,7 +239,8 @@ def shrink_npy(path, length: int) -> None:
 
 
 def edges_to_csc_file(chunks, num_nodes: int, indices_path, *, symmetric: bool, self_loops: bool = False,
-                      expected_edges: int | None = None, budget: int = 1 << 30, progress=None) -> np.ndarray:
+                      expected_edges: int | None = None, budget: int = 1 << 30, progress=None,
+                      types_path=None, num_types: int = 0) -> np.ndarray:
     """edges_to_csc for edge lists too large for memory: the same CSC, its indices written
     to the .npy file ``indices_path``, in O(num_nodes) memory plus ``budget`` bytes.
 
@@ -258,11 +259,20 @@ def edges_to_csc_file(chunks, num_nodes: int, indices_path, *, symmetric: bool, 
         budget: bytes a range may take in memory (a pair and its placed copy: 3 ids per
             stored pair, 12 bytes with int32 ids);
         progress: called with the number of input pairs of each chunk (or None).
+        types_path, num_types: typed edges (typed_edges_to_csc, in bounded memory): the
+            chunks are (src, dst, edge type) triples; the edge types go to the .npy file
+            ``types_path``, each node's in-edges sorted by (type, source), duplicates merged
+            per type; not symmetric (a reverse relation is a type of its own).
     Returns:
         indptr (int64, num_nodes + 1); the indices are in the file, sorted and
-        deduplicated within each node exactly as edges_to_csc leaves them.
+        deduplicated within each node exactly as edges_to_csc (typed_edges_to_csc) leaves them.
     """
     ids = id_dtype(num_nodes)
+    if types_path is not None:
+        if symmetric:
+            raise DatasetError("typed edges are not stored symmetric: add the reverse relations as edge types")
+        chunks = _typed_keys(chunks, num_nodes, self_loops)  # one int64 key per edge: type * n + source
+        ids, self_loops = np.dtype(np.int64), True
     per_pair = 3 * np.dtype(ids).itemsize
     width = max(1, -(-num_nodes // max(1, min(num_nodes, -(-per_pair * int(expected_edges or 0) // budget)))))
     ranges = max(1, -(-num_nodes // width))  # ranges of `width` nodes, the last maybe shorter, none empty
@@ -284,7 +294,9 @@ def edges_to_csc_file(chunks, num_nodes: int, indices_path, *, symmetric: bool, 
             f.close()
     indptr = np.cumsum(counts)
     del counts
-    out = np.lib.format.open_memmap(indices_path, mode="w+", dtype=ids, shape=(int(indptr[-1]),))
+    out = np.lib.format.open_memmap(indices_path, mode="w+", dtype=id_dtype(num_nodes), shape=(int(indptr[-1]),))
+    out_types = None if types_path is None else np.lib.format.open_memmap(
+        types_path, mode="w+", dtype=type_dtype(num_types), shape=(int(indptr[-1]),))
     new_indptr = np.zeros(num_nodes + 1, dtype=np.int64)
     written = 0
     for r, path in enumerate(spill):
@@ -299,10 +311,26 @@ def edges_to_csc_file(chunks, num_nodes: int, indices_path, *, symmetric: bool, 
         kept = np.cumsum(unique)
         compact = np.empty(int(kept[-1]), dtype=ids)
         _compact(local, segment, kept, compact)
+        if out_types is not None:  # split the keys back into edge types and sources
+            types, compact = np.divmod(compact, num_nodes)
+            out_types[written:written + len(compact)] = types
         out[written:written + len(compact)] = compact
         new_indptr[first + 1:last + 1] = written + kept[1:]
         written += len(compact)
     out.flush()
     del out
     shrink_npy(indices_path, written)
+    if out_types is not None:
+        out_types.flush()
+        del out_types
+        shrink_npy(types_path, written)
     return new_indptr
+
+
+def _typed_keys(chunks, num_nodes: int, self_loops: bool):
+    """(key, dst) chunks from (src, dst, edge type) ones: key = type * num_nodes + src, so
+    sorting a node's keys sorts its in-edges by (type, source) and merges duplicates per type."""
+    for src, dst, etype in chunks:
+        src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
+        keep = slice(None) if self_loops else src != dst
+        yield np.asarray(etype, dtype=np.int64)[keep] * num_nodes + src[keep], dst[keep]
