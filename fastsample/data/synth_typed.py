@@ -107,6 +107,11 @@ TYPED_PRESETS = {
     "hetero-medium": TypedSynthConfig(papers=400_000, authors=560_000, institutes=10_000, fos=30_000, cites=16.0,
                                       authors_per_paper=4.0, topics_per_paper=5.0, num_classes=32, feature_dim=128,
                                       train_frac=0.1, val_frac=0.02, test_frac=0.05),
+    # >= 300M stored edges (18.3M nodes), float16 features, ~1 % training papers: the scale test
+    "hetero-large": TypedSynthConfig(papers=8_000_000, authors=10_000_000, institutes=100_000, fos=200_000,
+                                     cites=13.0, authors_per_paper=4.0, topics_per_paper=2.0, num_classes=64,
+                                     feature_dim=128, feature_dtype="float16", train_frac=0.01, val_frac=0.002,
+                                     test_frac=0.004),
 }
 
 
