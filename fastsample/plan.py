@@ -51,6 +51,16 @@ bring it below T). Community structure adds some overlap that independent draws 
 inputs come out up to 7 % high on the 100k-2.4M-node synthetic graphs, +0.2 % at 4M nodes.
 Calibration against the real sampler: tests/test_plan.py and README.md.
 
+Typed graphs (--dataset of a typed dataset): the feature shard is each node type's rows
+over P at its own width and dtype; the topology adds a byte (two past 256 edge types) per
+edge of edge types; the model is the R-GCN (per layer and relation a self and a neighbour
+weight and a bias: 5 copies, as GraphSAGE's less the concatenated weight) plus its
+embedding tables of featureless types, replicated on every rank (64 wide, 5 copies);
+each fanout applies per (node, edge type), modelled as R / T relations into each node.
+Measured on hetero-large (18.3M nodes, 324M edges, P = 4 on one machine): 1.8 GiB per
+rank predicted against 1.85-1.91 GiB private measured, 8.7 GiB per machine against a
+9.3 GiB PSS sum (bench/README.md).
+
 Partitioning (python -m fastsample.partition, on one machine): METIS's and KaMinPar's
 estimated peaks and the --method auto choice are fastsample/partition/memory.py's own.
 """
@@ -109,11 +119,14 @@ class PlanConfig(JobShape):
     """The settings of python -m fastsample.plan (its command line is generated from them):
     the graph and the cluster, and the job's shape as the trainer takes it (JobShape)."""
 
-    nodes: int = cfg.option(help="nodes (N)", check=(lambda v: v >= 2, "must be at least 2"))
-    edges: int = cfg.option(help="stored directed edges (E): what the in-edge CSC holds; an undirected graph of M "
+    dataset: str | None = cfg.option(None, "a dataset directory to plan for: its nodes, edges, features (per node "
+                                     "type on a typed dataset, whose featureless types get the R-GCN's embedding "
+                                     "tables) and classes, in place of the flags", metavar="DIR")
+    nodes: int | None = cfg.option(None, "nodes (N)", check=(lambda v: v >= 2, "must be at least 2"))
+    edges: int | None = cfg.option(None, "stored directed edges (E): what the in-edge CSC holds; an undirected graph of M "
                             "edges is stored with both directions, E = 2M (python -m fastsample.data info prints it)",
                             check=(lambda v: v >= 0, "must be >= 0"))
-    feature_dim: int = cfg.option(help="feature width (F)", check=(positive, "must be positive"))
+    feature_dim: int | None = cfg.option(None, "feature width (F)", check=(positive, "must be positive"))
     feature_dtype: str = cfg.option("float32", "how the features are stored", choices=FEATURE_DTYPES)
     classes: int = cfg.option(47, "output classes (the last layer's width)", check=(positive, "must be positive"))
     ranks: int = cfg.option(1, "ranks in the job (P)", check=(positive, "must be positive"))
@@ -128,6 +141,22 @@ class PlanConfig(JobShape):
     json: bool = cfg.option(False, "print the plan as JSON")
 
     def __post_init__(self):
+        if self.dataset is not None:  # the dataset's sizes, as python -m fastsample.data info reads them
+            from fastsample.graph import DatasetError, read_meta
+
+            try:
+                meta = read_meta(self.dataset)
+            except DatasetError as e:
+                raise cfg.ConfigError("dataset", f": {e}") from None
+            object.__setattr__(self, "nodes", meta["num_nodes"])
+            object.__setattr__(self, "edges", meta["num_edges"])
+            object.__setattr__(self, "classes", meta["num_classes"])
+            specs = [s for s in meta.get("features", {}).values() if s] if "node_types" in meta else []
+            object.__setattr__(self, "feature_dim", max([meta["feature_dim"]] + [s["dim"] for s in specs]) or 1)
+            object.__setattr__(self, "feature_dtype", meta["dtypes"]["features"] or specs[0]["dtype"])
+        for name in ("nodes", "edges", "feature_dim"):
+            if getattr(self, name) is None:
+                raise cfg.ConfigError(name, "is required (or give --dataset)")
         super().__post_init__()
         if self.ranks_per_machine > self.ranks:
             raise cfg.ConfigError("ranks_per_machine", f"must be at most the ranks, {self.ranks} "
@@ -227,6 +256,34 @@ def _itemsize(dtype) -> int:
     return np.dtype(dtype).itemsize
 
 
+EMBED_DIM = 64  # the R-GCN's embedding width for featureless node types (fastsample/rgcn.py)
+
+
+def _typed(c: PlanConfig) -> dict | None:
+    """A typed --dataset's terms: per-type feature rows and row bytes, the target type's rows,
+    the edge types' bytes, the R-GCN's parameters and its (replicated) embedding tables."""
+    if c.dataset is None:
+        return None
+    from fastsample.graph import read_meta, type_dtype
+
+    meta = read_meta(c.dataset)
+    if "node_types" not in meta:
+        return None
+    counts = dict(zip(meta["node_types"], np.diff(meta["node_type_offset"]).tolist()))
+    specs = meta["features"]
+    featured = [(counts[t], s["dim"] * _itemsize(s["dtype"])) for t, s in specs.items() if s]
+    dims = {t: (s["dim"] if s else EMBED_DIM) for t, s in specs.items()}
+    params = 0
+    for i in range(c.layers):  # per layer and relation: W_self (dst), W_neigh (src), bias
+        out = c.classes if i == c.layers - 1 else c.hidden
+        params += sum((dims[s] + dims[d]) * out + out for s, _, d in meta["edge_types"])
+        dims = dict.fromkeys(dims, out)
+    return {"node_types": counts, "featured": featured, "target_rows": counts[meta["target_type"]],
+            "type_bytes": type_dtype(len(meta["edge_types"])).itemsize,
+            "relations_per_type": len(meta["edge_types"]) / len(counts), "params": params,
+            "embedding_values": sum(counts[t] for t, s in specs.items() if not s) * EMBED_DIM}
+
+
 def plan(c: PlanConfig) -> dict:
     """Every figure of the plan (bytes, expected values), as the report and --json show it."""
     from fastsample.partition import memory as pm
@@ -242,7 +299,10 @@ def plan(c: PlanConfig) -> dict:
 
     topology = (n + 1) * offb + e * idb
     rank_topology = (owned + 1) * offb + math.ceil(e / P) * idb  # vanilla: the rank's rows
-    mfgs = expected_mfgs(n, e, c.fanouts, c.batch_size, c.degree_exponent)
+    typed = _typed(c)
+    # a typed graph's fanout applies per (node, edge type): about R / T relations into each node
+    fanouts = c.fanouts if typed is None else [f if f < 0 else f * typed["relations_per_type"] for f in c.fanouts]
+    mfgs = expected_mfgs(n, e, fanouts, c.batch_size, c.degree_exponent)
     dims = [c.feature_dim] + [c.hidden] * (c.layers - 1) + [c.classes]
 
     # persistent, per rank
@@ -278,6 +338,13 @@ def plan(c: PlanConfig) -> dict:
     f_compute, f_gather = HEAP_FRAGMENTATION[c.allocator]
     heap = max(f_compute * compute_peak, f_gather * gather_peak, cache_build)
 
+    if typed is not None:  # per-type shards, the types' byte per edge, the R-GCN's state and embedding tables
+        shard = sum(math.ceil(rows / P) * width for rows, width in typed["featured"])
+        labels = math.ceil(typed["target_rows"] / P) * (8 + idb)
+        topology += e * typed["type_bytes"]
+        rank_topology += math.ceil(e / P) * typed["type_bytes"]
+        params = typed["params"]
+        model_state = 5 * 4 * params + 5 * 4 * typed["embedding_values"]
     rank_fixed = RUNTIME_BYTES + shard + labels + cache + node_map + model_state
     rank_total = rank_fixed + heap + (rank_topology if c.mode == "vanilla" else 0)
     machine_topology = topology if c.mode == "hybrid" else 0
@@ -289,12 +356,14 @@ def plan(c: PlanConfig) -> dict:
     method, why = pm.choose_method(n, sym, memory) if P > 1 else ("metis", "one part: nothing to partition")
     return {
         "config": asdict(c),
-        "graph": {"nodes": n, "edges": e, "avg_degree": e / n, "id_dtype": ids.name, "indptr_dtype": offs.name},
+        "graph": {"nodes": n, "edges": e, "avg_degree": e / n, "id_dtype": ids.name, "indptr_dtype": offs.name,
+                  "typed": typed},
         "machines": machines,
         "memory_per_machine": memory,
         "memory_source": "--memory" if c.memory is not None else "this machine's MemAvailable",
         "mfgs": [asdict(m) for m in mfgs],
-        "model": {"dims": dims, "parameters": params},
+        "model": {"dims": dims, "parameters": params, "kind": "R-GCN" if typed else "GraphSAGE",
+                  "embedding_values": typed["embedding_values"] if typed else 0},
         "per_rank": {
             "feature_shard": shard, "shard_rows": shard_rows, "labels_and_splits": labels, "feature_cache": cache,
             "cache_rows": cached_rows, "cache_build_transient": cache_build, "node_map": node_map,
@@ -330,7 +399,7 @@ def format_plan(p: dict) -> str:
         f"{g['avg_degree']:.1f}), ids {g['id_dtype']}, indptr {g['indptr_dtype']}; {c['feature_dim']} features "
         f"{c['feature_dtype']}, {c['classes']} classes",
         f"job         {c['ranks']} ranks, {c['ranks_per_machine']} per machine ({p['machines']} machines), mode "
-        f"{c['mode']}; GraphSAGE {'-'.join(map(str, p['model']['dims']))}, fanouts "
+        f"{c['mode']}; {p['model']['kind']} {'-'.join(map(str, p['model']['dims']))}, fanouts "
         f"{','.join(map(str, c['fanouts']))}, batch {c['batch_size']}/rank"
         + (f", cache {c['cache_fraction']:g} ({c['cache_policy']})" if c["cache_fraction"] else "")
         + (f", prefetch {c['prefetch']}" if c["prefetch"] else ""),
@@ -346,7 +415,9 @@ def format_plan(p: dict) -> str:
         ("labels + split ids", r["labels_and_splits"]),
         (f"feature cache ({r['cache_rows']:,} rows)", r["feature_cache"]),
         ("sampler node map (8 B x N)", r["node_map"]),
-        (f"model: {p['model']['parameters']:,} params x 6", r["model_state"]),
+        (f"model: {p['model']['parameters']:,} params x 6" if not p["model"]["embedding_values"] else
+         f"model: {p['model']['parameters']:,} params, {p['model']['embedding_values']:,} embedding values, x 5",
+         r["model_state"]),
         ("runtime (Python, torch, MPI)", r["runtime"]),
     ] + ([("topology part (vanilla)", r["topology_part"])] if not hybrid else [])]
     lines += ["  step:"]

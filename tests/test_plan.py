@@ -174,3 +174,25 @@ def test_expected_mfg_sizes_match_the_sampler(synth_graph, fanouts, batch):
     # the naive bound batch x prod(fanouts) is far off: the test can tell a model from it
     naive_inputs = batch * math.prod(f + 1 for f in fanouts)
     assert naive_inputs > 1.5 * measured[0][2]
+
+
+def test_a_typed_dataset_is_planned_per_type(tmp_path):
+    # per-type shards at their own widths, a byte per edge of types, the R-GCN's state and
+    # the featureless types' embedding tables; the sizes read from the dataset itself
+    from fastsample.data.synth_typed import TYPED_PRESETS, write_typed_synthetic
+
+    write_typed_synthetic(tmp_path / "h", TYPED_PRESETS["hetero-tiny"], progress=False)
+    ds = load_dataset(tmp_path / "h")
+    p = _plan(dataset=str(tmp_path / "h"), ranks=3, ranks_per_machine=3, fanouts=(5, 5))
+    g = ds.graph
+    assert p["graph"]["nodes"] == g.num_nodes and p["graph"]["edges"] == g.num_edges
+    counts = np.diff(g.node_type_offset)
+    want_shard = sum(math.ceil(c / 3) * f.shape[1] * f.itemsize for c, f in zip(counts, ds.features.values())
+                     if f is not None)
+    assert p["per_rank"]["feature_shard"] == want_shard
+    assert p["topology_bytes"] == (g.num_nodes + 1) * 4 + g.num_edges * (4 + 1)
+    embed = counts[g.node_types.index("institute")] * 64
+    assert p["model"]["kind"] == "R-GCN" and p["model"]["embedding_values"] == embed
+    assert p["per_rank"]["model_state"] == 5 * 4 * (p["model"]["parameters"] + embed)
+    untyped = _plan(nodes=g.num_nodes, edges=g.num_edges, feature_dim=16, ranks=3, ranks_per_machine=3, fanouts=(5, 5))
+    assert untyped["model"]["kind"] == "GraphSAGE" and untyped["topology_bytes"] < p["topology_bytes"]
