@@ -337,4 +337,4 @@ class NodeLoader:
         """Input rows this loader's gather has served since it was made: ``local`` (owned),
         ``cached`` (from the cache) and ``remote`` (fetched from other ranks)."""
         g = self.gather
-        return {"local": g.rows_local, "cached": getattr(g, "rows_cached", 0), "remote": g.rows_remote}
+        return {"local": g.rows_local, "cached": g.rows_cached, "remote": g.rows_remote}

@@ -18,6 +18,7 @@ import numpy as np
 
 from fastsample import bf16
 from fastsample.comm import Communicator
+from fastsample.typed_block import positions_by_type
 
 
 class TypedGather:
@@ -36,8 +37,7 @@ class TypedGather:
         T = len(self.types)
         if len(self.runs) != comm.size * T + 1:
             raise ValueError(f"runs: {len(self.runs)} boundaries, expected ranks x types + 1 = {comm.size * T + 1}")
-        for t, shard in zip(self.types, self.shards):
-            i = self.types.index(t)
+        for i, (t, shard) in enumerate(zip(self.types, self.shards)):
             rows = self.runs[comm.rank * T + i + 1] - self.runs[comm.rank * T + i]
             if shard is not None and (shard.ndim != 2 or len(shard) != rows):
                 raise ValueError(f"shards[{t!r}]: {shard.shape}, expected ({rows}, width): this rank's {t} nodes")
@@ -45,7 +45,7 @@ class TypedGather:
         self.out_dtypes = [None if s is None else (s.dtype if keep_dtype else np.dtype(np.float32))
                            for s in self.shards]
         self.rows_local = self.rows_remote = 0  # since construction
-        self.cache = None  # no hot-feature cache for typed rows yet (the loader refuses one)
+        self.cache, self.rows_cached = None, 0  # no hot-feature cache for typed rows yet (the loader refuses one)
 
     def locate(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(owner rank, node type, row in the owner's shard of that type) of each id."""
@@ -59,18 +59,14 @@ class TypedGather:
         ids = np.asarray(ids)
         owner, types, rows = self.locate(ids)
         T = len(self.types)
-        counts = np.bincount(types, minlength=T)
-        index = np.empty(len(ids), dtype=np.int64)
-        for t in range(T):  # rank of each id among the ids of its type
-            mine = types == t
-            index[mine] = np.arange(counts[t])
+        index, counts = positions_by_type(types, T)  # each id's rank among the ids of its type
         out = {name: None if dtype is None else np.empty((counts[t], self.shards[t].shape[1]), dtype=dtype)
                for t, (name, dtype) in enumerate(zip(self.types, self.out_dtypes))}
         local = owner == self.comm.rank
         for t in range(T):
             if self.shards[t] is not None:
                 at = np.flatnonzero(local & (types == t))
-                out[self.types[t]][index[at]] = self._read(t, rows[at])
+                out[self.types[t]][index[at]] = self._as_out(t, np.asarray(self.shards[t][rows[at]]))
         remote = np.flatnonzero(~local)
         self.rows_local += int(local.sum())
         self.rows_remote += len(remote)
@@ -85,8 +81,8 @@ class TypedGather:
         self._unpack(data, types[order], index[order], asked, out)
         return out, types, index
 
-    def _read(self, t: int, rows: np.ndarray) -> np.ndarray:
-        block = np.asarray(self.shards[t][rows])
+    def _as_out(self, t: int, block: np.ndarray) -> np.ndarray:
+        """Type t's rows in its output dtype (16-bit rows widened to float32 unless kept)."""
         want = self.out_dtypes[t]
         return block if block.dtype == want else bf16.widen(block) if want == np.float32 else block.astype(want)
 
@@ -118,6 +114,4 @@ class TypedGather:
             if self.row_bytes[t]:
                 shard = self.shards[t]
                 block = data[at:at + (b - a) * int(self.row_bytes[t])].view(shard.dtype).reshape(b - a, shard.shape[1])
-                want = self.out_dtypes[t]
-                out[self.types[t]][index[a:b]] = block if block.dtype == want else (
-                    bf16.widen(block) if want == np.float32 else block.astype(want))
+                out[self.types[t]][index[a:b]] = self._as_out(t, block)

@@ -440,7 +440,7 @@ def _open_share(path: Path, meta: dict, rank: int, mode: str) -> RankPartition:
 
 def _open_typed_rows(pk: Path, meta: dict, rank: int, expect):
     """A typed share's features (per type: its owned rows, None where featureless), labels
-    (its target-type rows), the node type runs, and the schema a CSCGraph takes."""
+    (its target-type rows), and the schema a CSCGraph takes (type runs, node and edge types)."""
     d = meta["dataset"]
     T = len(d["node_types"])
     runs = np.asarray(meta.get("type_runs", []), dtype=np.int64)
