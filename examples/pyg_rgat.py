@@ -6,8 +6,8 @@ typed data path: a HeteroConv of GATConv per relation, summed, on typed blocks.
     mpiexec -n 2 python -m fastsample.train --data data/hetero-2 --model examples/pyg_rgat.py:build
 Needs torch_geometric: pip install ".[pyg]".
 
-Featureless node types get a learnable embedding, indexed by each input node's index
-among the nodes of its type (``blocks[0].input_index``), as the built-in R-GCN does.
+Featureless node types arrive in ``x`` as rows of the trainer's sharded learnable
+embeddings (``--embed-dim`` wide), like any other type's features.
 """
 
 import torch
@@ -16,13 +16,10 @@ from torch_geometric.nn import GATConv, HeteroConv
 
 
 class RGAT(torch.nn.Module):
-    def __init__(self, in_dims, hidden, num_classes, edge_types, target_type, num_nodes, layers=2, heads=4,
-                 dropout=0.2, embed_dim=64):
+    def __init__(self, in_dims, hidden, num_classes, edge_types, target_type, layers=2, heads=4, dropout=0.2):
         super().__init__()
         self.target_type, self.dropout = target_type, dropout
-        self.embeddings = torch.nn.ModuleDict({t: torch.nn.Embedding(num_nodes[t], embed_dim)
-                                               for t, d in in_dims.items() if d is None})
-        dims = {t: d if d is not None else embed_dim for t, d in in_dims.items()}
+        dims = dict(in_dims)
         self.convs = torch.nn.ModuleList()
         for i in range(layers):
             out, h = (num_classes, 1) if i == layers - 1 else (hidden, heads)
@@ -32,8 +29,7 @@ class RGAT(torch.nn.Module):
             dims = dict.fromkeys(dims, out)
 
     def forward(self, blocks, x):  # fastsample's typed signature: typed blocks, {node type: rows}
-        h = {t: (self.embeddings[t](blocks[0].input_index[t]) if t in self.embeddings else v)
-             for t, v in x.items()}
+        h = x
         for i, (conv, block) in enumerate(zip(self.convs, blocks)):
             h = conv({t: F.dropout(v, self.dropout, self.training) for t, v in h.items()}, block.edge_index_dict)
             h = {t: v[:block.num_dst_dict[t]] for t, v in h.items()}  # this layer's destinations
@@ -43,7 +39,7 @@ class RGAT(torch.nn.Module):
 
 
 def build(in_dims, num_classes, args):
-    """The factory --model calls on typed data: in_dims is {node type: width or None}."""
+    """The factory --model calls on typed data: in_dims is {node type: input width}."""
     from fastsample.graph import read_meta
     from fastsample.partition import read_partition_meta
 
@@ -51,6 +47,4 @@ def build(in_dims, num_classes, args):
         meta = read_partition_meta(args.data)["dataset"]
     except ValueError:
         meta = read_meta(args.data)
-    counts = dict(zip(meta["node_types"], (b - a for a, b in zip(meta["node_type_offset"][:-1],
-                                                                  meta["node_type_offset"][1:]))))
-    return RGAT(in_dims, args.hidden, num_classes, meta["edge_types"], meta["target_type"], counts, args.layers)
+    return RGAT(in_dims, args.hidden, num_classes, meta["edge_types"], meta["target_type"], args.layers)

@@ -32,6 +32,9 @@ class JobShape:
                          check=(positive, "must be positive"))
     layers: int | None = option(None, "GNN layers (default: number of fanouts)", resume=True,
                                 check=(positive, "must be positive"))
+    embed_dim: int = option(64, "typed data: width of the learnable embeddings of featureless node types (sharded "
+                            "over the ranks as features are; see fastsample/distributed/embedding.py)", resume=True,
+                            check=(positive, "must be positive"))
     cache_fraction: float = option(0.0, "every rank keeps a copy of the features of this fraction of all nodes, "
                                    "those it would fetch most from other ranks; the gather then sends fewer bytes "
                                    "(same results)", check=(lambda v: 0 <= v < 1, "must be in [0, 1)"))

@@ -61,7 +61,9 @@ class Batch:
     seeds:  int64 (B,) global ids of the nodes whose outputs are trained (B may be 0)
     x:      (blocks[0].num_src, F) input features, writable, on the loader's device: float32, or
             with precision "bf16" 16-bit (bfloat16; float16 where the features are stored so).
-            Typed data: {node type: (its input nodes, its width) float32, None if featureless}
+            Typed data: {node type: (its input nodes, its width) float32}; a featureless
+            type's rows are its learnable embeddings (a leaf tensor that takes a gradient)
+            when the loader has ``embeddings``, else None
     y:      int64 (B,) labels of the seeds, on the loader's device
     mfgs:   the sampled MFGs (numpy, global ids in src_ids), input layer first
     blocks: the same as Blocks, what a model's forward takes (see fastsample/block.py);
@@ -69,6 +71,7 @@ class Batch:
     sample_s, gather_s: seconds this rank spent sampling and gathering for it
     wait_s: seconds the caller waited for it: all of the above without prefetch, only
             what the prefetch did not hide with it
+    route:  (gather, route) of the embedding rows in x, for ShardedEmbeddings.step; else None
     """
 
     seeds: torch.Tensor
@@ -79,6 +82,7 @@ class Batch:
     sample_s: float
     gather_s: float
     wait_s: float = 0.0
+    route: tuple | None = None
 
     def edge_index(self, i: int) -> torch.Tensor:
         """Layer i's edges, PyG's layout: (2, E_i) int64, row 0 source position, row 1 destination position."""
@@ -144,12 +148,18 @@ class NodeLoader:
             this rank would fetch most (fastsample/distributed/cache.py), built by
             ``warm_up`` (or the first iteration); 0: none. Same batches; fewer bytes on the wire.
         cache_policy: "frequency" or "degree": which rows the cache keeps.
+        embeddings: typed data: the featureless types' sharded tables
+            (fastsample/distributed/embedding.py): their input rows are gathered with the
+            features, in the same two rounds (with prefetch, at the step instead, in two
+            of their own, so that they carry every update before it), and batch.route lets
+            ``embeddings.step(batch)`` send the rows' gradients back.
     """
 
     def __init__(self, data, fanouts, batch_size: int, split: str = "train", shuffle: bool | None = None,
                  seed: int = 0, comm: Communicator | None = None, kernel: str = "auto", mode: str = "hybrid",
                  device="cpu", max_steps: int | None = None, prefetch: int = 0, sampler: Sampler | None = None,
-                 precision: str = "fp32", cache_fraction: float = 0.0, cache_policy: str = "frequency"):
+                 precision: str = "fp32", cache_fraction: float = 0.0, cache_policy: str = "frequency",
+                 embeddings=None):
         check_choice(split, SPLITS, "split")
         check_choice(mode, MODES, "mode")
         if not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
@@ -185,12 +195,22 @@ class NodeLoader:
             self.schema = (topology.node_types, topology.edge_types)
             T = len(self.schema[0])
             self.lo = int(runs[self.rank * T + self.schema[0].index(self.part.target_type)])
-            self.gather = TypedGather(data_comm, runs, self.part.features)
+            self.embeddings = embeddings
+            tables = self._check_embeddings(embeddings)
+            # without prefetch, the tables' rows ride in the features' two rounds; with it,
+            # the rows come at the step (_fill_embeddings), never from before an update
+            shards = {**self.part.features, **(tables if not self.prefetch else {})}
+            self.gather = TypedGather(data_comm, runs, shards, learnable=() if self.prefetch else tables)
+            self.embed_gather = (TypedGather(self.comm, runs, {t: tables.get(t) for t in shards}, learnable=tables)
+                                 if self.prefetch and tables else None)
             # a node's index among all nodes of its type = its id + its run's base
             sizes = np.diff(runs).reshape(-1, T)
             before = np.cumsum(sizes, axis=0) - sizes  # nodes of the type in earlier ranks' runs
             self.run_base = before.reshape(-1) - runs[:-1]
         else:
+            if embeddings is not None:
+                raise ValueError(f"{self.part.path}: embeddings: the data is not typed (its nodes all have features)")
+            self.embeddings = self.embed_gather = None
             self.gather = FeatureGather(data_comm, self.part.offsets, self.part.features,
                                         keep_dtype=precision == "bf16")
         if sampler is not None:
@@ -215,6 +235,21 @@ class NodeLoader:
             if available is not None and need > available // 2:
                 raise ConfigError("cache_fraction", f"{self.cache_fraction}: the cache needs {need / 2**20:,.0f} MiB "
                                   f"per rank, over half of the {available / 2**20:,.0f} MiB available; lower it")
+
+    def _check_embeddings(self, embeddings) -> dict:
+        """{type: shard} of the tables, each a featureless type's rows of this rank."""
+        if embeddings is None:
+            return {}
+        runs, T = self.part.layout["type_runs"], len(self.schema[0])
+        shards = embeddings.shards()
+        for t, shard in shards.items():
+            if t not in self.part.features or self.part.features[t] is not None:
+                raise ValueError(f"embeddings: {t!r} is not a featureless node type of {self.part.path}")
+            i = self.schema[0].index(t)
+            rows = runs[self.rank * T + i + 1] - runs[self.rank * T + i]
+            if len(shard) != rows:
+                raise ValueError(f"embeddings: table {t!r} holds {len(shard)} rows, rank {self.rank} owns {rows}")
+        return shards
 
     @property
     def num_classes(self) -> int:
@@ -247,7 +282,10 @@ class NodeLoader:
             yield from self._batches()
             return
         with Prefetcher(self._batches(get_num_threads()), self.prefetch, f"fastsample-prefetch-{self.split}") as ahead:
-            yield from ahead
+            for batch in ahead:
+                if self.embed_gather is not None:
+                    self._fill_embeddings(batch)
+                yield batch
 
     def _batches(self, threads: int | None = None):
         if threads is not None:  # in the prefetch thread: the kernels' thread counts are per thread
@@ -266,9 +304,11 @@ class NodeLoader:
         t0 = time.perf_counter()
         mfgs = self.sample(seeds, step)
         t1 = time.perf_counter()
+        route = None
         if self.part.typed:
-            rows, src_type, _ = self.gather(mfgs[0].src_ids)
-            x = {t: None if r is None else torch.from_numpy(r).to(self.device) for t, r in rows.items()}
+            rows, src_type, _, route = self.gather.gather(mfgs[0].src_ids)
+            x = self._typed_x(rows)
+            route = (self.gather, route) if self.embeddings is not None and not self.prefetch else None
             t2 = time.perf_counter()
             blocks = self._typed_blocks(mfgs, src_type)
         else:
@@ -280,7 +320,24 @@ class NodeLoader:
             x = x.pin_memory().to(self.device, non_blocking=True)
             y = y.to(self.device)
         return Batch(torch.from_numpy(np.asarray(seeds, dtype=np.int64)), x, y, mfgs, blocks, t1 - t0, t2 - t1,
-                     wait_s=time.perf_counter() - t0)
+                     wait_s=time.perf_counter() - t0, route=route)
+
+    def _typed_x(self, rows: dict) -> dict:
+        """batch.x of typed rows: the tables' rows as leaf tensors that take a gradient."""
+        tables = self.embeddings.tables if self.embeddings is not None else {}
+        return {t: None if r is None else torch.from_numpy(r).to(self.device).requires_grad_(t in tables)
+                for t, r in rows.items()}
+
+    def _fill_embeddings(self, batch: Batch) -> None:
+        """With prefetch: the tables' rows of a prefetched batch, gathered now (after every
+        update before this step), in two rounds on the caller's communicator."""
+        t0 = time.perf_counter()
+        rows, _, _, route = self.embed_gather.gather(batch.mfgs[0].src_ids)
+        batch.x.update(self._typed_x({t: rows[t] for t in self.embeddings.tables}))
+        batch.route = (self.embed_gather, route)
+        dt = time.perf_counter() - t0
+        batch.gather_s += dt
+        batch.wait_s += dt
 
     def _typed_blocks(self, mfgs: list[MFG], input_types: np.ndarray) -> list:
         """TypedBlocks; each layer's source types are the next-lower layer's first rows' (its

@@ -54,8 +54,9 @@ Calibration against the real sampler: tests/test_plan.py and README.md.
 Typed graphs (--dataset of a typed dataset): the feature shard is each node type's rows
 over P at its own width and dtype; the topology adds a byte (two past 256 edge types) per
 edge of edge types; the model is the R-GCN (per layer and relation a self and a neighbour
-weight and a bias: 5 copies, as GraphSAGE's less the concatenated weight) plus its
-embedding tables of featureless types, replicated on every rank (64 wide, 5 copies);
+weight and a bias: 5 copies, as GraphSAGE's less the concatenated weight) plus the
+embedding tables of featureless types, sharded over the ranks (--embed-dim wide; the rows
+and SparseAdam's two moments: 3 copies of N_type / P rows);
 each fanout applies per (node, edge type), modelled as R / T relations into each node.
 Measured on hetero-large (18.3M nodes, 324M edges, P = 4 on one machine): 1.8 GiB per
 rank predicted against 1.85-1.91 GiB private measured, 8.7 GiB per machine against a
@@ -256,12 +257,9 @@ def _itemsize(dtype) -> int:
     return np.dtype(dtype).itemsize
 
 
-EMBED_DIM = 64  # the R-GCN's embedding width for featureless node types (fastsample/rgcn.py)
-
-
 def _typed(c: PlanConfig) -> dict | None:
     """A typed --dataset's terms: per-type feature rows and row bytes, the target type's rows,
-    the edge types' bytes, the R-GCN's parameters and its (replicated) embedding tables."""
+    the edge types' bytes, the R-GCN's parameters and the (sharded) embedding tables."""
     if c.dataset is None:
         return None
     from fastsample.graph import read_meta, type_dtype
@@ -272,7 +270,7 @@ def _typed(c: PlanConfig) -> dict | None:
     counts = dict(zip(meta["node_types"], np.diff(meta["node_type_offset"]).tolist()))
     specs = meta["features"]
     featured = [(counts[t], s["dim"] * _itemsize(s["dtype"])) for t, s in specs.items() if s]
-    dims = {t: (s["dim"] if s else EMBED_DIM) for t, s in specs.items()}
+    dims = {t: (s["dim"] if s else c.embed_dim) for t, s in specs.items()}
     params = 0
     for i in range(c.layers):  # per layer and relation: W_self (dst), W_neigh (src), bias
         out = c.classes if i == c.layers - 1 else c.hidden
@@ -281,7 +279,9 @@ def _typed(c: PlanConfig) -> dict | None:
     return {"node_types": counts, "featured": featured, "target_rows": counts[meta["target_type"]],
             "type_bytes": type_dtype(len(meta["edge_types"])).itemsize,
             "relations_per_type": len(meta["edge_types"]) / len(counts), "params": params,
-            "embedding_values": sum(counts[t] for t, s in specs.items() if not s) * EMBED_DIM}
+            "embedding_values": sum(counts[t] for t, s in specs.items() if not s) * c.embed_dim,
+            "embedding_rank_values": sum(math.ceil(counts[t] / c.ranks) for t, s in specs.items() if not s)
+            * c.embed_dim}
 
 
 def plan(c: PlanConfig) -> dict:
@@ -344,7 +344,7 @@ def plan(c: PlanConfig) -> dict:
         topology += e * typed["type_bytes"]
         rank_topology += math.ceil(e / P) * typed["type_bytes"]
         params = typed["params"]
-        model_state = 5 * 4 * params + 5 * 4 * typed["embedding_values"]
+        model_state = 5 * 4 * params + 3 * 4 * typed["embedding_rank_values"]
     rank_fixed = RUNTIME_BYTES + shard + labels + cache + node_map + model_state
     rank_total = rank_fixed + heap + (rank_topology if c.mode == "vanilla" else 0)
     machine_topology = topology if c.mode == "hybrid" else 0
@@ -416,7 +416,7 @@ def format_plan(p: dict) -> str:
         (f"feature cache ({r['cache_rows']:,} rows)", r["feature_cache"]),
         ("sampler node map (8 B x N)", r["node_map"]),
         (f"model: {p['model']['parameters']:,} params x 6" if not p["model"]["embedding_values"] else
-         f"model: {p['model']['parameters']:,} params, {p['model']['embedding_values']:,} embedding values, x 5",
+         f"model: {p['model']['parameters']:,} params x 5, embeddings/P x 3",
          r["model_state"]),
         ("runtime (Python, torch, MPI)", r["runtime"]),
     ] + ([("topology part (vanilla)", r["topology_part"])] if not hybrid else [])]

@@ -5,12 +5,10 @@ numerically: for a destination node v of type t,
 
     h'_v = sum over relations r into t of  W_self_r h_v + W_neigh_r mean_{u in N_r(v)} h_u + b_r
 
-followed, below the last layer, by ReLU and dropout. Node types without features get a
-learnable embedding table (``embed_dim`` wide) indexed by the node's index within its type
-(the loader's ``TypedBlock.input_index``): every rank holds the whole table and its
-gradient is averaged with the rest (a replicated table; fine for small featureless types
-such as IGBH's institutes, the sharded, sparsely updated table is for large ones). The
-means run on the native kernels (an autograd function over mean_aggregate and its
+followed, below the last layer, by ReLU and dropout. Node types without features take
+their rows from learnable embedding tables that live outside the model, sharded over the
+ranks and updated sparsely (fastsample/distributed/embedding.py; the loader gathers
+their rows into ``x`` as it does features). The means run on the native kernels (an autograd function over mean_aggregate and its
 backward) on the CPU where built, else on a sparse product; both give the same numbers.
 The last layer computes the target type only.
 """
@@ -53,27 +51,25 @@ class RGCN(nn.Module):
     """R-GCN (see the module doc).
 
     Args:
-        in_dims: {node type: feature width, or None for a featureless type} in node type order;
+        in_dims: {node type: its input width (an embedding's for a featureless type)} in node type order;
         hidden: width of the hidden layers; num_classes: the output width;
         num_layers: layers, one per block; edge_types: the canonical edge types;
         target_type: the node type whose outputs are returned;
-        num_nodes: {featureless node type: its node count} (the embedding tables' rows);
-        embed_dim: the embeddings' width; dropout: probability after each hidden layer.
+        dropout: probability after each hidden layer.
     """
 
     def __init__(self, in_dims: dict, hidden: int, num_classes: int, num_layers: int, edge_types, target_type: str,
-                 num_nodes: dict | None = None, embed_dim: int = 64, dropout: float = 0.5):
+                 dropout: float = 0.5):
         super().__init__()
         if num_layers < 1:
             raise ValueError(f"num_layers must be >= 1 (got {num_layers})")
+        missing = [t for t, d in in_dims.items() if d is None]
+        if missing:
+            raise ValueError(f"in_dims: node types {', '.join(missing)} have no width: give featureless types "
+                             "embeddings (fastsample.distributed.embedding.ShardedEmbeddings) and their width")
         self.node_types, self.edge_types = list(in_dims), [tuple(e) for e in edge_types]
         self.target_type, self.dropout = target_type, nn.Dropout(dropout)
-        missing = [t for t, d in in_dims.items() if d is None and t not in (num_nodes or {})]
-        if missing:
-            raise ValueError(f"num_nodes: featureless node types {', '.join(missing)} need their node counts")
-        self.embeddings = nn.ModuleDict({t: nn.Embedding(int(num_nodes[t]), embed_dim)
-                                         for t, d in in_dims.items() if d is None})
-        dims = {t: (d if d is not None else embed_dim) for t, d in in_dims.items()}
+        dims = dict(in_dims)
         self.layers = nn.ModuleList()
         for i in range(num_layers):
             out = num_classes if i == num_layers - 1 else hidden
@@ -81,19 +77,13 @@ class RGCN(nn.Module):
                 "__".join(e): _RelationConv(dims[e[0]], dims[e[2]], out) for e in self.edge_types}))
             dims = dict.fromkeys(dims, out)
 
-    def inputs(self, blocks: list[TypedBlock], x: dict) -> dict:
-        """The input rows per node type: the features, or the embeddings of featureless types."""
-        h = {}
-        for t in self.node_types:
-            if t in self.embeddings:
-                h[t] = self.embeddings[t](blocks[0].input_index[t])
-            else:
-                h[t] = x[t].float()
-        return h
-
     def forward(self, blocks: list[TypedBlock], x: dict) -> torch.Tensor:
         """The target type's logits for the last block's destinations of that type."""
-        h = self.inputs(blocks, x)
+        missing = [t for t in self.node_types if x.get(t) is None]
+        if missing:
+            raise ValueError(f"x: no rows for node types {', '.join(missing)} (featureless: the loader needs "
+                             "embeddings)")
+        h = {t: x[t].float() for t in self.node_types}
         last = len(self.layers) - 1
         for i, (layer, block) in enumerate(zip(self.layers, blocks)):
             wanted = [self.target_type] if i == last else self.node_types

@@ -178,7 +178,7 @@ def test_expected_mfg_sizes_match_the_sampler(synth_graph, fanouts, batch):
 
 def test_a_typed_dataset_is_planned_per_type(tmp_path):
     # per-type shards at their own widths, a byte per edge of types, the R-GCN's state and
-    # the featureless types' embedding tables; the sizes read from the dataset itself
+    # the featureless types' embedding tables, sharded; the sizes read from the dataset itself
     from fastsample.data.synth_typed import TYPED_PRESETS, write_typed_synthetic
 
     write_typed_synthetic(tmp_path / "h", TYPED_PRESETS["hetero-tiny"], progress=False)
@@ -191,8 +191,8 @@ def test_a_typed_dataset_is_planned_per_type(tmp_path):
                      if f is not None)
     assert p["per_rank"]["feature_shard"] == want_shard
     assert p["topology_bytes"] == (g.num_nodes + 1) * 4 + g.num_edges * (4 + 1)
-    embed = counts[g.node_types.index("institute")] * 64
-    assert p["model"]["kind"] == "R-GCN" and p["model"]["embedding_values"] == embed
-    assert p["per_rank"]["model_state"] == 5 * 4 * (p["model"]["parameters"] + embed)
+    institutes = counts[g.node_types.index("institute")]
+    assert p["model"]["kind"] == "R-GCN" and p["model"]["embedding_values"] == institutes * 64
+    assert p["per_rank"]["model_state"] == 5 * 4 * p["model"]["parameters"] + 3 * 4 * math.ceil(institutes / 3) * 64
     untyped = _plan(nodes=g.num_nodes, edges=g.num_edges, feature_dim=16, ranks=3, ranks_per_machine=3, fanouts=(5, 5))
     assert untyped["model"]["kind"] == "GraphSAGE" and untyped["topology_bytes"] < p["topology_bytes"]

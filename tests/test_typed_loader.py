@@ -86,11 +86,19 @@ def test_hybrid_and_vanilla_give_the_same_typed_batches_on_two_ranks(typed):
 
 
 @pytest.mark.mpi
+@pytest.mark.parametrize("mode", ["hybrid", "vanilla"])
+def test_sharded_embeddings_gather_current_rows_and_return_gradients_to_their_owners(typed, mode):
+    proc = mpiexec(2, REPO / "tests" / "embedding_worker.py", typed / "p2", mode)
+    assert_checks(proc, 2, [f"{c}{s}" for s in range(4) for c in ("send_back", "step")])
+
+
+@pytest.mark.mpi
 @pytest.mark.slow
 def test_the_trainer_trains_typed_data_alike_in_every_mode_and_kernel_and_resumes(typed, tmp_path):
-    # the built-in R-GCN with a learnable embedding for the featureless type: the same
-    # per-step losses in hybrid and vanilla mode with either kernel, and --resume continues
-    # with exactly the uninterrupted run's losses
+    # the built-in R-GCN with sharded learnable embeddings for the featureless type: the
+    # same per-step losses in hybrid and vanilla mode with either kernel and with prefetch;
+    # each rank checkpoints its shard, and --resume continues with exactly the
+    # uninterrupted run's losses
     from conftest import train_records
     from helpers import native_built
 
@@ -99,11 +107,15 @@ def test_the_trainer_trains_typed_data_alike_in_every_mode_and_kernel_and_resume
     runs = {(mode, kernel): train_records(typed / "p2", 2, tmp_path / f"{mode}-{kernel}.jsonl", *args, "--epochs", "2",
                                           "--mode", mode, "--sampler", kernel)
             for mode in ("hybrid", "vanilla") for kernel in kernels}
+    # with prefetch the embedding rows come at the step, never from before an update
+    runs["prefetch"] = train_records(typed / "p2", 2, tmp_path / "prefetch.jsonl", *args, "--epochs", "2",
+                                     "--prefetch", "1")
     base = [r["step_losses"] for r in runs[("hybrid", "numba")]]
     assert all([r["step_losses"] for r in got] == base for got in runs.values())
     assert runs[("hybrid", "numba")][-1]["val_acc"] > 0.5  # it learns (4 classes)
     ck = tmp_path / "ck"
     train_records(typed / "p2", 2, tmp_path / "first.jsonl", *args, "--epochs", "1", "--checkpoint-dir", ck)
+    assert sorted(f.name for f in ck.iterdir()) == ["epoch-0.embed-0-of-2.pt", "epoch-0.embed-1-of-2.pt", "epoch-0.pt"]
     resumed = train_records(typed / "p2", 2, tmp_path / "resumed.jsonl", *args, "--epochs", "2", "--checkpoint-dir", ck,
                             "--resume")
     assert [r["step_losses"] for r in resumed] == base[1:]

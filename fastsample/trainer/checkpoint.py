@@ -1,11 +1,15 @@
 """Checkpoints: rank 0 saves model, optimizer and config after every epoch (atomically);
 a resumed run loads the latest and continues with exactly the losses of an uninterrupted
-run. Files are read with torch's weights-only unpickler: tensors and plain values only,
-so a tampered file cannot run code."""
+run. Sharded embeddings (typed data) are saved beside it, each rank its own shard and
+optimizer state (epoch-N.embed-R-of-P.pt), all before rank 0 writes epoch-N.pt, so an
+epoch-N.pt implies its shards are complete; the directory must then be one every rank
+can write (a shared file system across machines). Files are read with torch's
+weights-only unpickler: tensors and plain values only, so a tampered file cannot run code."""
 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import torch
@@ -42,6 +46,16 @@ def load_checkpoint(path: str | Path, device="cpu") -> dict:
     return state
 
 
+def _write(path: Path, state: dict) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        torch.save(state, tmp)
+        os.replace(tmp, path)  # never a half-written checkpoint under the real name
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
 class Checkpoints:
     """The checkpoints of one run in ``directory`` (epoch-N.pt), for a config of type ``type(config)``.
 
@@ -53,22 +67,42 @@ class Checkpoints:
     def __init__(self, directory: str | Path, config):
         self.dir, self.config = Path(directory), config
 
-    def save(self, epoch: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> Path:
+    def save(self, epoch: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer, comm=None,
+             embeddings=None) -> Path:
+        """Write epoch ``epoch``'s checkpoint (rank 0, or a job of one process without comm).
+        Collective over ``comm`` (every rank calls it): with ``embeddings``, each rank first
+        writes its shard, and a rank that failed raises on every rank."""
+        rank = comm.rank if comm is not None else 0
         path = self.dir / f"epoch-{epoch}.pt"
-        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-        torch.save({"epoch": epoch, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                    "config": to_dict(self.config)}, tmp)
-        os.replace(tmp, path)  # never a half-written checkpoint under the real name
+        if embeddings is not None and embeddings.tables:
+            error = None
+            try:
+                _write(self._shard_path(epoch, rank, comm.size if comm is not None else 1),
+                       {"epoch": epoch, **embeddings.state_dict()})
+            except OSError as e:
+                error = f"rank {rank}: {e}"
+            errors = [e for e in (comm.allgather_object(error) if comm is not None else [error]) if e]
+            if errors:
+                raise CheckpointError(f"{self.dir}: saving epoch {epoch}'s embedding shards failed: {errors[0]}")
+        if rank == 0:
+            _write(path, {"epoch": epoch, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                          "config": to_dict(self.config)})
         return path
 
+    def _shard_path(self, epoch: int, rank: int, num_parts: int) -> Path:
+        return self.dir / f"epoch-{epoch}.embed-{rank}-of-{num_parts}.pt"
+
     def latest(self) -> Path:
-        found = sorted(self.dir.glob("epoch-*.pt"), key=lambda f: int(f.stem.split("-")[1]))
+        found = sorted((f for f in self.dir.glob("epoch-*.pt") if re.fullmatch(r"epoch-\d+\.pt", f.name)),
+                       key=lambda f: int(f.stem.split("-")[1]))
         if not found:
             raise FileNotFoundError(f"resume: no checkpoint (epoch-*.pt) in {self.dir}")
         return found[-1]
 
-    def resume(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, device="cpu") -> int:
-        """Load the latest checkpoint into model and optimizer; returns the epoch to start from."""
+    def resume(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, device="cpu", embeddings=None,
+               rank: int = 0, num_parts: int = 1) -> int:
+        """Load the latest checkpoint into model and optimizer (and this rank's embedding
+        shard into ``embeddings``); returns the epoch to start from."""
         path = self.latest()
         state = load_checkpoint(path, device)
         try:
@@ -80,6 +114,16 @@ class Checkpoints:
             raise CheckpointError(f"{path}: saved with different {', '.join(differ)}")
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
+        if embeddings is not None and embeddings.tables:
+            shard = self._shard_path(state["epoch"], rank, num_parts)
+            if not shard.is_file():
+                raise CheckpointError(f"{shard}: missing: {path.name} has no embedding shard for rank {rank} of "
+                                      f"{num_parts} (saved by a job of another size?)")
+            try:
+                saved_shard = torch.load(shard, map_location="cpu", weights_only=True)
+                embeddings.load_state_dict(saved_shard)
+            except Exception as e:
+                raise CheckpointError(f"{shard}: not this job's embedding shard ({type(e).__name__}: {e})") from None
         start = state["epoch"] + 1
         if start >= self.config.epochs:
             raise CheckpointError(f"resume: {path.name} already ends epoch {state['epoch']}; epochs "

@@ -67,6 +67,8 @@ class TrainConfig(JobShape):
     dropout: float = option(0.5, "dropout probability after each hidden layer",
                             check=(lambda v: 0 <= v < 1, "must be in [0, 1)"))
     lr: float = option(0.006, "Adam's learning rate", check=(positive, "must be positive"))
+    embed_lr: float = option(0.01, "typed data: SparseAdam's learning rate for the featureless types' embeddings",
+                             check=(positive, "must be positive"))
     weight_decay: float = option(0.0, "Adam's L2 penalty", check=(lambda v: v >= 0, "must be >= 0"))
     epochs: int = option(10, "epochs to train (with --resume: in all)", check=(positive, "must be positive"))
     max_steps: int | None = option(None, "cap the steps per epoch (timing runs on large graphs); default: a full "

@@ -4,7 +4,10 @@ Each step, on every rank: the loader samples L layers around the rank's next tra
 seeds (hybrid: locally; vanilla: 2 rounds per lower layer) and gathers the input features
 (2 rounds); forward and backward; one all-reduce of the gradients (one flat bucket) and
 the step's loss statistics; the optimizer step. Model, optimizer and loss are objects
-the caller may pass (defaults: the built-in GraphSAGE, Adam, cross-entropy); checkpoints
+the caller may pass (defaults: the built-in GraphSAGE, Adam, cross-entropy). Typed data
+with featureless node types adds their sharded embeddings (fastsample/distributed/
+embedding.py): rows gathered with the features, gradients sent back to the owners in one
+more all_to_all after the optimizer step, updated sparsely. Checkpoints
 (checkpoint.py), epoch records (metrics.py) and where reports go (report.py) are
 components of their own.
 """
@@ -25,6 +28,7 @@ from fastsample.comm import Communicator
 from fastsample.comm.agree import agree
 from fastsample.config import ConfigError, marked
 from fastsample.distributed import average_gradients
+from fastsample.distributed.embedding import ShardedEmbeddings
 from fastsample.inference import check_layerwise, layerwise
 from fastsample.loader import Batch, NodeLoader, narrow_features, open_data
 from fastsample.model import GraphSAGE
@@ -43,12 +47,13 @@ EVAL_SALT = 0x5EED  # eval draws its samples from a key space of its own
 def build_model(config: TrainConfig, in_dim, num_classes: int, schema: dict | None = None) -> torch.nn.Module:
     """The model ``config.model`` names (a checkpoint's config holds the same fields).
 
-    Typed data (``schema``: typed_schema's) has ``in_dim`` {node type: width or None} and
-    gets the built-in R-GCN (fastsample/rgcn.py) in place of GraphSAGE; a user's factory
-    is called with that dict as its in_dim."""
+    Typed data (``schema``: typed_schema's) has ``in_dim`` {node type: input width (a
+    featureless type's: its embeddings', config.embed_dim)} and gets the built-in R-GCN
+    (fastsample/rgcn.py) in place of GraphSAGE; a user's factory is called with that dict
+    as its in_dim."""
     if config.model == "sage" and schema is not None:
         return RGCN(in_dim, config.hidden, num_classes, config.layers, schema["edge_types"], schema["target_type"],
-                    num_nodes=schema["num_nodes"], dropout=config.dropout)
+                    dropout=config.dropout)
     if config.model == "sage":
         return GraphSAGE(in_dim, config.hidden, num_classes, config.layers, config.dropout)
     model = load_factory(config.model)(in_dim, num_classes, config)
@@ -58,11 +63,8 @@ def build_model(config: TrainConfig, in_dim, num_classes: int, schema: dict | No
 
 
 def typed_schema(shard) -> dict:
-    """What the R-GCN needs of typed data: edge types, target type, each type's node count."""
-    meta = shard.meta
-    counts = np.diff(np.asarray(meta["node_type_offset"], dtype=np.int64))
-    return {"edge_types": [tuple(e) for e in meta["edge_types"]], "target_type": shard.target_type,
-            "num_nodes": dict(zip(meta["node_types"], counts.tolist()))}
+    """What the R-GCN needs of typed data: its edge types and target type."""
+    return {"edge_types": [tuple(e) for e in shard.meta["edge_types"]], "target_type": shard.target_type}
 
 
 def load_factory(spec: str):
@@ -138,7 +140,8 @@ class Trainer:
         self.checkpoints = Checkpoints(config.checkpoint_dir, config) if config.checkpoint_dir else None
         self.start_epoch = 0
         if config.resume:
-            self.start_epoch = self.checkpoints.resume(self.model, self.optimizer, self.device)
+            self.start_epoch = self.checkpoints.resume(self.model, self.optimizer, self.device, self.embeddings,
+                                                       self.rank, comm.size)
 
     # ---------------------------------------------------------------- building
 
@@ -148,8 +151,14 @@ class Trainer:
         self.num_classes = self.shard.num_classes
         if c.precision == "bf16":  # once, for every loader
             self.shard = narrow_features(self.shard)
+        self.embeddings = None
+        featureless = [t for t, f in self.shard.features.items() if f is None] if self.shard.typed else []
+        if featureless:
+            self.embeddings = ShardedEmbeddings(self.shard.layout["type_runs"], self.rank, self.comm.size,
+                                                self.shard.meta["node_types"], featureless, c.embed_dim, c.embed_lr,
+                                                c.seed)
         common = dict(comm=self.comm, kernel=c.sampler, mode=c.mode, device=self.device, prefetch=c.prefetch,
-                      precision=c.precision)
+                      precision=c.precision, embeddings=self.embeddings)
         fanouts = layer_fanouts(c)
         if c.relation_fanouts is not None:  # checked now, a start-up error, against the graph's relations
             topology = self.shard.graph if self.shard.graph is not None else self.shard.local_graph
@@ -171,7 +180,7 @@ class Trainer:
         if model is None:
             torch.manual_seed(c.seed)  # identical initial weights on every rank
             if self.shard.typed:
-                in_dims = {t: None if f is None else int(f.shape[1]) for t, f in self.shard.features.items()}
+                in_dims = {t: c.embed_dim if f is None else int(f.shape[1]) for t, f in self.shard.features.items()}
                 model = build_model(c, in_dims, self.num_classes, typed_schema(self.shard))
             else:
                 model = build_model(c, self.shard.feature_dim, self.num_classes)
@@ -232,6 +241,8 @@ class Trainer:
         totals = average_gradients(self.model, self.comm, extra=stats)
         t2 = time.perf_counter()
         self.optimizer.step()
+        if self.embeddings is not None:  # collective: the rows' gradients to their owners, sparse updates
+            self.embeddings.step(batch)
         t3 = time.perf_counter()
         for key, dt in (("sample_s", batch.sample_s), ("gather_s", batch.gather_s), ("wait_s", batch.wait_s),
                         ("compute_s", t1 - t0), ("allreduce_s", t2 - t1), ("optimizer_s", t3 - t2)):
@@ -311,8 +322,8 @@ class Trainer:
                 else:
                     record.val_acc = self.evaluate("val", epoch)
                     record.test_acc = self.evaluate("test", epoch)
-            if self.checkpoints is not None and lead:
-                self.checkpoints.save(epoch, self.model, self.optimizer)
+            if self.checkpoints is not None:  # collective with embeddings: each rank saves its shard
+                self.checkpoints.save(epoch, self.model, self.optimizer, self.comm, self.embeddings)
             history.append(record)
             if lead:
                 self.reporter.epoch(record)
