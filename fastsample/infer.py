@@ -74,6 +74,10 @@ def main(argv=None) -> int:
         # a vanilla-only partition holds each rank's own rows' in-edges: enough (inference.all_in_edges)
         layout = "vanilla" if read_partition_meta(args.data)["mode"] == "vanilla" else "hybrid"
         part = load_partition(args.data, comm.rank, comm.size, mode=layout)
+        if part.typed:
+            raise ValueError(f"{args.data}: typed data: python -m fastsample.infer writes one matrix over every node "
+                             "and does not take typed partitions yet; python -m fastsample.train --eval full "
+                             "evaluates them exactly")
         state = load_checkpoint(Path(args.checkpoint), "cpu")
         config = from_dict(TrainConfig, state["config"])
         model = build_model(config, part.feature_dim, part.num_classes)

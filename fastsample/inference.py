@@ -11,6 +11,12 @@ input shard and its output shard.
 The model provides ``num_layers`` and ``layer(i, block, h) -> h``, layer i alone as in
 eval mode (activation included, no dropout); forward(blocks, x) in eval mode must equal
 applying them in turn. The built-in GraphSAGE and the PyG examples do.
+
+On typed data the rows are per node type, sharded by the partition's type runs, and the
+model's layer takes a TypedBlock and {node type: rows} and returns {node type: rows of
+its destinations} (the built-in R-GCN does); every layer but the last computes all of a
+rank's nodes, the last only its nodes of the target type. Featureless types start from
+``inputs`` (the trainer's embedding shards).
 """
 
 from __future__ import annotations
@@ -22,12 +28,15 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from fastsample import bf16
 from fastsample.block import Block
 from fastsample.comm import Communicator
 from fastsample.comm.local import LocalCommunicator
 from fastsample.distributed import FeatureGather
+from fastsample.distributed.typed_gather import TypedGather
 from fastsample.loader import open_data
 from fastsample.sampling import MFG, assemble, sample, sample_neighbors
+from fastsample.typed_block import TypedBlock
 
 
 def check_layerwise(model) -> None:
@@ -42,15 +51,17 @@ def all_in_edges(part, seeds: np.ndarray) -> MFG:
     if part.graph is not None:
         (mfg,) = sample(part.graph, seeds, [-1])  # all neighbours: no draw, no key
         return mfg
-    lo = int(part.offsets[part.rank])
+    lo, g = int(part.offsets[part.rank]), part.local_graph
+    # all neighbours (per edge type on a typed graph): no draw, so the key is irrelevant
+    fanout, key = (np.full(g.num_edge_types, -1), np.zeros(g.num_edge_types, np.uint64)) if g.typed else (-1, 0)
     (mfg,) = assemble(seeds, 1, part.num_nodes,
-                      lambda dst, _: sample_neighbors(part.local_graph, dst, -1, 0, row_offset=lo))
+                      lambda dst, _: sample_neighbors(g, dst, fanout, key, row_offset=lo))
     return mfg
 
 
 @torch.no_grad()
 def layerwise(model, data, comm: Communicator | None = None, batch_size: int = 4096, device="cpu",
-              progress: bool = False) -> np.ndarray:
+              progress: bool = False, inputs: dict | None = None) -> np.ndarray:
     """The model's output for every node this rank owns, with all neighbours (exact).
 
     Args:
@@ -61,8 +72,11 @@ def layerwise(model, data, comm: Communicator | None = None, batch_size: int = 4
         batch_size: destination nodes per rank per batch (bounds the batch's memory).
         device: where the model runs.
         progress: a bar on rank 0 (drawn only on a terminal).
+        inputs: typed data: {node type: this rank's input rows} for the featureless types
+            (their embedding shards); the features serve the others.
     Returns:
-        float32 (owned nodes, output width): row k is node ``offsets[rank] + k``.
+        float32 (owned nodes, output width): row k is node ``offsets[rank] + k``; typed
+        data: (owned nodes of the target type, output width), row k its k-th of them.
     """
     check_layerwise(model)
     if batch_size < 1:
@@ -79,6 +93,12 @@ def layerwise(model, data, comm: Communicator | None = None, batch_size: int = 4
     device = torch.device(device)
     bar = tqdm(total=model.num_layers * steps, desc="layer-wise inference", leave=False,
                disable=not progress or comm.rank != 0 or not sys.stderr.isatty())
+    if part.typed:
+        try:
+            return _typed(model, part, comm, batch_size, device, bar, {**part.features, **(inputs or {})})
+        finally:
+            bar.close()
+            model.train(was_training)
     h = part.features  # this layer's input rows, sharded like the features
     try:
         for i in range(model.num_layers):
@@ -98,3 +118,42 @@ def layerwise(model, data, comm: Communicator | None = None, batch_size: int = 4
         bar.close()
         model.train(was_training)
     return h
+
+
+def _typed(model, part, comm: Communicator, batch_size: int, device, bar, h: dict) -> np.ndarray:
+    """layerwise on typed data (see the module doc); ``h``: {node type: this rank's rows}."""
+    topology = part.graph if part.graph is not None else part.local_graph
+    node_types, edge_types = topology.node_types, topology.edge_types
+    missing = [t for t in node_types if h.get(t) is None]
+    if missing:
+        raise ValueError(f"inputs: node types {', '.join(missing)} have no features: give their rows (embeddings)")
+    runs, T, r = np.asarray(part.layout["type_runs"], dtype=np.int64), len(node_types), comm.rank
+    target = node_types.index(part.target_type)
+    for i in range(model.num_layers):
+        last = i == model.num_layers - 1
+        # the nodes this layer computes, a contiguous range per rank: all of its own, or its target type's
+        lo_hi = ([(int(runs[q * T + target]), int(runs[q * T + target + 1])) for q in range(comm.size)] if last
+                 else [(int(runs[q * T]), int(runs[(q + 1) * T])) for q in range(comm.size)])
+        lo, hi = lo_hi[r]
+        steps = max(math.ceil((b - a) / batch_size) for a, b in lo_hi)  # the same on every rank
+        gather = TypedGather(comm, runs, h)
+        dtype = topology.indices.dtype
+        out = {}
+        for step in range(steps):
+            seeds = np.arange(lo + step * batch_size, min(hi, lo + (step + 1) * batch_size), dtype=dtype)
+            mfg = all_in_edges(part, seeds)
+            rows, src_type, _ = gather(mfg.src_ids)
+            block = TypedBlock.from_mfg(mfg, src_type[:mfg.num_src], node_types, edge_types, device)
+            x = {t: bf16.to_tensor(v).to(device) for t, v in rows.items()}
+            y = model.layer(i, block, x)
+            dst_type = src_type[:mfg.num_dst]
+            for t, v in y.items():
+                k = node_types.index(t)
+                if t not in out:
+                    out[t] = np.empty((int(runs[r * T + k + 1] - runs[r * T + k]), v.shape[1]), dtype=np.float32)
+                # a type's destinations come in id order: their rows in the type's run
+                at = mfg.src_ids[:mfg.num_dst][dst_type == k].astype(np.int64) - runs[r * T + k]
+                out[t][at] = v.float().cpu().numpy()
+            bar.update()
+        h = out
+    return h[part.target_type]

@@ -114,10 +114,11 @@ def open_data(data, comm: Communicator, mode: str = "hybrid") -> RankPartition:
 
 def narrow_features(part: RankPartition) -> RankPartition:
     """``part`` with its float32 features narrowed to bfloat16 (in memory, half the bytes);
-    16-bit features are returned as they are."""
-    if part.typed or part.features.dtype != np.float32:  # typed: the loader says bf16 is not there yet
-        return part
-    return dataclasses.replace(part, features=bf16.narrow(part.features))
+    16-bit features are returned as they are (on typed data, per node type)."""
+    narrow = lambda f: bf16.narrow(f) if f is not None and f.dtype == np.float32 else f
+    if part.typed:
+        return dataclasses.replace(part, features={t: narrow(f) for t, f in part.features.items()})
+    return part if part.features.dtype != np.float32 else dataclasses.replace(part, features=narrow(part.features))
 
 
 class NodeLoader:
@@ -175,9 +176,6 @@ class NodeLoader:
             raise ConfigError("cache_fraction", f"must be in [0, 1) (got {cache_fraction!r})")
         self.comm = comm if comm is not None else LocalCommunicator()
         self.part = open_data(data, self.comm, mode)
-        if self.part.typed and (precision != "fp32" or cache_fraction):
-            raise ValueError(f"{self.part.path}: typed data: the loader gathers per-type rows in float32 and without "
-                             "a feature cache (precision bf16 and cache_fraction come later)")
         if precision == "bf16":
             self.part = narrow_features(self.part)
         self.split, self.batch_size, self.seed, self.mode = split, int(batch_size), int(seed), mode
@@ -200,7 +198,8 @@ class NodeLoader:
             # without prefetch, the tables' rows ride in the features' two rounds; with it,
             # the rows come at the step (_fill_embeddings), never from before an update
             shards = {**self.part.features, **(tables if not self.prefetch else {})}
-            self.gather = TypedGather(data_comm, runs, shards, learnable=() if self.prefetch else tables)
+            self.gather = TypedGather(data_comm, runs, shards, keep_dtype=precision == "bf16",
+                                      learnable=() if self.prefetch else tables)
             self.embed_gather = (TypedGather(self.comm, runs, {t: tables.get(t) for t in shards}, learnable=tables)
                                  if self.prefetch and tables else None)
             # a node's index among all nodes of its type = its id + its run's base
@@ -230,7 +229,9 @@ class NodeLoader:
         self.cache_fraction, self.cache_policy = float(cache_fraction), cache_policy
         if self.cache_fraction:
             f = self.part.features
-            need = int(self.cache_fraction * self.part.num_nodes) * f.shape[1] * f.dtype.itemsize
+            row = (max((v.shape[1] * v.dtype.itemsize for v in f.values() if v is not None), default=0)
+                   if self.part.typed else f.shape[1] * f.dtype.itemsize)  # typed: at most the widest type's
+            need = int(self.cache_fraction * self.part.num_nodes) * row
             available = available_memory()
             if available is not None and need > available // 2:
                 raise ConfigError("cache_fraction", f"{self.cache_fraction}: the cache needs {need / 2**20:,.0f} MiB "
@@ -325,7 +326,7 @@ class NodeLoader:
     def _typed_x(self, rows: dict) -> dict:
         """batch.x of typed rows: the tables' rows as leaf tensors that take a gradient."""
         tables = self.embeddings.tables if self.embeddings is not None else {}
-        return {t: None if r is None else torch.from_numpy(r).to(self.device).requires_grad_(t in tables)
+        return {t: None if r is None else bf16.to_tensor(r).to(self.device).requires_grad_(t in tables)
                 for t, r in rows.items()}
 
     def _fill_embeddings(self, batch: Batch) -> None:

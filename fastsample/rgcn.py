@@ -77,30 +77,49 @@ class RGCN(nn.Module):
                 "__".join(e): _RelationConv(dims[e[0]], dims[e[2]], out) for e in self.edge_types}))
             dims = dict.fromkeys(dims, out)
 
+    @property
+    def num_layers(self) -> int:
+        return len(self.layers)
+
     def forward(self, blocks: list[TypedBlock], x: dict) -> torch.Tensor:
         """The target type's logits for the last block's destinations of that type."""
+        h = self._inputs(x)
+        last = len(self.layers) - 1
+        for i, block in enumerate(blocks):
+            h = self._conv(i, block, h)
+            if i < last:
+                h = {t: self.dropout(torch.relu(v)) for t, v in h.items()}
+        return h[self.target_type]
+
+    def layer(self, i: int, block: TypedBlock, h: dict) -> dict:
+        """Layer i alone as in eval mode (ReLU below the last layer, no dropout), {node type:
+        its destinations' rows}; the last layer gives the target type only. In eval mode
+        forward is these in turn, which layer-wise inference (fastsample/inference.py) needs."""
+        out = self._conv(i, block, self._inputs(h))
+        return out if i == len(self.layers) - 1 else {t: torch.relu(v) for t, v in out.items()}
+
+    def _inputs(self, x: dict) -> dict:
         missing = [t for t in self.node_types if x.get(t) is None]
         if missing:
             raise ValueError(f"x: no rows for node types {', '.join(missing)} (featureless: the loader needs "
                              "embeddings)")
-        h = {t: x[t].float() for t in self.node_types}
-        last = len(self.layers) - 1
-        for i, (layer, block) in enumerate(zip(self.layers, blocks)):
-            wanted = [self.target_type] if i == last else self.node_types
-            out = {t: None for t in wanted}
-            for r, e in enumerate(block.edge_types):
-                s, _, d = e
-                if d not in out:
-                    continue
-                indptr, indices = block.csc(r)
-                rel = Block(indptr, indices, block.num_dst_dict[d], block.num_src_dict[s], block.device)
-                y = layer["__".join(e)](rel, h[s], h[d][:block.num_dst_dict[d]])
-                out[d] = y if out[d] is None else out[d] + y
-            width = layer["__".join(self.edge_types[0])].self_lin.out_features
-            h = {t: (v if v is not None else torch.zeros(block.num_dst_dict[t], width)) for t, v in out.items()}
-            if i < last:
-                h = {t: self.dropout(torch.relu(v)) for t, v in h.items()}
-        return h[self.target_type]
+        return {t: x[t].float() for t in self.node_types}
+
+    def _conv(self, i: int, block: TypedBlock, h: dict) -> dict:
+        """Layer i before its activation: per destination type, the sum over its relations."""
+        layer = self.layers[i]
+        wanted = [self.target_type] if i == len(self.layers) - 1 else self.node_types
+        out = {t: None for t in wanted}
+        for r, e in enumerate(block.edge_types):
+            s, _, d = e
+            if d not in out:
+                continue
+            indptr, indices = block.csc(r)
+            rel = Block(indptr, indices, block.num_dst_dict[d], block.num_src_dict[s], block.device)
+            y = layer["__".join(e)](rel, h[s], h[d][:block.num_dst_dict[d]])
+            out[d] = y if out[d] is None else out[d] + y
+        width = layer["__".join(self.edge_types[0])].self_lin.out_features
+        return {t: (v if v is not None else torch.zeros(block.num_dst_dict[t], width)) for t, v in out.items()}
 
 
 class _RelationConv(nn.Module):

@@ -131,16 +131,15 @@ def test_the_typed_generator_checks_its_parameters_and_the_cli_its_flags(tmp_pat
     assert not (tmp_path / "y").exists()
 
 
-def test_what_does_not_take_typed_data_yet_says_so(typed, tmp_path):
-    from fastsample.loader import NodeLoader
+def test_infer_says_it_does_not_take_typed_data_yet(typed, tmp_path):
     from fastsample.partition import partition_dataset
 
-    with pytest.raises(ValueError, match=r"typed data: the loader gathers per-type rows in float32 and without"):
-        NodeLoader(typed, [5], 10, cache_fraction=0.1)
     partition_dataset(typed, tmp_path / "p1", 1, progress=False)
-    for flag, message in ((["--cache-fraction", "0.1"], "typed data: the loader gathers per-type rows in float32"),
-                          (["--precision", "bf16"], "typed data: the loader gathers per-type rows in float32"),
-                          (["--eval", "full"], "--eval full: exact layer-wise inference does not take typed data")):
-        proc = run_module("fastsample.train", "--data", tmp_path / "p1", "--epochs", "1", *flag)
-        assert proc.returncode == 2 and message in proc.stderr, proc.stderr
-        assert proc.stderr.count("\n") == 1, proc.stderr
+    ck = tmp_path / "ck"
+    proc = run_module("fastsample.train", "--data", tmp_path / "p1", "--epochs", "1", "--fanouts", "3,3", "--quiet",
+                      "--checkpoint-dir", ck)
+    assert proc.returncode == 0, proc.stderr
+    proc = run_module("fastsample.infer", "--data", tmp_path / "p1", "--checkpoint", ck / "epoch-0.pt",
+                      "--out", tmp_path / "out")
+    assert proc.returncode != 0 and "does not take typed partitions yet" in proc.stderr, proc.stderr
+    assert proc.stderr.count("\n") == 1 and not (tmp_path / "out").exists(), proc.stderr

@@ -134,6 +134,61 @@ def test_the_pyg_rgat_example_trains_typed_data_alike_in_both_modes(typed, tmp_p
     assert runs[0][-1]["loss"] < runs[0][0]["step_losses"][0]  # it learns
 
 
+def test_layerwise_inference_on_typed_data_is_the_full_neighbour_forward(typed):
+    # every target node's output from layer-wise inference equals the R-GCN's forward on
+    # its full-neighbour blocks (fanout -1 on every relation), embeddings included
+    from fastsample.distributed.embedding import ShardedEmbeddings
+    from fastsample.inference import layerwise
+    from fastsample.rgcn import RGCN
+
+    ds = load_dataset(typed / "h")
+    g = ds.graph
+    runs = g.node_type_offset
+    emb = ShardedEmbeddings(runs, 0, 1, g.node_types, ["institute"], dim=8, lr=0.1, seed=1)
+    torch.manual_seed(0)
+    dims = {t: 8 if f is None else f.shape[1] for t, f in ds.features.items()}
+    model = RGCN(dims, 16, ds.num_classes, 2, g.edge_types, ds.target_type)
+    out = layerwise(model, typed / "h", batch_size=300, inputs=emb.shards())
+    lo = g.node_type_offset[g.node_types.index(ds.target_type)]
+    assert out.shape == (len(ds.labels), ds.num_classes)
+    model.eval()
+    loader = NodeLoader(typed / "h", [-1, -1], 100, split="test", embeddings=emb)
+    with torch.no_grad():
+        for batch in loader:
+            want = model(batch.blocks, batch.x).numpy()
+            np.testing.assert_allclose(out[batch.seeds.numpy() - lo], want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.mpi
+def test_eval_full_on_typed_data_agrees_in_both_modes(typed, tmp_path):
+    from conftest import train_records
+
+    args = ["--fanouts", "4,3", "--batch-size", "64", "--hidden", "16", "--epochs", "2", "--threads", "1", "--quiet",
+            "--eval", "full", "--eval-batch-size", "300"]
+    runs = [train_records(typed / "p2", 2, tmp_path / f"{m}.jsonl", *args, "--mode", m) for m in ("hybrid", "vanilla")]
+    assert [(r["val_acc"], r["test_acc"]) for r in runs[0]] == [(r["val_acc"], r["test_acc"]) for r in runs[1]]
+    assert runs[0][-1]["val_acc"] > 0.8
+
+
+@pytest.mark.mpi
+def test_the_feature_cache_and_bf16_take_typed_data(typed, tmp_path):
+    # a cache changes the bytes sent, never the losses, in either mode; bf16 sends fewer
+    # bytes again, and with a cache and prefetch still gives bf16's own losses
+    from conftest import train_records
+
+    args = ["--fanouts", "4,3", "--batch-size", "64", "--hidden", "16", "--epochs", "1", "--threads", "1", "--quiet"]
+    run = lambda name, *more: train_records(typed / "p2", 2, tmp_path / f"{name}.jsonl", *args, *more)[0]
+    plain, cached = run("plain"), run("cached", "--cache-fraction", "0.2")
+    vanilla = run("vanilla", "--cache-fraction", "0.2", "--cache-policy", "degree", "--mode", "vanilla")
+    assert plain["step_losses"] == cached["step_losses"] == vanilla["step_losses"]
+    assert cached["cache_hit_rate"] > 0.3 and cached["bytes_sent"] < plain["bytes_sent"] / 2
+    half, half_cached = run("bf16", "--precision", "bf16"), run("bf16c", "--precision", "bf16", "--cache-fraction",
+                                                                 "0.2", "--prefetch", "1")
+    assert half["bytes_sent"] < 0.7 * plain["bytes_sent"] and half["step_losses"] != plain["step_losses"]
+    assert half["step_losses"] == half_cached["step_losses"]
+    assert abs(half["loss"] - plain["loss"]) < 0.05
+
+
 @pytest.mark.mpi
 def test_per_relation_fanouts_from_the_command_line(typed, tmp_path):
     from conftest import run_module, train_records

@@ -12,7 +12,10 @@ Which rows (``policy``):
              batches training will draw in that epoch, and later epochs draw from the
              same distribution.
 The cache is built collectively at start-up (NodeLoader.warm_up, which supplies the
-scores): each rank picks its ids, then fetches their rows with one gather.
+scores): each rank picks its ids, then fetches their rows with one gather. On typed data
+(TypedGather) it holds one FeatureCache per node type, each at its type's width and
+dtype; featureless types and learnable embedding rows (which change every step) are
+never cached.
 """
 
 from __future__ import annotations
@@ -44,6 +47,30 @@ class FeatureCache:
         return np.where(self.ids[at] == ids, at, -1)
 
 
+@dataclass(frozen=True)
+class TypedCache:
+    """Per node type (index in the gather's types) a FeatureCache of that type's rows."""
+
+    by_type: dict
+
+    @property
+    def ids(self) -> np.ndarray:
+        """Every cached id, sorted."""
+        parts = [c.ids for c in self.by_type.values()]
+        return np.sort(np.concatenate(parts)) if parts else np.empty(0, dtype=np.int64)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(c.nbytes for c in self.by_type.values())
+
+
+def as_stored(rows: np.ndarray, dtype) -> np.ndarray:
+    """Gathered rows back in the shard's dtype (a cache holds rows as the shard does)."""
+    if rows.dtype == dtype:
+        return rows
+    return bf16.narrow(rows) if dtype == bf16.BITS else rows.astype(dtype)
+
+
 def degree_scores(part, comm) -> np.ndarray:
     """Each node's out-degree (how often it is some node's in-neighbour), from the rank's
     share ``part``: the whole topology (hybrid), or its owned rows summed over ranks
@@ -67,23 +94,20 @@ def frequency_scores(inputs, num_nodes: int) -> np.ndarray:
 
 def build_cache(gather, scores: np.ndarray, fraction: float) -> FeatureCache:
     """This rank's cache: the ``fraction`` of all nodes (rounded down) with the highest
-    ``scores`` among those this rank does not own and would fetch (score > 0), their rows
-    fetched through ``gather`` (a FeatureGather; one collective fetch, as a step's).
-    Collective: every rank calls it."""
+    ``scores`` among those this rank may cache (``gather.uncacheable()``: its own rows,
+    which never cross the network, and on typed data rows without features or learnable
+    ones) and would fetch (score > 0), their rows fetched through ``gather`` (a
+    FeatureGather or TypedGather; one collective fetch, as a step's). Collective: every
+    rank calls it."""
     if not 0 <= fraction < 1:
         raise ValueError(f"fraction must be in [0, 1) (got {fraction})")
     n = len(scores)
-    rank = gather.comm.rank
-    lo, hi = int(gather.offsets[rank]), int(gather.offsets[rank + 1])
     scores = scores.copy()
-    scores[lo:hi] = -1  # owned rows never cross the network
-    capacity = min(int(fraction * n), n - (hi - lo))
+    for lo, hi in gather.uncacheable():
+        scores[lo:hi] = -1
+    capacity = min(int(fraction * n), int(np.count_nonzero(scores >= 0)))
     # highest scores first, ties to the lower id; never a node this rank never fetches
     top = np.argsort(-scores, kind="stable")[:capacity]
     ids = np.sort(top[scores[top] > 0]).astype(np.int64)
     gather.cache = None
-    rows = gather(ids)
-    stored = gather.shard.dtype  # the cache holds rows as the shard does
-    if rows.dtype != stored:
-        rows = bf16.narrow(rows) if stored == bf16.BITS else rows.astype(stored)
-    return FeatureCache(ids, rows)
+    return gather.cache_rows(ids)

@@ -54,6 +54,16 @@ class FeatureGather:
         self.cache = None  # a FeatureCache, set by build_cache's caller
         self.rows_local = self.rows_cached = self.rows_remote = 0  # since construction
 
+    def uncacheable(self) -> list[tuple[int, int]]:
+        """Id ranges a feature cache must not hold: this rank's own rows."""
+        return [(self.lo, int(self.offsets[self.comm.rank + 1]))]
+
+    def cache_rows(self, ids: np.ndarray):
+        """A FeatureCache of ``ids``' rows, fetched with one gather. Collective."""
+        from fastsample.distributed.cache import FeatureCache, as_stored
+
+        return FeatureCache(ids, as_stored(self(ids), self.shard.dtype))
+
     def __call__(self, ids: np.ndarray) -> np.ndarray:
         """(len(ids), feature_dim) rows of the global ``ids``, in their order (see __init__)."""
         ids = np.asarray(ids)

@@ -76,7 +76,7 @@ class TypedGather:
         self.out_dtypes = [None if s is None else (s.dtype if keep_dtype else np.dtype(np.float32))
                            for s in self.shards]
         self.rows_local = self.rows_remote = 0  # since construction
-        self.cache, self.rows_cached = None, 0  # no hot-feature cache for typed rows yet (the loader refuses one)
+        self.cache, self.rows_cached = None, 0  # a TypedCache (distributed/cache.py), set by build_cache's caller
 
     def locate(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(owner rank, node type, row in the owner's shard of that type) of each id."""
@@ -102,7 +102,15 @@ class TypedGather:
             if self.shards[t] is not None:
                 at = np.flatnonzero(local & (types == t))
                 out[self.types[t]][index[at]] = self._as_out(t, np.asarray(self.shards[t][rows[at]]))
-        remote = np.flatnonzero(~local)
+        fetch = ~local
+        for t, cache in (self.cache.by_type.items() if self.cache is not None else ()):
+            at = np.flatnonzero(fetch & (types == t))
+            slot = cache.lookup(ids[at])
+            hit = slot >= 0
+            out[self.types[t]][index[at[hit]]] = self._as_out(t, cache.rows[slot[hit]])
+            fetch[at[hit]] = False
+            self.rows_cached += int(hit.sum())
+        remote = np.flatnonzero(fetch)
         self.rows_local += int(local.sum())
         self.rows_remote += len(remote)
         order = remote[np.lexsort((types[remote], owner[remote]))]  # by owner, then type
@@ -116,6 +124,24 @@ class TypedGather:
         self._unpack(data, types[order], index[order], asked, out)
         return out, types, index, Route(types, index, np.flatnonzero(local), rows, order, asked, w_types, w_rows,
                                         wanted_counts)
+
+    def uncacheable(self) -> list[tuple[int, int]]:
+        """Id ranges a cache must not hold: this rank's own, and every rank's runs of types
+        without rows or with learnable ones (they change every step)."""
+        T, r = len(self.types), self.comm.rank
+        out = [(int(self.runs[r * T]), int(self.runs[(r + 1) * T]))]
+        for q in range(self.comm.size):
+            out += [(int(self.runs[q * T + t]), int(self.runs[q * T + t + 1])) for t in range(T)
+                    if self.shards[t] is None or self.learnable[t]]
+        return out
+
+    def cache_rows(self, ids: np.ndarray):
+        """A TypedCache of ``ids``' rows (none uncacheable), fetched with one gather. Collective."""
+        from fastsample.distributed.cache import FeatureCache, TypedCache, as_stored
+
+        out, types, _ = self(ids)
+        return TypedCache({t: FeatureCache(ids[types == t], as_stored(out[name], self.shards[t].dtype))
+                           for t, name in enumerate(self.types) if np.any(types == t)})
 
     def send_back(self, route: Route, grads: dict) -> dict:
         """Each learnable type's gradient rows, from this rank's gather (``grads``: {type:

@@ -185,9 +185,6 @@ class Trainer:
             else:
                 model = build_model(c, self.shard.feature_dim, self.num_classes)
         self.model = model.to(self.device)
-        if c.eval == "full" and self.shard.typed:
-            raise ConfigError("eval", "full: exact layer-wise inference does not take typed data yet (use --eval "
-                              "sampled)")
         if c.eval == "full":
             check_layerwise(self.model)
         if optimizer is None:
@@ -216,9 +213,11 @@ class Trainer:
     def input(self, batch: Batch) -> torch.Tensor:
         """batch.x for the model: 16-bit features go as they are to a model that reads them
         (``reads_16bit_input``, as the built-in GraphSAGE), widened for any other."""
-        if isinstance(batch.x, dict):  # typed: {node type: rows}, float32 already
+        if getattr(self.model, "reads_16bit_input", False):
             return batch.x
-        return batch.x if getattr(self.model, "reads_16bit_input", False) else batch.x.float()
+        if isinstance(batch.x, dict):  # typed: {node type: rows}
+            return {t: v if v is None or v.dtype == torch.float32 else v.float() for t, v in batch.x.items()}
+        return batch.x.float()
 
     # ---------------------------------------------------------------- one step
 
@@ -265,8 +264,9 @@ class Trainer:
     def evaluate_full(self) -> tuple[float, float]:
         """Validation and test accuracy from exact layer-wise inference (one pass for both)."""
         out = layerwise(self.model, self.shard, self.comm, self.config.eval_batch_size, self.device,
-                        progress=not self.config.quiet)
-        pred, lo = out.argmax(1), int(self.shard.offsets[self.rank])
+                        progress=not self.config.quiet,
+                        inputs=self.embeddings.shards() if self.embeddings is not None else None)
+        pred, lo = out.argmax(1), self.loaders["val"].lo  # row 0: the first owned node with a label
         stats = np.zeros(4)
         for k, split in enumerate(("val", "test")):
             ids = np.asarray(getattr(self.shard, split)) - lo
