@@ -66,4 +66,16 @@ inline void choose_positions(uint64_t nkey, int64_t degree, int64_t k, int64_t* 
   }
 }
 
+// With excluded edges the rule picks ranks among the node's remaining in-edges: map the
+// sorted ranks pos[0..k) to positions in the whole list, skipping the x excluded
+// positions ex[0..x) (sorted, absolute; the list starts at `start`).
+inline void remap_positions(int64_t* pos, int64_t k, const int64_t* ex, int64_t x, int64_t start) {
+  int64_t j = 0;
+  for (int64_t i = 0; i < k; ++i) {
+    int64_t p = pos[i] + j;
+    while (j < x && ex[j] - start <= p) p = pos[i] + ++j;
+    pos[i] = p;
+  }
+}
+
 }  // namespace fastsample

@@ -17,6 +17,11 @@
 // (class Pipeline): destination i+kDepth has its positions chosen and its neighbour slots
 // prefetched while destination i is copied out, so many misses are in flight at once.
 //
+// Excluded edges (link prediction: a batch's target edges): a sorted array of positions
+// in `indices`. A node's candidates are then its in-edges minus the excluded ones, in
+// order, and the choice rule runs on those as on a whole list (choice.hpp: remap_positions),
+// so fanouts stay full where the remaining degree allows. None excluded: exactly as before.
+//
 // Memory touched: the outputs and one node map (node_map.hpp). Layer l's destinations
 // are layer l+1's sources in the same order, so the map stays valid across layers; it is
 // never reset entry by entry (generation tags).
@@ -38,12 +43,24 @@ constexpr int64_t kChunk = 512;   // destinations per parallel task
 constexpr int kDepth = 8;         // sampling pipeline depth (destinations in flight)
 constexpr uint64_t kGenMask = ~uint64_t{0xffffffff};
 
+// The excluded positions within [start, end): [lo, hi) of the sorted `ex`.
+struct Excluded {
+  const int64_t* ex = nullptr;
+  int64_t n = 0;
+  void range(int64_t start, int64_t end, int64_t& lo, int64_t& hi) const {
+    if (!n) { lo = hi = 0; return; }
+    lo = std::lower_bound(ex, ex + n, start) - ex;
+    hi = std::lower_bound(ex + lo, ex + n, end) - ex;
+  }
+};
+
 template <typename Id, typename Off>
 class Pipeline {
  public:
   // Node v's neighbours are row v - row_offset of (indptr, indices); its key is v's own.
-  Pipeline(const Off* indptr, const Id* indices, int64_t fanout, uint64_t key, int64_t row_offset = 0)
-      : indptr_(indptr - row_offset), indices_(indices), fanout_(fanout), key_(key),
+  Pipeline(const Off* indptr, const Id* indices, int64_t fanout, uint64_t key, int64_t row_offset = 0,
+           Excluded excluded = {})
+      : indptr_(indptr - row_offset), indices_(indices), fanout_(fanout), key_(key), ex_(excluded),
         width_(std::max<int64_t>(fanout, 1)), pos_(kDepth * width_) {}
 
   // Sample destinations dst[lo..hi) into out[ip[lo]..ip[hi]).
@@ -57,26 +74,35 @@ class Pipeline {
   }
 
  private:
-  struct Slot { int64_t start, k; bool all; };
+  struct Slot { int64_t start, k, degree, ex_lo, ex_hi; bool all; };
 
   void prepare(Id v, Slot& s, int64_t* pos) {
     s.start = indptr_[v];
-    const int64_t degree = static_cast<int64_t>(indptr_[v + 1]) - s.start;
-    s.k = num_picks(degree, fanout_);
-    s.all = s.k == degree;
+    s.degree = static_cast<int64_t>(indptr_[v + 1]) - s.start;
+    ex_.range(s.start, s.start + s.degree, s.ex_lo, s.ex_hi);
+    const int64_t avail = s.degree - (s.ex_hi - s.ex_lo);
+    s.k = num_picks(avail, fanout_);
+    s.all = s.k == avail;
     const Id* nbrs = indices_ + s.start;
     if (s.all) {
-      prefetch_lines(nbrs, s.k);
+      prefetch_lines(nbrs, s.degree);
     } else {
-      choose_positions(node_key(key_, v), degree, s.k, pos);
+      choose_positions(node_key(key_, v), avail, s.k, pos);
+      if (s.ex_hi > s.ex_lo) remap_positions(pos, s.k, ex_.ex + s.ex_lo, s.ex_hi - s.ex_lo, s.start);
       for (int64_t i = 0; i < s.k; ++i) __builtin_prefetch(nbrs + pos[i]);
     }
   }
 
   void emit(const Slot& s, const int64_t* pos, Id* out) const {
     const Id* nbrs = indices_ + s.start;
-    if (s.all) {
+    if (s.all && s.ex_hi == s.ex_lo) {
       std::copy(nbrs, nbrs + s.k, out);
+    } else if (s.all) {  // every neighbour but the excluded
+      const int64_t* ex = ex_.ex + s.ex_lo;
+      for (int64_t p = 0, j = 0, n = 0; p < s.degree; ++p) {
+        if (j < s.ex_hi - s.ex_lo && ex[j] - s.start == p) { ++j; continue; }
+        out[n++] = nbrs[p];
+      }
     } else {
       for (int64_t i = 0; i < s.k; ++i) out[i] = nbrs[pos[i]];
     }
@@ -86,6 +112,7 @@ class Pipeline {
   const Id* indices_;
   int64_t fanout_;
   uint64_t key_;
+  Excluded ex_;
   int64_t width_;
   std::vector<int64_t> pos_;
   Slot slot_[kDepth];
@@ -119,7 +146,8 @@ struct Relabel {
 
 // Passes 1 and 2: the MFG's indptr (picks per destination, prefix-summed).
 template <typename Id, typename Off>
-Buffer<int64_t> count_picks(const Off* indptr, const Id* dst, int64_t S, int64_t fanout, int64_t row_offset) {
+Buffer<int64_t> count_picks(const Off* indptr, const Id* dst, int64_t S, int64_t fanout, int64_t row_offset,
+                            Excluded ex = {}) {
   Buffer<int64_t> out(S + 1);
   int64_t* ip = out.data.get();
   const Off* rows = indptr - row_offset;
@@ -128,7 +156,9 @@ Buffer<int64_t> count_picks(const Off* indptr, const Id* dst, int64_t S, int64_t
   for (int64_t i = 0; i < S; ++i) {
     if (i + kAhead < S) __builtin_prefetch(&rows[dst[i + kAhead]]);
     const Id v = dst[i];
-    ip[i + 1] = num_picks(static_cast<int64_t>(rows[v + 1]) - rows[v], fanout);
+    int64_t lo, hi;
+    ex.range(rows[v], rows[v + 1], lo, hi);
+    ip[i + 1] = num_picks(static_cast<int64_t>(rows[v + 1]) - rows[v] - (hi - lo), fanout);
   }
   for (int64_t i = 0; i < S; ++i) ip[i + 1] += ip[i];
   return out;
@@ -136,10 +166,10 @@ Buffer<int64_t> count_picks(const Off* indptr, const Id* dst, int64_t S, int64_t
 
 template <typename Id, typename Off>
 LayerMFG<Id> sample_layer(const Off* indptr, const Id* indices, const Id* dst, int64_t S,
-                          int64_t fanout, uint64_t key, NodeMap& map) {
+                          int64_t fanout, uint64_t key, NodeMap& map, Excluded ex) {
   LayerMFG<Id> out;
   out.num_dst = S;
-  out.indptr = count_picks(indptr, dst, S, fanout, 0);
+  out.indptr = count_picks(indptr, dst, S, fanout, 0, ex);
   const int64_t* ip = out.indptr.data.get();
   const int64_t E = ip[S];
 
@@ -154,7 +184,7 @@ LayerMFG<Id> sample_layer(const Off* indptr, const Id* indices, const Id* dst, i
   const int64_t chunks = (S + kChunk - 1) / kChunk;
 #pragma omp parallel
   {
-    Pipeline<Id, Off> pipe(indptr, indices, fanout, key);
+    Pipeline<Id, Off> pipe(indptr, indices, fanout, key, 0, ex);
 #pragma omp for ordered schedule(dynamic, 1)
     for (int64_t c = 0; c < chunks; ++c) {
       const int64_t lo = c * kChunk, hi = std::min(S, lo + kChunk);
@@ -354,7 +384,8 @@ template <typename Id, typename Off>
 std::vector<LayerMFG<Id>> fused_sample(const Off* indptr, const Id* indices, int64_t num_nodes,
                                        const Id* seeds, int64_t num_seeds,
                                        const std::vector<int64_t>& fanouts,
-                                       const std::vector<uint64_t>& layer_keys) {
+                                       const std::vector<uint64_t>& layer_keys, const int64_t* excluded,
+                                       int64_t num_excluded) {
   NodeMapPool& pool = NodeMapPool::global();
   std::unique_ptr<NodeMap> map = pool.acquire(num_nodes);
   enter_seeds(pool, map, seeds, num_seeds);
@@ -363,7 +394,8 @@ std::vector<LayerMFG<Id>> fused_sample(const Off* indptr, const Id* indices, int
   const Id* dst = seeds;
   int64_t S = num_seeds;
   for (int64_t l = static_cast<int64_t>(fanouts.size()) - 1; l >= 0; --l) {
-    layers.push_back(sample_layer(indptr, indices, dst, S, fanouts[l], layer_keys[l], *map));
+    layers.push_back(sample_layer(indptr, indices, dst, S, fanouts[l], layer_keys[l], *map,
+                                  Excluded{excluded, num_excluded}));
     dst = layers.back().src_ids.data.get();
     S = layers.back().src_ids.size;
   }
@@ -373,15 +405,16 @@ std::vector<LayerMFG<Id>> fused_sample(const Off* indptr, const Id* indices, int
 
 template <typename Id, typename Off>
 Picks<Id> sample_neighbors(const Off* indptr, const Id* indices, const Id* dst, int64_t S, int64_t fanout,
-                           uint64_t key, int64_t row_offset) {
+                           uint64_t key, int64_t row_offset, const int64_t* excluded, int64_t num_excluded) {
   Picks<Id> out;
-  out.indptr = count_picks(indptr, dst, S, fanout, row_offset);
+  const Excluded ex{excluded, num_excluded};
+  out.indptr = count_picks(indptr, dst, S, fanout, row_offset, ex);
   const int64_t* ip = out.indptr.data.get();
   out.picked = Buffer<Id>(ip[S]);
   const int64_t chunks = (S + kChunk - 1) / kChunk;
 #pragma omp parallel
   {
-    Pipeline<Id, Off> pipe(indptr, indices, fanout, key, row_offset);
+    Pipeline<Id, Off> pipe(indptr, indices, fanout, key, row_offset, ex);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t c = 0; c < chunks; ++c) pipe.run(dst, c * kChunk, std::min(S, (c + 1) * kChunk), ip, out.picked.data.get());
   }
@@ -418,9 +451,9 @@ TypedPicks<Id, T> sample_neighbors_typed(const Off* indptr, const Id* indices, c
 #define FASTSAMPLE_INSTANTIATE(Id, Off)                                                        \
   template std::vector<LayerMFG<Id>> fused_sample<Id, Off>(                                  \
       const Off*, const Id*, int64_t, const Id*, int64_t, const std::vector<int64_t>&,       \
-      const std::vector<uint64_t>&);                                                     \
+      const std::vector<uint64_t>&, const int64_t*, int64_t);                            \
   template Picks<Id> sample_neighbors<Id, Off>(const Off*, const Id*, const Id*, int64_t, int64_t, \
-                                               uint64_t, int64_t);
+                                               uint64_t, int64_t, const int64_t*, int64_t);
 FASTSAMPLE_INSTANTIATE(int32_t, int32_t)
 FASTSAMPLE_INSTANTIATE(int32_t, int64_t)
 FASTSAMPLE_INSTANTIATE(int64_t, int64_t)

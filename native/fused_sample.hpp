@@ -22,11 +22,13 @@ struct LayerMFG {
 };
 
 // Sample layers fanouts.size()-1 .. 0 (top first) around `seeds`; see fused_sample.cpp.
+// `excluded`: sorted positions in `indices` of edges no layer may pick (none: null, 0).
 template <typename Id, typename Off>
 std::vector<LayerMFG<Id>> fused_sample(const Off* indptr, const Id* indices, int64_t num_nodes,
                                        const Id* seeds, int64_t num_seeds,
                                        const std::vector<int64_t>& fanouts,
-                                       const std::vector<uint64_t>& layer_keys);
+                                       const std::vector<uint64_t>& layer_keys, const int64_t* excluded = nullptr,
+                                       int64_t num_excluded = 0);
 
 // Typed graphs: each node's in-edges sorted by edge type (`types`, aligned with indices);
 // each (node, edge type) segment is sampled alone with fanouts[l * R + r] and keys[l * R + r].
@@ -53,7 +55,8 @@ struct Picks {
 
 template <typename Id, typename Off>
 Picks<Id> sample_neighbors(const Off* indptr, const Id* indices, const Id* dst, int64_t num_dst,
-                           int64_t fanout, uint64_t key, int64_t row_offset);
+                           int64_t fanout, uint64_t key, int64_t row_offset, const int64_t* excluded = nullptr,
+                           int64_t num_excluded = 0);
 
 // The same on a typed graph: fanouts and keys per edge type; the picks' types come too.
 template <typename Id, typename T>

@@ -31,14 +31,16 @@ nb::object to_numpy(Buffer<T>& buf) {
 }
 
 template <typename Id, typename Off>
-nb::list sample_fused(In<Off> indptr, In<Id> indices, In<Id> seeds, In<int64_t> fanouts, In<uint64_t> layer_keys) {
+nb::list sample_fused(In<Off> indptr, In<Id> indices, In<Id> seeds, In<int64_t> fanouts, In<uint64_t> layer_keys,
+                      std::optional<In<int64_t>> excluded) {
   std::vector<int64_t> f(fanouts.data(), fanouts.data() + fanouts.shape(0));
   std::vector<uint64_t> k(layer_keys.data(), layer_keys.data() + layer_keys.shape(0));
   std::vector<LayerMFG<Id>> layers;
   {
     nb::gil_scoped_release release;
     layers = fused_sample<Id, Off>(indptr.data(), indices.data(), indptr.shape(0) - 1, seeds.data(),
-                                   seeds.shape(0), f, k);
+                                   seeds.shape(0), f, k, excluded ? excluded->data() : nullptr,
+                                   excluded ? excluded->shape(0) : 0);
   }
   nb::list out;
   for (auto& l : layers)
@@ -48,12 +50,13 @@ nb::list sample_fused(In<Off> indptr, In<Id> indices, In<Id> seeds, In<int64_t> 
 
 template <typename Id, typename Off>
 nb::tuple sample_neighbors_(In<Off> indptr, In<Id> indices, In<Id> dst, int64_t fanout, uint64_t key,
-                            int64_t row_offset) {
+                            int64_t row_offset, std::optional<In<int64_t>> excluded) {
   Picks<Id> picks;
   {
     nb::gil_scoped_release release;
     picks = sample_neighbors<Id, Off>(indptr.data(), indices.data(), dst.data(), dst.shape(0), fanout, key,
-                                      row_offset);
+                                      row_offset, excluded ? excluded->data() : nullptr,
+                                      excluded ? excluded->shape(0) : 0);
   }
   return nb::make_tuple(to_numpy(picks.indptr), to_numpy(picks.picked));
 }
@@ -113,13 +116,16 @@ template <typename Id, typename Off>
 void def_sampling(nb::module_& m) {
   m.def("sample_fused", &sample_fused<Id, Off>, nb::arg("indptr").noconvert(), nb::arg("indices").noconvert(),
         nb::arg("seeds").noconvert(), nb::arg("fanouts").noconvert(), nb::arg("layer_keys").noconvert(),
-        "sample_fused(indptr, indices, seeds, fanouts, layer_keys) -> [(indptr, indices, src_ids, num_dst)] "
-        "for layers L-1..0 (top first). Inputs are validated by fastsample.sampling.sample.");
+        nb::arg("excluded").noconvert() = nb::none(),
+        "sample_fused(indptr, indices, seeds, fanouts, layer_keys, excluded=None) -> [(indptr, indices, src_ids, "
+        "num_dst)] for layers L-1..0 (top first); excluded: sorted int64 positions in indices no layer picks. "
+        "Inputs are validated by fastsample.sampling.sample.");
   m.def("sample_neighbors", &sample_neighbors_<Id, Off>, nb::arg("indptr").noconvert(),
         nb::arg("indices").noconvert(), nb::arg("dst").noconvert(), nb::arg("fanout"), nb::arg("key"),
-        nb::arg("row_offset"),
-        "sample_neighbors(indptr, indices, dst, fanout, key, row_offset) -> (mfg indptr, picked global ids): "
-        "the choice rule for node dst[i] on row dst[i] - row_offset, without relabelling.");
+        nb::arg("row_offset"), nb::arg("excluded").noconvert() = nb::none(),
+        "sample_neighbors(indptr, indices, dst, fanout, key, row_offset, excluded=None) -> (mfg indptr, picked "
+        "global ids): the choice rule for node dst[i] on row dst[i] - row_offset, without relabelling; excluded: "
+        "sorted int64 positions in indices never picked.");
 }
 
 using Rows = nb::ndarray<float, nb::ndim<2>, nb::c_contig, nb::device::cpu>;

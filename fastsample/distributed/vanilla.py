@@ -13,6 +13,9 @@ then the requester assembles the layer in destination order and relabels as the 
 kernels do. With the feature gather's 2 rounds that is 2L rounds for L layers (hybrid: 2).
 The picks are made by ``fastsample.sampling.sample_neighbors`` (native where built) and
 relabelled by ``fastsample.sampling.assemble``: the same code as hybrid sampling.
+Excluded edges (link prediction): every rank's (src, dst) pairs go to every rank once per
+step (one allgather), and each owner skips, for a requester, that requester's edges into
+the nodes it owns, so the picks are hybrid's.
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ import numpy as np
 from fastsample.comm import Communicator
 from fastsample.graph import CSCGraph
 from fastsample.partition import owner_of
-from fastsample.sampling import MFG, assemble, fanout_matrix, layer_key, resolve_kernel, sample_neighbors
+from fastsample.sampling import (MFG, assemble, edge_positions, fanout_matrix, layer_key, resolve_kernel,
+                                 sample_neighbors)
 from fastsample.sampling.rng import type_keys
 
 
@@ -57,10 +61,10 @@ class VanillaSampler:
         self.kernel = "numba" if kernel == "twostep" else kernel  # twostep picks as numba does
         self.name = f"vanilla ({self.kernel})"
 
-    def _pick_local(self, nodes, fanout, key):
+    def _pick_local(self, nodes, fanout, key, excluded=None):
         """(indptr, picks, edge types or None) of owned ``nodes``."""
         nodes = np.ascontiguousarray(nodes, dtype=self.local.indices.dtype)
-        out = sample_neighbors(self.local, nodes, fanout, key, self.lo, self.kernel)
+        out = sample_neighbors(self.local, nodes, fanout, key, self.lo, self.kernel, excluded)
         return out if self.local.typed else (*out, None)
 
     def _keys(self, seed, epoch, step, rank, layer):
@@ -68,8 +72,21 @@ class VanillaSampler:
         key = layer_key(seed, epoch, step, rank, layer)
         return type_keys([key], self.local.num_edge_types)[0] if self.local.typed else key
 
-    def sample(self, seeds, fanouts, *, seed: int, epoch: int, step: int) -> list[MFG]:
+    def _excluded(self, exclude) -> list:
+        """Per rank, the positions in this rank's share of that rank's excluded edges
+        (collective: one allgather of the pairs); None without exclusion."""
+        if exclude is None:
+            return [None] * self.comm.size
+        hi = int(self.offsets[self.comm.rank + 1])
+        out = []
+        for src, dst in self.comm.allgather_object(tuple(np.asarray(a, dtype=np.int64) for a in exclude)):
+            mine = (dst >= self.lo) & (dst < hi)
+            out.append(edge_positions(self.local, src[mine], dst[mine], self.lo))
+        return out
+
+    def sample(self, seeds, fanouts, *, seed: int, epoch: int, step: int, exclude=None) -> list[MFG]:
         comm = self.comm
+        excluded = self._excluded(exclude)
         seeds = np.ascontiguousarray(seeds, dtype=self.local.indices.dtype)
         if len(seeds) and (owner_of(self.offsets, seeds) != comm.rank).any():
             raise ValueError(f"rank {comm.rank}: vanilla seeds must be owned by the rank")
@@ -82,7 +99,7 @@ class VanillaSampler:
             fanout = fanouts[layer]
             key = self._keys(seed, epoch, step, comm.rank, layer)
             if layer == top:  # own seeds: no communication
-                ip, picks, types = self._pick_local(dst, fanout, key)
+                ip, picks, types = self._pick_local(dst, fanout, key, excluded[comm.rank])
                 return (ip, picks) if not typed else (ip, picks, types)
             owner = owner_of(self.offsets, dst)
             mine = np.flatnonzero(owner == comm.rank)
@@ -94,14 +111,15 @@ class VanillaSampler:
             for source, n in enumerate(asked_counts):
                 ids = asked[start:start + n]
                 start += n
-                ip, picks, types = self._pick_local(ids, fanout, self._keys(seed, epoch, step, source, layer))
+                ip, picks, types = self._pick_local(ids, fanout, self._keys(seed, epoch, step, source, layer),
+                                                    excluded[source])
                 parts = [np.diff(ip), picks.astype(np.int64)] + ([types.astype(np.int64)] if typed else [])
                 replies.append(np.concatenate(parts))
                 reply_counts.append(len(replies[-1]))
             got, got_counts = comm.all_to_all_v(np.concatenate(replies), reply_counts)
 
             degree = np.empty(len(dst), dtype=np.int64)
-            local_ip, local_picks, local_types = self._pick_local(dst[mine], fanout, key)
+            local_ip, local_picks, local_types = self._pick_local(dst[mine], fanout, key, excluded[comm.rank])
             degree[mine] = np.diff(local_ip)
             remote_deg, remote_picks, remote_types, at = [], [], [], 0
             for n_req, n_got in zip(counts, got_counts):

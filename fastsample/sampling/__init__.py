@@ -13,6 +13,10 @@ Kernels: "native" (C++/OpenMP, fused), "numba" (the same fused algorithm in Numb
 "twostep" (COO first, then compaction and COO->CSC: the conventional baseline), and
 "auto" (native when built, else numba).
 
+Link prediction: ``exclude`` (positions of edges in the graph's ``indices``, from
+``edge_positions``) names edges no layer may pick; the kernels skip them while picking,
+so fanouts stay full where the remaining degree allows (rng.py, sampling/exclusion.py).
+
 Extension point: a ``Sampler`` (the protocol below) turns a step's seeds into MFGs. The
 loader holds one: ``LocalSampler`` (this module's kernels on a whole topology, hybrid
 mode) or ``fastsample.distributed.VanillaSampler`` (a partitioned topology, built from
@@ -27,13 +31,15 @@ import numpy as np
 
 from fastsample.choices import KERNELS, check_fanouts
 from fastsample.graph import CSCGraph
+from fastsample.sampling.exclusion import check_excluded, edge_positions
 from fastsample.sampling.mfg import MFG
 from fastsample.sampling.nodemap import node_map
 from fastsample.sampling.rng import layer_key, layer_keys, type_keys
 
 from fastsample.native import lib as _native
 
-__all__ = ["MFG", "Sampler", "LocalSampler", "sample", "sample_neighbors", "assemble", "layer_key", "layer_keys",
+__all__ = ["MFG", "Sampler", "LocalSampler", "sample", "sample_neighbors", "assemble", "edge_positions", "layer_key",
+           "layer_keys",
            "KERNELS", "resolve_kernel", "get_num_threads", "set_num_threads"]
 
 
@@ -89,7 +95,7 @@ def _check(graph: CSCGraph, seeds, fanouts) -> tuple[np.ndarray, np.ndarray]:
 
 
 def sample(graph: CSCGraph, seeds, fanouts: Sequence[int], *, seed: int = 0, epoch: int = 0,
-           step: int = 0, rank: int = 0, kernel: str = "auto") -> list[MFG]:
+           step: int = 0, rank: int = 0, kernel: str = "auto", exclude=None) -> list[MFG]:
     """Sample ``len(fanouts)`` layers of MFGs around ``seeds`` (see the module doc).
 
     Args:
@@ -100,22 +106,29 @@ def sample(graph: CSCGraph, seeds, fanouts: Sequence[int], *, seed: int = 0, epo
             to fanouts (fanout_matrix); the MFGs then carry each edge's type.
         seed, epoch, step, rank: the RNG contract's key fields (rng.py).
         kernel: "native", "numba", "twostep" or "auto".
+        exclude: sorted unique int64 positions in graph.indices of edges no layer picks
+            (edge_positions gives them), or None.
     Returns:
         The MFGs, input layer first (``mfgs[-1]``'s destinations are the seeds).
     """
     kernel = resolve_kernel(kernel)
     seeds, fanouts = _check(graph, seeds, fanouts)
+    exclude = check_excluded(graph, exclude)
     keys = layer_keys(seed, epoch, step, rank, len(fanouts))
     if graph.typed:
         return _sample_typed(graph, seeds, fanouts, type_keys(keys, graph.num_edge_types), kernel)
     fanouts = np.ascontiguousarray(fanouts[:, 0])
     if kernel == "native":
-        return _mfgs(_native.sample_fused(graph.indptr, graph.indices, seeds, fanouts, keys))
+        return _mfgs(_native.sample_fused(graph.indptr, graph.indices, seeds, fanouts, keys, exclude))
     from fastsample.sampling import numba_fused, twostep
 
-    impl = numba_fused if kernel == "numba" else twostep
+    excluded = numba_fused.NO_EXCLUSION if exclude is None else exclude
     with node_map(graph.num_nodes) as m:
-        return _mfgs(impl.sample_layers(graph.indptr, graph.indices, seeds, [int(f) for f in fanouts], keys, m))
+        if kernel == "numba":
+            return _mfgs(numba_fused.sample_layers(graph.indptr, graph.indices, seeds, [int(f) for f in fanouts], keys,
+                                                   m, excluded))
+        return _mfgs(twostep.sample_layers(graph.indptr, graph.indices, seeds, [int(f) for f in fanouts], keys, m,
+                                           excluded=excluded))
 
 
 def _sample_typed(graph: CSCGraph, seeds, fanouts, keys, kernel: str) -> list[MFG]:
@@ -133,7 +146,7 @@ def _sample_typed(graph: CSCGraph, seeds, fanouts, keys, kernel: str) -> list[MF
 
 
 def sample_neighbors(graph: CSCGraph, nodes: np.ndarray, fanout, key, row_offset: int = 0,
-                     kernel: str = "auto") -> tuple[np.ndarray, ...]:
+                     kernel: str = "auto", exclude=None) -> tuple[np.ndarray, ...]:
     """One layer's choice for ``nodes``, not relabelled: the choice rule with layer key ``key``.
 
     On a typed graph ``fanout`` and ``key`` are per edge type ((R,) int64 and uint64: a
@@ -146,6 +159,7 @@ def sample_neighbors(graph: CSCGraph, nodes: np.ndarray, fanout, key, row_offset
         fanout: neighbours per node (-1: all).
         key: the layer key (``layer_key(seed, epoch, step, rank, layer)``).
         kernel: "native" where built, else Numba ("auto"); both choose the same.
+        exclude: sorted positions in graph.indices never picked (untyped graphs), or None.
     Returns:
         (indptr int64 (len(nodes) + 1,), picked global ids in CSC order).
     """
@@ -154,6 +168,7 @@ def sample_neighbors(graph: CSCGraph, nodes: np.ndarray, fanout, key, row_offset
         # the kernels read row node - row_offset unchecked: a bad offset would read past the rows
         raise ValueError(f"nodes span [{int(nodes.min())}, {int(nodes.max())}], outside the graph's rows "
                          f"{row_offset}..{row_offset + graph.num_nodes - 1}")
+    exclude = check_excluded(graph, exclude)
     if graph.typed:
         fanout = np.ascontiguousarray(fanout, dtype=np.int64)
         key = np.ascontiguousarray(key, dtype=np.uint64)
@@ -165,11 +180,12 @@ def sample_neighbors(graph: CSCGraph, nodes: np.ndarray, fanout, key, row_offset
         return numba_fused.sample_csc_typed(graph.indptr, graph.indices, graph.type_per_edge, nodes, fanout, key,
                                             max(int(fanout.max()), 1), row_offset)
     if kernel == "native":
-        return _native.sample_neighbors(graph.indptr, graph.indices, nodes, int(fanout), int(key), int(row_offset))
+        return _native.sample_neighbors(graph.indptr, graph.indices, nodes, int(fanout), int(key), int(row_offset),
+                                        exclude)
     from fastsample.sampling import numba_fused
 
     return numba_fused.sample_csc(graph.indptr, graph.indices, nodes, fanout, np.uint64(key), max(fanout, 1),
-                                  row_offset)
+                                  row_offset, numba_fused.NO_EXCLUSION if exclude is None else exclude)
 
 
 def assemble(seeds: np.ndarray, num_layers: int, num_nodes: int,
@@ -193,11 +209,13 @@ def _mfgs(layers) -> list[MFG]:
 class Sampler(Protocol):
     """What a loader needs to turn a step's seeds into MFGs (the RNG contract fixes the draws:
     every implementation returns the same MFGs for the same key). ``sample`` is collective
-    where the implementation communicates (vanilla)."""
+    where the implementation communicates (vanilla). ``exclude``: (src, dst) global ids of
+    edges no layer may pick, or None (link prediction; then given on every rank)."""
 
     name: str
 
-    def sample(self, seeds: np.ndarray, fanouts: Sequence[int], *, seed: int, epoch: int, step: int) -> list[MFG]:
+    def sample(self, seeds: np.ndarray, fanouts: Sequence[int], *, seed: int, epoch: int, step: int,
+               exclude=None) -> list[MFG]:
         ...
 
 
@@ -213,9 +231,10 @@ class LocalSampler:
     def __init__(self, graph: CSCGraph, rank: int = 0, kernel: str = "auto"):
         self.graph, self.rank, self.name = graph, int(rank), resolve_kernel(kernel)
 
-    def sample(self, seeds, fanouts, *, seed: int, epoch: int, step: int) -> list[MFG]:
+    def sample(self, seeds, fanouts, *, seed: int, epoch: int, step: int, exclude=None) -> list[MFG]:
+        positions = None if exclude is None else edge_positions(self.graph, *exclude)
         return sample(self.graph, seeds, fanouts, seed=seed, epoch=epoch, step=step, rank=self.rank,
-                      kernel=self.name)
+                      kernel=self.name, exclude=positions)
 
 
 def get_num_threads() -> int:

@@ -18,7 +18,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from fastsample.sampling.rng import BITSET_WORDS, num_picks, pick_neighbors, pick_segment, segment_end
+from fastsample.sampling.rng import (BITSET_WORDS, excluded_range, num_picks, pick_excluding, pick_segment,
+                                     segment_end)
 
 _CHUNK = 256  # destinations per parallel task; one scratch buffer per task
 
@@ -42,24 +43,30 @@ def reset_map(ids, m):
         m[ids[i]] = -1
 
 
+NO_EXCLUSION = np.empty(0, dtype=np.int64)
+
+
 @numba.njit(nogil=True, cache=True, parallel=True)
-def sample_csc(indptr, indices, dst, fanout, key, max_pick, row_offset=0):
+def sample_csc(indptr, indices, dst, fanout, key, max_pick, row_offset=0, excluded=NO_EXCLUSION):
     """Passes 1-3: (mfg indptr, chosen global source ids in CSC order). Node dst[i]'s
-    neighbours are row dst[i] - row_offset of (indptr, indices)."""
+    neighbours are row dst[i] - row_offset of (indptr, indices); ``excluded``: sorted
+    positions in ``indices`` never picked (rng.py)."""
     n = len(dst)
     counts = np.empty(n + 1, dtype=np.int64)
     counts[0] = 0
     for i in numba.prange(n):
         v = dst[i] - row_offset
-        counts[i + 1] = num_picks(indptr[v + 1] - indptr[v], fanout)
+        lo, hi = excluded_range(excluded, indptr[v], indptr[v + 1])
+        counts[i + 1] = num_picks(indptr[v + 1] - indptr[v] - (hi - lo), fanout)
     out_indptr = np.cumsum(counts)
     picked = np.empty(out_indptr[-1], dtype=indices.dtype)
     for c in numba.prange((n + _CHUNK - 1) // _CHUNK):
         scratch = np.empty(max_pick, dtype=np.int64)
         bits = np.empty(BITSET_WORDS, dtype=np.uint64)
         for i in range(c * _CHUNK, min(n, (c + 1) * _CHUNK)):
-            pick_neighbors(indptr, indices, dst[i] - row_offset, dst[i], fanout, key, scratch, bits,
-                           picked, out_indptr[i])
+            v = dst[i] - row_offset
+            pick_excluding(indices, indptr[v], indptr[v + 1] - indptr[v], dst[i], fanout, key, scratch, bits,
+                           picked, out_indptr[i], excluded)
     return out_indptr, picked
 
 
@@ -119,10 +126,10 @@ def relabel(dst, picked, m):
     return local, src[:nxt].copy()
 
 
-def sample_layers(indptr, indices, seeds, fanouts, keys, m):
+def sample_layers(indptr, indices, seeds, fanouts, keys, m, excluded=NO_EXCLUSION):
     """All layers, top first: [(indptr, indices, src_ids, num_dst)] for layers L-1 .. 0."""
     def pick(dst, layer):
-        return sample_csc(indptr, indices, dst, fanouts[layer], keys[layer], max(fanouts[layer], 1))
+        return sample_csc(indptr, indices, dst, fanouts[layer], keys[layer], max(fanouts[layer], 1), 0, excluded)
 
     return relabel_layers(seeds, len(fanouts), pick, m)
 

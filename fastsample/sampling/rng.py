@@ -14,6 +14,11 @@ On a typed graph each node's in-edges are sorted by edge type, and each (node, e
 segment is sampled alone with its type's fanout and key. A one-type graph has only edge
 type 0, whose key is the layer key: its samples are those of the untyped rule, bitwise.
 
+Excluded edges (link prediction: a batch's target edges, given as positions in the
+graph's ``indices``): a node's candidates are its in-edges minus the excluded ones, in
+order, and the rule below runs on those d' = d - x as on a whole list, its chosen ranks
+mapped back to positions (remap_positions). With none excluded nothing changes.
+
 A node with degree d <= fanout (or fanout == -1) keeps all its neighbours. Otherwise
 Robert Floyd's algorithm picks a uniform k-subset of the positions 0..d-1 with exactly k
 draws: for i, j in enumerate(range(d - k, d)): t = uniform(0..j) from draw(i); take t
@@ -151,15 +156,6 @@ def choose_positions(nkey, degree, k, out, bits):
 
 
 @numba.njit(inline="always")
-def pick_neighbors(indptr, indices, row, node, fanout, key, scratch, bits, out, at):
-    """Write the chosen in-neighbours of ``node`` (global ids), whose neighbour list is
-    row ``row`` of (indptr, indices), to out[at:at + num_picks]. row == node for a whole
-    graph; a vanilla rank's slice of it numbers its rows from its first owned node."""
-    return pick_segment(indices, indptr[row], indptr[row + 1] - indptr[row], node, fanout, key, scratch, bits,
-                        out, at)
-
-
-@numba.njit(inline="always")
 def pick_segment(indices, start, degree, node, fanout, key, scratch, bits, out, at):
     """The choice rule on the ``degree`` neighbours indices[start:start + degree] of
     ``node`` (all of its in-edges, or one edge type's segment of them): the chosen ones
@@ -170,6 +166,49 @@ def pick_segment(indices, start, degree, node, fanout, key, scratch, bits, out, 
             out[at + i] = indices[start + i]
     else:
         choose_positions(node_key(key, node), degree, k, scratch, bits)
+        for i in range(k):
+            out[at + i] = indices[start + scratch[i]]
+    return k
+
+
+@numba.njit(inline="always")
+def excluded_range(ex, start, end):
+    """[lo, hi) of the sorted excluded positions ``ex`` that fall in [start, end)."""
+    return np.searchsorted(ex, start), np.searchsorted(ex, end)
+
+
+@numba.njit(inline="always")
+def remap_positions(pos, k, ex, lo, hi, start):
+    """Ranks pos[:k] (sorted) among the remaining in-edges -> positions in the whole list,
+    skipping the excluded ex[lo:hi] (sorted, absolute; the list starts at ``start``)."""
+    j = 0
+    for i in range(k):
+        p = pos[i] + j
+        while j < hi - lo and ex[lo + j] - start <= p:
+            j += 1
+            p = pos[i] + j
+        pos[i] = p
+
+
+@numba.njit(inline="always")
+def pick_excluding(indices, start, degree, node, fanout, key, scratch, bits, out, at, ex):
+    """pick_segment with the excluded positions ``ex`` (sorted) never picked; returns k."""
+    lo, hi = excluded_range(ex, start, start + degree)
+    if lo == hi:
+        return pick_segment(indices, start, degree, node, fanout, key, scratch, bits, out, at)
+    avail = degree - (hi - lo)
+    k = num_picks(avail, fanout)
+    if k == avail:
+        j, n = lo, 0
+        for p in range(start, start + degree):
+            if j < hi and ex[j] == p:
+                j += 1
+            else:
+                out[at + n] = indices[p]
+                n += 1
+    else:
+        choose_positions(node_key(key, node), avail, k, scratch, bits)
+        remap_positions(scratch, k, ex, lo, hi, start)
         for i in range(k):
             out[at + i] = indices[start + scratch[i]]
     return k

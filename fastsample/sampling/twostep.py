@@ -15,18 +15,18 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from fastsample.sampling.numba_fused import reset_map, sample_csc, sample_csc_typed, seed_map
+from fastsample.sampling.numba_fused import NO_EXCLUSION, reset_map, sample_csc, sample_csc_typed, seed_map
 
 _UNTYPED = np.empty(0, dtype=np.uint8)
 
 
-def sample_coo(indptr, indices, seeds, fanout, key, types=None):
+def sample_coo(indptr, indices, seeds, fanout, key, types=None, excluded=NO_EXCLUSION):
     """Step 1: (src, dst, edge types) of the sampled edges, global ids, grouped by
     destination (edge types: empty for an untyped graph; else fanout and key are per edge
     type). The picks come from the same pass as the fused kernel's (one choice rule); the
     destination column is what makes it COO."""
     if types is None:
-        offsets, src = sample_csc(indptr, indices, seeds, fanout, key, max(fanout, 1))
+        offsets, src = sample_csc(indptr, indices, seeds, fanout, key, max(fanout, 1), 0, excluded)
         etypes = _UNTYPED
     else:
         offsets, src, etypes = sample_csc_typed(indptr, indices, types, seeds, fanout, key, max(int(fanout.max()), 1))
@@ -74,7 +74,7 @@ def coo_to_csc(lsrc, ldst, num_dst, etypes):
     return indptr, out, out_types
 
 
-def sample_layers(indptr, indices, seeds, fanouts, keys, m, types=None):
+def sample_layers(indptr, indices, seeds, fanouts, keys, m, types=None, excluded=NO_EXCLUSION):
     """All layers, top first: [(indptr, indices, src_ids, num_dst)] for layers L-1 .. 0;
     typed (``types`` aligned with ``indices``; fanouts and keys (L, R)): each with its
     edge types too."""
@@ -85,7 +85,8 @@ def sample_layers(indptr, indices, seeds, fanouts, keys, m, types=None):
         if dup >= 0:
             raise ValueError(f"seeds must be unique: node {dst[dup]} appears more than once")
         try:
-            coo_src, coo_dst, coo_types = sample_coo(indptr, indices, dst, fanouts[layer], keys[layer], types)
+            coo_src, coo_dst, coo_types = sample_coo(indptr, indices, dst, fanouts[layer], keys[layer], types,
+                                                     excluded)
             lsrc, ldst, src_ids = compact(dst, coo_src, coo_dst, m)
         finally:
             reset_map(dst, m)
