@@ -584,7 +584,7 @@ class DatasetWriter(AtomicDirectory):
 
 def write_dataset(path, graph: CSCGraph, features, labels, train, val, test, *,
                   name: str, num_classes: int, target_type: str | None = None, overwrite: bool = False,
-                  **extra) -> dict:
+                  arrays: dict | None = None, **extra) -> dict:
     """Validate in-memory arrays, then write them as a dataset directory (atomically).
 
     The checks are load_dataset's (shapes, dtypes, ids in range, disjoint labelled
@@ -597,7 +597,8 @@ def write_dataset(path, graph: CSCGraph, features, labels, train, val, test, *,
         features: (N, F) float32 or float16; labels: (N,) integers, -1 = unlabelled;
         train, val, test: disjoint labelled node ids; name: the dataset's name;
         num_classes: classes (labels are below it); overwrite: replace an existing directory;
-        extra: more meta.json fields (e.g. provenance).
+        arrays: more arrays to store, {relative name without .npy: array}, checked by their
+            owner (e.g. fastsample/edge_splits.py's link/*); extra: more meta.json fields (e.g. provenance).
         A typed graph (graph.typed) also needs ``target_type``, features as {node type:
         (its nodes, F_type) or None}, and labels for the target type's nodes only.
     Returns:
@@ -616,6 +617,8 @@ def write_dataset(path, graph: CSCGraph, features, labels, train, val, test, *,
     if n < 0:
         raise DatasetError(f"{arg('graph.indptr')}: empty; a graph of N nodes has N + 1 offsets")
     validate_csc(indptr, indices, n, name=lambda key: arg(f"graph.{key}"))
+    if (graph.typed or target_type is not None) and arrays:
+        raise DatasetError(f"{arg('arrays')}: typed datasets take no extra arrays yet")
     if graph.typed or target_type is not None:
         return _write_typed(path, graph, features, labels, {"train": train, "val": val, "test": test}, name=name,
                             num_classes=int(num_classes), target_type=target_type, overwrite=overwrite, **extra)
@@ -634,6 +637,8 @@ def write_dataset(path, graph: CSCGraph, features, labels, train, val, test, *,
                          ("indices", indices.astype(ids, copy=False)), ("features", features),
                          ("labels", labels.astype(LABEL_DTYPE, copy=False)),
                          *((k, v.astype(ids, copy=False)) for k, v in splits.items())):
+            writer.save(key, arr)
+        for key, arr in (arrays or {}).items():
             writer.save(key, arr)
         return writer.commit(name=name, num_classes=int(num_classes), **extra)
 

@@ -23,7 +23,7 @@ LAYERS = [
      "fastsample.native", "fastsample.launcher", "fastsample.sampling.mfg", "fastsample.sampling.rng",
      "fastsample.sampling.nodemap", "fastsample.comm.base"],
     # 1: the dataset record and the job's settings
-    ["fastsample.graph", "fastsample.job"],
+    ["fastsample.graph", "fastsample.edge_splits", "fastsample.job"],
     # 2: making datasets; sampling; collectives
     ["fastsample.data", "fastsample.sampling", "fastsample.comm"],
     # 3: partitioning
@@ -33,7 +33,7 @@ LAYERS = [
      "fastsample.rgcn",
      "fastsample.model"],
     # 5: the data path
-    ["fastsample.loader"],
+    ["fastsample.loader", "fastsample.edge_loader"],
     # 6: inference over it
     ["fastsample.inference"],
     # 7: training as a library

@@ -9,7 +9,7 @@ import time
 from dataclasses import replace
 
 from fastsample.cli import Parser, fail, report
-from fastsample.graph import DatasetError, load_dataset
+from fastsample.graph import DatasetError, load_dataset, write_dataset
 
 EPILOG = """\
 examples:
@@ -18,6 +18,7 @@ examples:
   python -m fastsample.data planetoid RAW --name cora data/cora     # RAW: the ind.cora.* files
   python -m fastsample.data ogb downloads/ogbn_products data/products-ogb
   python -m fastsample.data info data/cora
+  python -m fastsample.data link-split data/cora data/cora-link --val-fraction 0.05 --test-fraction 0.1
 
 Undirected inputs are stored with both directions; duplicate edges are merged and
 self-loops dropped (see fastsample/data/edges.py). Writes are atomic: an interrupted
@@ -63,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     from fastsample.data.synth_typed import TYPED_PRESETS
 
     p = Parser(prog="python -m fastsample.data", description=__doc__.split(":", 1)[1].strip(), epilog=EPILOG)
-    sub = p.add_subparsers(dest="command", required=True, metavar="{synth,planetoid,ogb,info}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="{synth,planetoid,ogb,link-split,info}")
 
     s = sub.add_parser("synth", help="generate a power-law graph with communities",
                        description="Generate a synthetic graph with heavy-tailed degrees and "
@@ -98,13 +99,26 @@ def build_parser() -> argparse.ArgumentParser:
                     help="keep edges one-way (src -> dst), e.g. for ogbn-arxiv; default: undirected. On a "
                     "heterogeneous layout: keep exactly the relations given (default: add rev_REL for each)")
 
-    for cmd in (s, pl, og):
+    ls = sub.add_parser("link-split", help="hold out edges for link prediction (a new dataset directory)",
+                        description="Copy DATASET to OUT with a seeded random fraction of its edges held out for "
+                        "validation and test (removed from OUT's topology; an undirected graph's both directions "
+                        "together), the rest kept as training positives, and NEGATIVES destinations per held-out "
+                        "edge that its source has no edge to (for MRR and Hits@K). See fastsample/edge_splits.py.")
+    ls.add_argument("dataset", help="dataset directory to split (untyped)")
+    ls.add_argument("out", help="dataset directory to write")
+    ls.add_argument("--val-fraction", type=float, default=0.05, help="fraction of the edges for validation "
+                    "(default: 0.05)")
+    ls.add_argument("--test-fraction", type=float, default=0.1, help="fraction of the edges for test (default: 0.1)")
+    ls.add_argument("--negatives", type=int, default=100, help="fixed negatives per held-out edge (default: 100)")
+    ls.add_argument("--seed", type=int, default=0, help="the split's random seed (default: 0)")
+
+    for cmd in (s, pl, og, ls):
         cmd.add_argument("--overwrite", action="store_true", help="replace an existing directory")
         cmd.add_argument("--quiet", action="store_true", help="no progress bars")
 
     info = sub.add_parser("info", help="validate a dataset directory and summarise it")
     info.add_argument("dataset", help="dataset directory")
-    for cmd in (s, pl, og, info):
+    for cmd in (s, pl, og, ls, info):
         cmd.add_argument("--json", action="store_true", help="print the summary as JSON")
     return p
 
@@ -154,6 +168,24 @@ def _ogb(args):
         raise DatasetError(str(e).replace("split=", "--split ")) from e  # "split='x'" -> "--split 'x'"
 
 
+def _link_split(args) -> None:
+    from fastsample.edge_splits import make_edge_split
+
+    ds = load_dataset(args.dataset)
+    if ds.typed:
+        raise DatasetError(f"{args.dataset}: typed datasets are not split for link prediction yet")
+    try:
+        topology, split = make_edge_split(ds.graph, args.val_fraction, args.test_fraction, args.seed, args.negatives)
+    except DatasetError as e:
+        raise _in_flags(e, {"val_fraction": "--val-fraction", "test_fraction": "--test-fraction",
+                            "negatives": "--negatives"}) from e
+    keep = {k: ds.meta[k] for k in ("symmetric", "self_loops") if k in ds.meta}
+    write_dataset(args.out, topology, ds.features, ds.labels, ds.train, ds.val, ds.test, name=f"{ds.name}-link",
+                  num_classes=ds.num_classes, overwrite=args.overwrite,
+                  arrays={f"link/{k}": v for k, v in split.arrays().items()}, link=split.meta,
+                  source={"loader": "link-split", "dataset": str(args.dataset)}, **keep)
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     t0 = time.perf_counter()
@@ -178,6 +210,8 @@ def main(argv=None) -> int:
             dataset.write(
                 args.out, name=str(args.root).rstrip("/").split("/")[-1], overwrite=args.overwrite,
                 source={"loader": "ogb", "root": str(args.root), "split": args.split}, **shape, **bars)
+        elif args.command == "link-split":
+            _link_split(args)
         path = args.dataset if args.command == "info" else args.out
         from fastsample.data.summary import format_summary, summarize
 

@@ -49,14 +49,19 @@ class VanillaSampler:
         offsets: (P + 1,) the owned ranges: rank r owns ids offsets[r]..offsets[r + 1]-1.
         local_graph: in-edges of the owned range (rows local, sources global).
         kernel: the owner side's choice kernel: "native", "numba" or "auto".
+        own_seeds: the seeds are always the rank's own nodes (node classification), so the
+            top layer needs no communication; False (link prediction: an edge's endpoints
+            and negatives are anyone's): every layer asks the owners, 2 more rounds.
     """
 
-    def __init__(self, comm: Communicator, offsets: np.ndarray, local_graph: CSCGraph, kernel: str = "auto"):
+    def __init__(self, comm: Communicator, offsets: np.ndarray, local_graph: CSCGraph, kernel: str = "auto",
+                 own_seeds: bool = True):
         self.comm = comm
         self.offsets = np.asarray(offsets, dtype=np.int64)
         self.local = local_graph
         self.lo = int(self.offsets[comm.rank])
         self.num_nodes = int(self.offsets[-1])
+        self.own_seeds = bool(own_seeds)
         kernel = resolve_kernel(kernel)
         self.kernel = "numba" if kernel == "twostep" else kernel  # twostep picks as numba does
         self.name = f"vanilla ({self.kernel})"
@@ -88,12 +93,12 @@ class VanillaSampler:
         comm = self.comm
         excluded = self._excluded(exclude)
         seeds = np.ascontiguousarray(seeds, dtype=self.local.indices.dtype)
-        if len(seeds) and (owner_of(self.offsets, seeds) != comm.rank).any():
+        if self.own_seeds and len(seeds) and (owner_of(self.offsets, seeds) != comm.rank).any():
             raise ValueError(f"rank {comm.rank}: vanilla seeds must be owned by the rank")
         matrix = fanout_matrix(self.local, fanouts)  # (layers, edge types)
         fanouts = [matrix[layer] if self.local.typed else int(matrix[layer, 0]) for layer in range(len(matrix))]
         typed = self.local.typed
-        top = len(fanouts) - 1
+        top = len(fanouts) - 1 if self.own_seeds else None
 
         def pick(dst, layer):
             fanout = fanouts[layer]

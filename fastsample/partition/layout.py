@@ -9,6 +9,8 @@
         train.npy, val.npy, test.npy     owned split nodes (new global ids)
         indptr.npy, indices.npy          vanilla: in-edges of the owned nodes (indptr local
                                          to the range, indices global new ids)
+        link/*.npy                       a link-split dataset's edges (fastsample/edge_splits.py)
+                                         whose destination the part owns, in new ids
 
 ``mode`` hybrid writes topology/, vanilla writes the per-part CSCs, both writes both.
 
@@ -40,6 +42,7 @@ from fastsample.allocator import available_memory
 from fastsample.atomic import AtomicDirectory
 from fastsample.data.summary import format_bytes
 from fastsample.choices import MODES, PARTITION_METHODS, PARTITION_MODES
+from fastsample.edge_splits import load_edge_split
 from fastsample.graph import (SPLITS, CSCGraph, Dataset, DatasetError, expect_array, load_dataset, open_array,
                               read_json, type_dtype, validate_csc)
 from fastsample.partition.assign import (balance_splits, edge_cut, is_symmetric, metis_parts, random_parts,
@@ -169,6 +172,22 @@ def _write_node_data(pk: Path, ds, orig_ids: np.ndarray, lo: int, hi: int, runs,
     return size
 
 
+def _mkdir(path: Path) -> Path:
+    path.mkdir(exist_ok=True)
+    return path
+
+
+def _relabelled_edge_split(dataset, ds, new_of_old: np.ndarray) -> dict | None:
+    """The dataset's edge split (link prediction) in new ids, checked first:
+    {split: (edges (E, 2), and for val/test their negatives)}; None without one."""
+    if "link" not in ds.meta:
+        return None
+    split = load_edge_split(dataset, ds.graph.num_nodes, ds.meta["link"], graph=ds.graph)
+    new = lambda a: new_of_old[np.asarray(a, dtype=np.int64)]
+    return {"train": (new(split.train),), "val": (new(split.val), new(split.val_neg)),
+            "test": (new(split.test), new(split.test_neg))}
+
+
 def partition_dataset(dataset, out, parts: int, method: str = "auto", mode: str = "both",
                       seed: int = 0, overwrite: bool = False, progress: bool = True) -> dict:
     """Partition a dataset directory for ``parts`` ranks and write the layout (atomically).
@@ -222,6 +241,7 @@ def partition_dataset(dataset, out, parts: int, method: str = "auto", mode: str 
         np.save(tmp / "orig_ids.npy", orig_ids.astype(ds.graph.indices.dtype))
         topo_bytes = graph.indptr.nbytes + graph.indices.nbytes + (graph.type_per_edge.nbytes if ds.typed else 0)
         split_new = {s: np.sort(new_of_old[np.asarray(getattr(ds, s))]) for s in SPLITS}
+        link = _relabelled_edge_split(dataset, ds, new_of_old)
         stats = []
         for k in tqdm(range(parts), desc="writing parts", disable=not progress):
             lo, hi = int(offsets[k]), int(offsets[k + 1])
@@ -234,6 +254,12 @@ def partition_dataset(dataset, out, parts: int, method: str = "auto", mode: str 
                 mine = ids[(ids >= lo) & (ids < hi)].astype(ds.graph.indices.dtype)
                 np.save(pk / f"{s}.npy", mine)
                 counts[s] = int(len(mine))
+            if link is not None:  # each edge with its destination's owner
+                for name, (edges, *aligned) in link.items():
+                    mine = (edges[:, 1] >= lo) & (edges[:, 1] < hi)
+                    for suffix, arr in zip(("", "_neg"), (edges, *aligned)):
+                        np.save(_mkdir(pk / "link") / f"{name}{suffix}.npy", arr[mine])
+                    counts[f"link_{name}"] = int(mine.sum())
             e_lo, e_hi = int(graph.indptr[lo]), int(graph.indptr[hi])
             if mode in ("vanilla", "both"):
                 np.save(pk / "indptr.npy", (np.asarray(graph.indptr[lo:hi + 1], np.int64) - e_lo)
@@ -256,7 +282,8 @@ def partition_dataset(dataset, out, parts: int, method: str = "auto", mode: str 
         meta = {
             "layout_version": LAYOUT_VERSION,
             "dataset": {key: ds.meta[key] for key in ("name", "num_nodes", "num_edges", "feature_dim",
-                                                      "num_classes", "dtypes", *typed_keys)},
+                                                      "num_classes", "dtypes", *typed_keys, "link")
+                        if key in ds.meta},
             "source": str(Path(dataset).resolve()),
             "num_parts": parts, "method": method, "mode": mode, "seed": seed,
             "offsets": offsets.tolist(),
