@@ -227,6 +227,15 @@ class EdgeLoader:
         return EdgeBatch(at[:B], at[B:2 * B], at[2 * B:].reshape(B, self.k), edges, neg, seeds, x.to(self.device),
                          mfgs, blocks, t1 - t0, t2 - t1, wait_s=time.perf_counter() - t0)
 
+    def gather_counts(self) -> dict[str, int]:
+        """Input rows the gather has served: ``local`` (owned) and ``remote`` (as NodeLoader's)."""
+        g = self.gather
+        return {"local": g.rows_local, "cached": g.rows_cached, "remote": g.rows_remote}
+
+    @property
+    def cache(self):
+        return None
+
     def _id_dtype(self):
         g = self.part.graph if self.part.graph is not None else self.part.local_graph
         return g.indices.dtype

@@ -30,7 +30,7 @@ LAYERS = [
     ["fastsample.partition"],
     # 4: the distributed pieces and the model's parts
     ["fastsample.distributed", "fastsample.prefetch", "fastsample.block", "fastsample.typed_block", "fastsample.matmul",
-     "fastsample.rgcn",
+     "fastsample.rgcn", "fastsample.link",
      "fastsample.model"],
     # 5: the data path
     ["fastsample.loader", "fastsample.edge_loader"],

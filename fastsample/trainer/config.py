@@ -49,6 +49,11 @@ class TrainConfig(JobShape):
 
     data: str = option(help="partition directory (python -m fastsample.partition); for one process, a dataset "
                        "directory also serves")
+    task: str = option("node", "node: node classification (labels, accuracy); link: link prediction on a link-split "
+                       "dataset (python -m fastsample.data link-split): the encoder (--model, its outputs --hidden "
+                       "wide) and a pair scorer (--scorer), binary cross-entropy over each batch's edges and "
+                       "--negatives drawn destinations, evaluated exactly (layer-wise embeddings) by ROC-AUC, MRR "
+                       "and Hits@K against the split's fixed negatives", choices=("node", "link"), resume=True)
     model: str = option("sage", "sage: the built-in GraphSAGE (native kernels on the CPU; on typed data the built-in "
                         "R-GCN, fastsample/rgcn.py); or FILE.py:FUNCTION, a "
                         "factory FUNCTION(in_dim, num_classes, config) -> torch.nn.Module whose forward(blocks, x) "
@@ -64,6 +69,18 @@ class TrainConfig(JobShape):
                                           resume=True, metavar="SPEC",
                                           check=(lambda v: relation_fanouts_ok(v), "must be layers of RELATION=K "
                                                  "separated by ';' (K an integer >= -1), e.g. cites=5,writes=0;cites=3"))
+    negatives: int = option(1, "link: negative destinations drawn per positive edge in training",
+                            check=(positive, "must be positive"))
+    negative_sampler: str = option("uniform", "link: how negatives are drawn: uniform over all nodes, or degree "
+                                   "(in-degree^0.75, as word2vec and PinSage)", choices=("uniform", "degree"))
+    exclude: str = option("auto", "link: edges a batch's MFGs may not use, skipped while sampling (fanouts stay "
+                          "full): self (the batch's positive edges), reverse (and their reverse edges), none; auto: "
+                          "reverse on an undirected split, else self", choices=("auto", "none", "self", "reverse"))
+    scorer: str = option("dot", "link: the pair scorer: dot (inner product of the two embeddings) or mlp (an MLP "
+                         "of their elementwise product)", choices=("dot", "mlp"), resume=True)
+    hits: tuple[int, ...] = option((1, 3, 10), "link: the K of the Hits@K measures (log fields val_hits@K, "
+                                   "test_hits@K)", expect="comma-separated positive integers",
+                                   check=(lambda v: len(v) > 0 and min(v) > 0, "must be positive integers"))
     dropout: float = option(0.5, "dropout probability after each hidden layer",
                             check=(lambda v: 0 <= v < 1, "must be in [0, 1)"))
     lr: float = option(0.006, "Adam's learning rate", check=(positive, "must be positive"))
@@ -113,3 +130,8 @@ class TrainConfig(JobShape):
                               f"{len(self.fanouts)}")
         if self.resume and not self.checkpoint_dir:
             raise ConfigError("resume", "needs a checkpoint_dir (--checkpoint-dir)")
+        if self.task == "link":
+            for name, unsupported in (("precision", self.precision != "fp32"), ("cache_fraction", self.cache_fraction),
+                                      ("prefetch", self.prefetch), ("relation_fanouts", self.relation_fanouts)):
+                if unsupported:
+                    raise ConfigError(name, f"{getattr(self, name)}: --task link does not take it yet")

@@ -46,14 +46,29 @@ class EpochRecord:
     step_losses: list[float] = field(default_factory=list)
     cache_hit_rate: float | None = None
     remote_input_fraction: float = 0.0  # of rank 0's input rows, the share fetched from other ranks
+    # --task link (train_acc: the share of positives and negatives on the right side of 0)
+    val_auc: float | None = None
+    test_auc: float | None = None
+    val_mrr: float | None = None
+    test_mrr: float | None = None
+    hits: dict | None = None  # {"val_hits@K": share, "test_hits@K": share}, flat in the JSON
 
     def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self))
+        record = dataclasses.asdict(self)
+        hits = record.pop("hits") or {}
+        return json.dumps({**record, **hits})
 
     @classmethod
     def from_json(cls, line: str) -> "EpochRecord":
         names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in json.loads(line).items() if k in names})
+        fields = json.loads(line)
+        hits = {k: v for k, v in fields.items() if "_hits@" in k}
+        return cls(**{k: v for k, v in fields.items() if k in names}, hits=hits or None)
+
+    @property
+    def score(self) -> float | None:
+        """What the best epoch is chosen by: validation accuracy, or ROC-AUC for link prediction."""
+        return self.val_auc if self.val_auc is not None else self.val_acc
 
 
 def seconds(t: float) -> str:
@@ -64,6 +79,8 @@ def seconds(t: float) -> str:
 def report_line(r: EpochRecord, prefetch: bool = False) -> str:
     """The epoch's line on the console."""
     acc = "" if r.val_acc is None else f" val {r.val_acc:.4f} test {r.test_acc:.4f}"
+    if r.val_auc is not None:
+        acc = f" val auc {r.val_auc:.4f} mrr {r.val_mrr:.4f}  test auc {r.test_auc:.4f} mrr {r.test_mrr:.4f}"
     return (f"epoch {r.epoch:3d}  loss {r.loss:.4f}  train {r.train_acc:.4f}{acc}  "
             f"{seconds(r.epoch_s)} (sample {seconds(r.sample_s)} gather {seconds(r.gather_s)} "
             + (f"(waited {seconds(r.wait_s)}) " if prefetch else "") +
@@ -78,10 +95,15 @@ def summary(history: list[EpochRecord]) -> str:
     """One closing line: best validation accuracy, the test accuracy at that epoch, mean epoch time."""
     mean = seconds(sum(r.epoch_s for r in history) / len(history))
     span = f"epochs {history[0].epoch}..{history[-1].epoch}"
-    evaluated = [r for r in history if r.val_acc is not None]
+    evaluated = [r for r in history if r.score is not None]
     if not evaluated:
         return f"done: {span}, mean epoch {mean}, no evaluation (--eval-every 0)"
-    best = max(evaluated, key=lambda r: r.val_acc)  # the first epoch that reached it
+    best = max(evaluated, key=lambda r: r.score)  # the first epoch that reached it
+    if best.val_auc is not None:
+        hits = "  ".join(f"{k.removeprefix('test_')} {v:.4f}" for k, v in (best.hits or {}).items()
+                         if k.startswith("test_"))
+        return (f"done: {span}, best val auc {best.val_auc:.4f} at epoch {best.epoch} (test there: auc "
+                f"{best.test_auc:.4f} mrr {best.test_mrr:.4f}  {hits}), mean epoch {mean}")
     return (f"done: {span}, best val {best.val_acc:.4f} at epoch {best.epoch} (test there "
             f"{best.test_acc:.4f}), mean epoch {mean}")
 

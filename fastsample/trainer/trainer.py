@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import os
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
@@ -27,9 +28,11 @@ from fastsample import matmul
 from fastsample.comm import Communicator
 from fastsample.comm.agree import agree
 from fastsample.config import ConfigError, marked
-from fastsample.distributed import average_gradients
+from fastsample.distributed import FeatureGather, average_gradients
 from fastsample.distributed.embedding import ShardedEmbeddings
+from fastsample.edge_loader import EdgeBatch, EdgeLoader
 from fastsample.inference import check_layerwise, layerwise
+from fastsample.link import AUC_BINS, LinkModel, auc_from_histograms, bce_loss, rank_counts, score_histogram
 from fastsample.loader import Batch, NodeLoader, narrow_features, open_data
 from fastsample.model import GraphSAGE
 from fastsample.rgcn import RGCN
@@ -47,10 +50,16 @@ EVAL_SALT = 0x5EED  # eval draws its samples from a key space of its own
 def build_model(config: TrainConfig, in_dim, num_classes: int, schema: dict | None = None) -> torch.nn.Module:
     """The model ``config.model`` names (a checkpoint's config holds the same fields).
 
+    --task link: a LinkModel (fastsample/link.py) whose encoder is that model with
+    ``config.hidden`` outputs (the embeddings) in place of ``num_classes``.
+
     Typed data (``schema``: typed_schema's) has ``in_dim`` {node type: input width (a
     featureless type's: its embeddings', config.embed_dim)} and gets the built-in R-GCN
     (fastsample/rgcn.py) in place of GraphSAGE; a user's factory is called with that dict
     as its in_dim."""
+    if config.task == "link":
+        encoder = build_model(replace(config, task="node"), in_dim, config.hidden, schema)
+        return LinkModel(encoder, config.hidden, config.scorer)
     if config.model == "sage" and schema is not None:
         return RGCN(in_dim, config.hidden, num_classes, config.layers, schema["edge_types"], schema["target_type"],
                     dropout=config.dropout)
@@ -136,7 +145,8 @@ class Trainer:
         self.reporter = reporter if reporter is not None else ConsoleReporter(config.quiet, bool(config.prefetch))
         self._open_data()
         self._set_model(model, optimizer)
-        self.loss = loss if loss is not None else torch.nn.functional.cross_entropy
+        self.loss = loss if loss is not None else (bce_loss if config.task == "link"
+                                                   else torch.nn.functional.cross_entropy)
         self.checkpoints = Checkpoints(config.checkpoint_dir, config) if config.checkpoint_dir else None
         self.start_epoch = 0
         if config.resume:
@@ -160,6 +170,14 @@ class Trainer:
         common = dict(comm=self.comm, kernel=c.sampler, mode=c.mode, device=self.device, prefetch=c.prefetch,
                       precision=c.precision, embeddings=self.embeddings)
         fanouts = layer_fanouts(c)
+        if c.task == "link":  # exact evaluation only: no val/test loaders
+            self.loaders = {"train": EdgeLoader(self.shard, fanouts, c.batch_size, "train", negatives=c.negatives,
+                                                negative_sampler=c.negative_sampler,
+                                                exclude=None if c.exclude == "auto" else c.exclude, shuffle=True,
+                                                seed=c.seed, comm=self.comm, kernel=c.sampler, mode=c.mode,
+                                                device=self.device, max_steps=c.max_steps)}
+            self.steps_per_epoch = len(self.loaders["train"])
+            return
         if c.relation_fanouts is not None:  # checked now, a start-up error, against the graph's relations
             topology = self.shard.graph if self.shard.graph is not None else self.shard.local_graph
             try:
@@ -185,7 +203,7 @@ class Trainer:
             else:
                 model = build_model(c, self.shard.feature_dim, self.num_classes)
         self.model = model.to(self.device)
-        if c.eval == "full":
+        if c.eval == "full" or c.task == "link":
             check_layerwise(self.model)
         if optimizer is None:
             optimizer = torch.optim.Adam(self.model.parameters(), lr=c.lr, weight_decay=c.weight_decay)
@@ -221,20 +239,27 @@ class Trainer:
 
     # ---------------------------------------------------------------- one step
 
-    def train_step(self, batch: Batch, epoch: int, step: int, timers: dict) -> tuple[float, float, float]:
+    def train_step(self, batch: Batch | EdgeBatch, epoch: int, step: int, timers: dict) -> tuple[float, float, float]:
         """Returns this step's global (loss sum, correct, count) over all ranks."""
         t0 = time.perf_counter()
         # dropout masks from the step's own seed: reproducible across modes, and on resume
         torch.manual_seed(layer_key(self.config.seed, epoch, step, self.rank, 0) & 0x7FFFFFFFFFFFFFFF)
         self.model.train()
         self.optimizer.zero_grad(set_to_none=False)
-        logits = self.model(batch.blocks, self.input(batch))
-        if len(batch):
-            loss = self.loss(logits, batch.y)
-            loss.backward()
-            stats = [loss.detach().item() * len(batch), float((logits.argmax(1) == batch.y).sum()), len(batch)]
-        else:
+        out = self.model(batch.blocks, self.input(batch))
+        if not len(batch):
             stats = [0.0, 0.0, 0.0]
+        elif isinstance(batch, EdgeBatch):  # link: positives against the drawn negatives
+            pos, neg = self.model.score(out[batch.src], out[batch.dst]), self.model.score(out[batch.src, None],
+                                                                                           out[batch.neg])
+            loss = self.loss(pos, neg)
+            loss.backward()
+            right = float((pos > 0).sum() + (neg < 0).sum())
+            stats = [loss.detach().item() * len(batch), right / (1 + self.config.negatives), len(batch)]
+        else:
+            loss = self.loss(out, batch.y)
+            loss.backward()
+            stats = [loss.detach().item() * len(batch), float((out.argmax(1) == batch.y).sum()), len(batch)]
         t1 = time.perf_counter()
         # one bucket: gradients and the step's loss statistics
         totals = average_gradients(self.model, self.comm, extra=stats)
@@ -274,6 +299,40 @@ class Trainer:
         self.comm.all_reduce(stats)
         return float(stats[0] / max(stats[1], 1)), float(stats[2] / max(stats[3], 1))
 
+    @torch.no_grad()
+    def evaluate_link(self) -> dict:
+        """Exact link prediction measures on the held-out edges (fastsample/link.py): every
+        node embedded once (layer-wise), then each rank scores its share of the val and
+        test edges against their fixed negatives, in batches of --eval-batch-size edges."""
+        c, comm = self.config, self.comm
+        emb = layerwise(self.model, self.shard, comm, c.eval_batch_size, self.device, progress=not c.quiet)
+        gather = FeatureGather(comm, self.shard.offsets, emb)
+        split = self.loaders["train"].edges_split
+        out = {}
+        for name in ("val", "test"):
+            edges, negs = np.asarray(getattr(split, name)), np.asarray(getattr(split, f"{name}_neg"))
+            steps = max(comm.allgather_object(math.ceil(len(edges) / c.eval_batch_size)))
+            counts, hists = np.zeros(1 + len(c.hits)), np.zeros((2, AUC_BINS), dtype=np.int64)
+            for step in range(steps):  # the same count on every rank: the gather is collective
+                e = edges[step * c.eval_batch_size:(step + 1) * c.eval_batch_size]
+                k = negs[step * c.eval_batch_size:(step + 1) * c.eval_batch_size]
+                ids, inverse = np.unique(np.concatenate([e.ravel(), k.ravel()]).astype(np.int64), return_inverse=True)
+                h = torch.from_numpy(gather(ids)).to(self.device)
+                at = torch.from_numpy(inverse)
+                src, dst, neg = at[0:2 * len(e):2], at[1:2 * len(e):2], at[2 * len(e):].reshape(len(e), -1)
+                pos = self.model.score(h[src], h[dst]).float().cpu().numpy()
+                neg = self.model.score(h[src][:, None], h[neg]).float().cpu().numpy()
+                counts += rank_counts(pos, neg, c.hits)
+                hists += [score_histogram(pos), score_histogram(neg.ravel())]
+            total = np.concatenate([[len(edges)], counts])
+            comm.all_reduce(total)
+            comm.all_reduce(hists)
+            n = max(total[0], 1)
+            out[f"{name}_auc"] = auc_from_histograms(hists[0], hists[1])
+            out[f"{name}_mrr"] = float(total[1] / n)
+            out.update({f"{name}_hits@{K}": float(total[2 + i] / n) for i, K in enumerate(c.hits)})
+        return out
+
     # ---------------------------------------------------------------- the run
 
     def prepare(self) -> None:
@@ -297,7 +356,8 @@ class Trainer:
 
     def describe(self) -> str:
         c, comm = self.config, self.comm
-        return (f"fastsample.train: {self.shard.name} ({self.shard.num_nodes:,} nodes), "
+        task = "" if c.task == "node" else f"task link ({c.negatives} negatives, scorer {c.scorer}), "
+        return (f"fastsample.train: {self.shard.name} ({self.shard.num_nodes:,} nodes), {task}"
                 f"{comm.size} ranks x {torch.get_num_threads()} threads, mode {c.mode}, sampler "
                 f"{self.loaders['train'].sampler.name}, backend {comm.name}, fanouts {list(c.fanouts)}, batch "
                 f"{c.batch_size}/rank ({c.batch_size * comm.size} global), {self.steps_per_epoch} steps/epoch, "
@@ -308,7 +368,7 @@ class Trainer:
         self.prepare()
         if lead:
             self.reporter.started(self.describe())
-            if self.steps_per_epoch == 1 and c.max_steps is None:
+            if self.steps_per_epoch == 1 and c.max_steps is None and c.task == "node":
                 most = max(self.shard.split_sizes("train"))
                 self.reporter.warn(f"fastsample.train: warning: an epoch is a single step (at most {most:,} training "
                                    f"nodes per rank, --batch-size {c.batch_size}); the model gets one update per "
@@ -317,7 +377,12 @@ class Trainer:
         for epoch in range(self.start_epoch, c.epochs):
             record = self.train_epoch(epoch)
             if c.eval_every and (epoch + 1) % c.eval_every == 0:
-                if c.eval == "full":
+                if c.task == "link":
+                    got = self.evaluate_link()
+                    for key in ("val_auc", "test_auc", "val_mrr", "test_mrr"):
+                        setattr(record, key, got.pop(key))
+                    record.hits = got
+                elif c.eval == "full":
                     record.val_acc, record.test_acc = self.evaluate_full()
                 else:
                     record.val_acc = self.evaluate("val", epoch)
