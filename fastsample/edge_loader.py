@@ -205,13 +205,13 @@ class EdgeLoader:
                 raise ValueError("strict negatives: could not draw non-edges for some sources in 100 rounds")
         return out.astype(np.int64)
 
-    def batch(self, edges: np.ndarray, step: int) -> EdgeBatch:
-        """The batch of positive ``edges`` (B, 2) at ``step``. Collective."""
-        t0 = time.perf_counter()
+    def sample(self, edges: np.ndarray, step: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[MFG]]:
+        """The sampling half of a batch of positive ``edges`` (B, 2) at ``step``: (negatives
+        (B, k), the unique endpoints, each endpoint's position in them (src, dst, then the
+        negatives), the MFGs). Collective in vanilla mode."""
         src, dst = edges[:, 0], edges[:, 1]
         neg = self.draw_negatives(src, step)
         seeds, inverse = np.unique(np.concatenate([src, dst, neg.ravel()]), return_inverse=True)
-        B = len(edges)
         exclude = None
         if self.exclude == "self":
             exclude = (src, dst)
@@ -219,6 +219,13 @@ class EdgeLoader:
             exclude = (np.concatenate([src, dst]), np.concatenate([dst, src]))
         mfgs = self.sampler.sample(seeds.astype(self._id_dtype()), self.fanouts, seed=self.seed, epoch=self.epoch,
                                    step=step, exclude=exclude)
+        return neg, seeds, inverse, mfgs
+
+    def batch(self, edges: np.ndarray, step: int) -> EdgeBatch:
+        """The batch of positive ``edges`` (B, 2) at ``step``. Collective."""
+        t0 = time.perf_counter()
+        neg, seeds, inverse, mfgs = self.sample(edges, step)
+        B = len(edges)
         t1 = time.perf_counter()
         x = bf16.to_tensor(self.gather(mfgs[0].src_ids))
         t2 = time.perf_counter()
