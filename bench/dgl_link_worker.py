@@ -26,7 +26,8 @@ def main() -> None:
     indices = torch.from_numpy(np.load(job["indices"]).astype(np.int64))
     n = len(indptr) - 1
     # edge id = the edge's CSC position, so the batches' ids are fastsample's positions
-    g = dgl.graph(("csc", (indptr, indices, torch.arange(len(indices)))), num_nodes=n).formats("csc")
+    # every format: the edge-prediction sampler takes the pairs' subgraph from COO, samples from CSC
+    g = dgl.graph(("csc", (indptr, indices, torch.arange(len(indices)))), num_nodes=n)
     g.create_formats_()
     reverse = torch.from_numpy(np.load(job["reverse"])) if job["exclude"] == "reverse_id" else None
     sampler = dgl.dataloading.as_edge_prediction_sampler(

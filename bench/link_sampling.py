@@ -85,13 +85,14 @@ def main() -> None:
             exclude = "reverse_id" if loader.exclude == "reverse" else "self"
             if exclude == "reverse_id":
                 np.save(tmp / "reverse.npy", reverse_positions(ds.graph))
-            job = {"indptr": str(Path(args.dataset) / "indptr.npy"), "indices": str(Path(args.dataset) / "indices.npy"),
+            data = Path(os.path.abspath(args.dataset))  # the worker runs in bench/
+            job = {"indptr": str(data / "indptr.npy"), "indices": str(data / "indices.npy"),
                    "reverse": str(tmp / "reverse.npy"), "batches": str(tmp / "batches.npy"), "fanouts": fanouts,
                    "negatives": args.negatives, "exclude": exclude, "threads": args.threads, "reps": 5,
                    "min_seconds": 1.0}
             (tmp / "job.json").write_text(json.dumps(job))
             env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
-            out = subprocess.run([args.dgl113_python, str(HERE / "dgl_link_worker.py"), str(tmp / "job.json")],
+            out = subprocess.run([os.path.abspath(args.dgl113_python), str(HERE / "dgl_link_worker.py"), str(tmp / "job.json")],
                                  capture_output=True, text=True, cwd=HERE, env=env)
             if out.returncode != 0:
                 raise SystemExit(f"DGL worker failed:\n{out.stderr}")

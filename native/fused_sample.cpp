@@ -28,6 +28,7 @@
 #include "fused_sample.hpp"
 
 #include <algorithm>
+#include <memory>
 #include <stdexcept>
 #include <string>
 
@@ -43,12 +44,42 @@ constexpr int64_t kChunk = 512;   // destinations per parallel task
 constexpr int kDepth = 8;         // sampling pipeline depth (destinations in flight)
 constexpr uint64_t kGenMask = ~uint64_t{0xffffffff};
 
-// The excluded positions within [start, end): [lo, hi) of the sorted `ex`.
+// The excluded positions within [start, end): [lo, hi) of the sorted `ex`. Most nodes
+// have none, so a bitmap of blocks of positions (at most 2^20 bits, shared by the
+// threads) answers "none here" with a bit test or two before any binary search.
 struct Excluded {
   const int64_t* ex = nullptr;
   int64_t n = 0;
+  int shift = 6;
+  std::shared_ptr<const std::vector<uint64_t>> blocks;
+
+  Excluded() = default;
+  Excluded(const int64_t* excluded, int64_t count) : ex(excluded), n(count) {
+    if (!n) return;
+    const int64_t extent = ex[n - 1] + 1;
+    while ((extent >> shift) > (int64_t{1} << 20)) ++shift;
+    auto bits = std::make_shared<std::vector<uint64_t>>(((extent >> shift) >> 6) + 1, 0);
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t b = ex[i] >> shift;
+      (*bits)[b >> 6] |= uint64_t{1} << (b & 63);
+    }
+    blocks = std::move(bits);
+  }
+
+  bool maybe(int64_t start, int64_t end) const {
+    const int64_t first = start >> shift, last = (end - 1) >> shift;
+    if (last - first > 64) return true;  // a hub: let the binary search answer
+    const std::vector<uint64_t>& bits = *blocks;
+    const int64_t words = static_cast<int64_t>(bits.size());
+    for (int64_t b = first; b <= last; ++b) {
+      if ((b >> 6) >= words) return false;
+      if ((bits[b >> 6] >> (b & 63)) & 1) return true;
+    }
+    return false;
+  }
+
   void range(int64_t start, int64_t end, int64_t& lo, int64_t& hi) const {
-    if (!n) { lo = hi = 0; return; }
+    if (!n || end <= start || !maybe(start, end)) { lo = hi = 0; return; }
     lo = std::lower_bound(ex, ex + n, start) - ex;
     hi = std::lower_bound(ex + lo, ex + n, end) - ex;
   }
@@ -393,9 +424,10 @@ std::vector<LayerMFG<Id>> fused_sample(const Off* indptr, const Id* indices, int
   std::vector<LayerMFG<Id>> layers;
   const Id* dst = seeds;
   int64_t S = num_seeds;
+  const Excluded ex(excluded, num_excluded);
   for (int64_t l = static_cast<int64_t>(fanouts.size()) - 1; l >= 0; --l) {
     layers.push_back(sample_layer(indptr, indices, dst, S, fanouts[l], layer_keys[l], *map,
-                                  Excluded{excluded, num_excluded}));
+                                  ex));
     dst = layers.back().src_ids.data.get();
     S = layers.back().src_ids.size;
   }
@@ -407,7 +439,7 @@ template <typename Id, typename Off>
 Picks<Id> sample_neighbors(const Off* indptr, const Id* indices, const Id* dst, int64_t S, int64_t fanout,
                            uint64_t key, int64_t row_offset, const int64_t* excluded, int64_t num_excluded) {
   Picks<Id> out;
-  const Excluded ex{excluded, num_excluded};
+  const Excluded ex(excluded, num_excluded);
   out.indptr = count_picks(indptr, dst, S, fanout, row_offset, ex);
   const int64_t* ip = out.indptr.data.get();
   out.picked = Buffer<Id>(ip[S]);
