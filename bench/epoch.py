@@ -135,6 +135,8 @@ def run_once(partition: str, ranks: int, scenario: str, net: str, args, netns=No
                 "--epochs", "2" if any(args.cache_fractions) else "1", "--eval-every", "0", "--quiet",
                 "--threads", str(args.threads or max(1, (os.cpu_count() or 1) // ranks)), "--log-json", log]
         cmd += flags
+        if args.task == "link":  # link prediction on a link-split partition (one drawn negative per edge)
+            cmd += ["--task", "link"]
         if args.steps > 0:
             cmd += ["--max-steps", str(args.steps)]
         if cache:
@@ -195,6 +197,8 @@ def main() -> None:
     p.add_argument("--base", default="hybrid-native", help="the scenario 'vs base' compares with (its run without "
                    "cache and prefetch), e.g. hybrid-blas to compare the products' engines and precisions with "
                    "the BLAS fp32 path")
+    p.add_argument("--task", choices=["node", "link"], default="node",
+                   help="what each run trains (python -m fastsample.train --task); link needs link-split partitions")
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--steps", type=int, default=10, help="steps per run; 0: one whole epoch")
     p.add_argument("--threads", type=int, default=None, help="threads per rank (default: cores / P)")
