@@ -25,7 +25,7 @@ import numpy as np
 
 from fastsample.graph import CSCGraph, DatasetError, open_array
 
-__all__ = ["EdgeSplit", "EDGE_SPLITS", "load_edge_split", "make_edge_split", "edge_keys"]
+__all__ = ["EdgeSplit", "EDGE_SPLITS", "load_edge_split", "make_edge_split", "edge_keys", "check_held_out"]
 
 EDGE_SPLITS = ("train", "val", "test")
 
@@ -90,21 +90,29 @@ def load_edge_split(folder, num_nodes: int, meta: dict, graph: CSCGraph | None =
         if len(neg) != len(arrays[split]) or (len(neg) and neg.shape[1] < 1):
             raise DatasetError(f"{folder / (split + '_neg.npy')}: shape {neg.shape}, expected ({len(arrays[split])}, "
                                f"K): K negatives for each of {split}.npy's {len(arrays[split])} edges")
-    undirected = bool(meta.get("undirected", False))
+    split = EdgeSplit(**arrays, undirected=bool(meta.get("undirected", False)), meta=dict(meta))
     if graph is not None:
-        train = np.sort(edge_keys(arrays["train"][:, 0], arrays["train"][:, 1], num_nodes, undirected))
-        dst = np.repeat(np.arange(graph.num_nodes, dtype=np.int64), np.diff(graph.indptr))
-        topology = np.sort(edge_keys(graph.indices, dst, num_nodes, undirected))
-        for split in ("val", "test"):
-            e = arrays[split]
-            keys = edge_keys(e[:, 0], e[:, 1], num_nodes, undirected)
-            for where, known in (("train.npy", train), ("the topology (indices.npy)", topology)):
-                hit = np.flatnonzero(_contains(known, keys))
-                if len(hit):
-                    u, v = (int(x) for x in e[hit[0]])
-                    raise DatasetError(f"{folder / (split + '.npy')}: {len(hit)} held-out edges are also in {where}, "
-                                       f"e.g. {u} -> {v}: a model would train on what it is tested on")
-    return EdgeSplit(**arrays, undirected=undirected, meta=dict(meta))
+        check_held_out(split, graph, {k: folder / f"{k}.npy" for k in EDGE_SPLITS},
+                       {"train": "train.npy", "topology": "the topology (indices.npy)"})
+    return split
+
+
+def check_held_out(split: EdgeSplit, graph: CSCGraph, files: dict, names: dict) -> None:
+    """No validation or test edge is a training edge or in the topology (either direction
+    of an undirected split); else a DatasetError naming ``files[split]`` and the edge."""
+    n = graph.num_nodes
+    train = np.sort(edge_keys(split.train[:, 0], split.train[:, 1], n, split.undirected))
+    dst = np.repeat(np.arange(n, dtype=np.int64), np.diff(graph.indptr))
+    topology = np.sort(edge_keys(graph.indices, dst, n, split.undirected))
+    for name in ("val", "test"):
+        e = np.asarray(getattr(split, name))
+        keys = edge_keys(e[:, 0], e[:, 1], n, split.undirected)
+        for where, known in ((names["train"], train), (names["topology"], topology)):
+            hit = np.flatnonzero(_contains(known, keys))
+            if len(hit):
+                u, v = (int(x) for x in e[hit[0]])
+                raise DatasetError(f"{files[name]}: {len(hit)} held-out edges are also in {where}, e.g. {u} -> {v}: "
+                                   "a model would train on what it is tested on")
 
 
 def make_edge_split(graph: CSCGraph, val_fraction: float, test_fraction: float, seed: int = 0,

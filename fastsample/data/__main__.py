@@ -26,7 +26,7 @@ run leaves no directory that looks complete.
 """
 
 OGB_DESCRIPTION = """\
-Convert an OGB node-property directory. Three raw layouts are read:
+Convert an OGB node- or link-property directory. Four raw layouts are read:
 
   npz (ogbn-papers100M): raw/data.npz (edge_index, node_feat), raw/node-label.npz;
        streamed, in O(num_nodes) memory plus about 1 GB
@@ -35,6 +35,10 @@ Convert an OGB node-property directory. Three raw layouts are read:
   heterogeneous (ogbn-mag): raw/num-node-dict.csv.gz, raw/relations/SRC___REL___DST/
        edge.csv.gz, raw/node-feat/TYPE/, raw/node-label/TYPE/; a typed dataset, each
        relation with its reverse (rev_REL) unless --directed; parsed in memory
+  link (ogbl-*): raw/edge.csv.gz, num-node-list, node-feat .csv.gz and split/NAME/
+       {train,valid,test}.pt (torch files read weights-only: no code runs; .npz with the
+       same keys also serves); a link-split dataset (fastsample/data/ogb_link.py) for
+       --task link, each held-out edge with its own negatives (target_node_neg)
 
 If raw/data.npz exists the npz layout is read and any CSV files beside it are ignored.
 Splits: split/NAME/{train,valid,test}.csv.gz (heterogeneous: split/NAME/TYPE/...).
@@ -90,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--name", required=True, type=str.lower, choices=NAMES, help="which graph the files hold")
     pl.add_argument("out", help="dataset directory to write")
 
-    og = sub.add_parser("ogb", help="convert an OGB node-property directory (raw/ + split/)",
+    og = sub.add_parser("ogb", help="convert an OGB node- or link-property directory (raw/ + split/)",
                         description=OGB_DESCRIPTION)
     og.add_argument("root", help="OGB dataset directory containing raw/ and split/")
     og.add_argument("out", help="dataset directory to write")
@@ -168,6 +172,27 @@ def _ogb(args):
         raise DatasetError(str(e).replace("split=", "--split ")) from e  # "split='x'" -> "--split 'x'"
 
 
+def _is_ogb_link(root) -> bool:
+    from fastsample.data.ogb_link import is_link
+
+    return is_link(root)
+
+
+def _ogb_link(args) -> None:
+    """OGB's link layout (ogbl-*): the training graph and features, and the edge split."""
+    from fastsample.data.ogb_link import load_ogb_link
+
+    try:
+        ds, split = load_ogb_link(args.root, args.split, symmetric=not args.directed)
+    except DatasetError as e:
+        raise DatasetError(str(e).replace("split=", "--split ")) from e
+    write_dataset(args.out, ds.graph, ds.features, ds.labels, ds.train, ds.val, ds.test,
+                  name=str(args.root).rstrip("/").split("/")[-1], num_classes=1, overwrite=args.overwrite,
+                  arrays={f"link/{k}": v for k, v in split.arrays().items()}, link=split.meta,
+                  source={"loader": "ogb-link", "root": str(args.root), "split": args.split},
+                  symmetric=not args.directed, self_loops=False)
+
+
 def _link_split(args) -> None:
     from fastsample.edge_splits import make_edge_split
 
@@ -198,6 +223,8 @@ def main(argv=None) -> int:
             load_planetoid(args.raw_dir, args.name).write(
                 args.out, name=args.name.lower(), overwrite=args.overwrite,
                 source={"loader": "planetoid", "raw_dir": str(args.raw_dir)}, symmetric=True, self_loops=False)
+        elif args.command == "ogb" and _is_ogb_link(args.root):
+            _ogb_link(args)
         elif args.command == "ogb":
             from fastsample.data.ogb import OgbNpz
 
