@@ -18,6 +18,7 @@ from fastsample import cli
 from fastsample.allocator import retain_freed_memory
 from fastsample.comm.agree import StartupError
 from fastsample.trainer import TrainConfig, startup
+from fastsample.trainer.trainer import NonFiniteLoss
 
 PROG = "python -m fastsample.train"
 
@@ -53,6 +54,10 @@ def main(argv=None) -> int:
         return cli.startup_failed(PROG, comm, e)
     try:
         trainer.run()
+    except NonFiniteLoss as e:  # every rank raises it at the same step: no abort needed
+        if comm.rank == 0:
+            print(f"{PROG}: error: {e}", file=sys.stderr, flush=True)
+        return 3
     except Exception:
         # A rank that fails mid-run would leave the others blocked in a collective: say why,
         # then end the whole job.

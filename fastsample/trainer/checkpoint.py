@@ -18,6 +18,8 @@ from fastsample.config import from_dict, marked, to_dict
 
 __all__ = ["CheckpointError", "Checkpoints", "load_checkpoint"]
 
+_NAME = re.compile(r"epoch-(\d+)\.pt")
+
 
 class CheckpointError(ValueError):
     """A checkpoint that is missing, not a checkpoint, or saved with other settings."""
@@ -39,8 +41,10 @@ def load_checkpoint(path: str | Path, device="cpu") -> dict:
         state = torch.load(path, map_location=device, weights_only=True)
     except Exception as e:
         lines = [line.strip() for line in str(e).splitlines() if line.strip()] or [type(e).__name__]
-        why = next((line for line in lines if "GLOBAL" in line or "Unsupported global" in line), lines[0])
-        raise CheckpointError(f"{path}: refused: not a plain checkpoint of tensors and values ({why})") from None
+        code = next((line for line in lines if "GLOBAL" in line or "Unsupported global" in line), None)
+        if code is not None:
+            raise CheckpointError(f"{path}: refused: not a plain checkpoint of tensors and values ({code})") from None
+        raise CheckpointError(f"{path}: unreadable, truncated or corrupt ({lines[0]})") from None
     if not isinstance(state, dict) or not {"epoch", "model", "optimizer", "config"} <= state.keys():
         raise CheckpointError(f"{path}: not a fastsample checkpoint (expected epoch, model, optimizer, config)")
     return state
@@ -87,24 +91,47 @@ class Checkpoints:
         if rank == 0:
             _write(path, {"epoch": epoch, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
                           "config": to_dict(self.config)})
+            self._prune()
         return path
+
+    def _prune(self) -> None:
+        """Remove all but the newest keep_checkpoints checkpoints (with their embedding
+        shards); called once the newest is complete."""
+        keep = getattr(self.config, "keep_checkpoints", 0)
+        if not keep:
+            return
+        for path in self.found()[keep:]:
+            epoch = _NAME.fullmatch(path.name).group(1)
+            for f in [path, *self.dir.glob(f"epoch-{epoch}.embed-*-of-*.pt")]:
+                f.unlink(missing_ok=True)
+
+    def found(self) -> list[Path]:
+        """The checkpoints in the directory, newest first (epoch-N.pt; never a temporary)."""
+        return sorted((f for f in self.dir.glob("epoch-*.pt") if _NAME.fullmatch(f.name)),
+                      key=lambda f: -int(_NAME.fullmatch(f.name).group(1)))
 
     def _shard_path(self, epoch: int, rank: int, num_parts: int) -> Path:
         return self.dir / f"epoch-{epoch}.embed-{rank}-of-{num_parts}.pt"
 
-    def latest(self) -> Path:
-        found = sorted((f for f in self.dir.glob("epoch-*.pt") if re.fullmatch(r"epoch-\d+\.pt", f.name)),
-                       key=lambda f: int(f.stem.split("-")[1]))
+    def newest_readable(self, device="cpu") -> tuple[Path, dict, list[str]]:
+        """(the newest checkpoint that loads, its contents, why each newer one was skipped)."""
+        found = self.found()
         if not found:
             raise FileNotFoundError(f"resume: no checkpoint (epoch-*.pt) in {self.dir}")
-        return found[-1]
+        skipped = []
+        for path in found:
+            try:
+                return path, load_checkpoint(path, device), skipped
+            except CheckpointError as e:
+                skipped.append(str(e))
+        raise CheckpointError(f"resume: no readable checkpoint in {self.dir}: {'; '.join(skipped)}")
 
     def resume(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, device="cpu", embeddings=None,
-               rank: int = 0, num_parts: int = 1) -> int:
-        """Load the latest checkpoint into model and optimizer (and this rank's embedding
-        shard into ``embeddings``); returns the epoch to start from."""
-        path = self.latest()
-        state = load_checkpoint(path, device)
+               rank: int = 0, num_parts: int = 1) -> tuple[int, str]:
+        """Load the newest readable checkpoint into model and optimizer (and this rank's
+        embedding shard into ``embeddings``); returns (the epoch to start from, a line
+        saying which checkpoint it is and which newer ones were skipped, and why)."""
+        path, state, skipped = self.newest_readable(device)
         try:
             saved = from_dict(type(self.config), state["config"])
         except (TypeError, ValueError) as e:
@@ -128,4 +155,5 @@ class Checkpoints:
         if start >= self.config.epochs:
             raise CheckpointError(f"resume: {path.name} already ends epoch {state['epoch']}; epochs "
                                   f"{self.config.epochs} leaves nothing to train (raise it)")
-        return start
+        note = f"resume: from {path}" + "".join(f"; skipped {why}" for why in skipped)
+        return start, note

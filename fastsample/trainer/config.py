@@ -110,7 +110,14 @@ class TrainConfig(JobShape):
                          "uses bf16 products only where they measure faster, blas or onednn use them always",
                          choices=MATMUL_CHOICES)
     checkpoint_dir: str | None = option(None, "save model and optimizer after every epoch (rank 0)", shared=False)
-    resume: bool = option(False, "continue from the latest checkpoint in --checkpoint-dir")
+    resume: bool = option(False, "continue from the newest readable checkpoint in --checkpoint-dir (an unreadable "
+                          "newer one, e.g. cut short by a crash, is skipped and said so)")
+    keep_checkpoints: int = option(3, "keep the newest N checkpoints in --checkpoint-dir (0: all); an older one is "
+                                   "removed only once a newer one is complete", check=(lambda v: v >= 0, "must be >= 0"))
+    on_nan: str = option("stop", "a step whose loss is not finite (NaN, inf) on any rank: stop (every rank ends with "
+                         "one line naming the epoch, step and rank; the checkpoints so far are kept), skip (no update "
+                         "from that step; its loss is logged as it was), or continue (update anyway)",
+                         choices=("stop", "skip", "continue"))
     log_json: str | None = option(None, "rank 0 appends one JSON object per epoch to this file (its directory must "
                                   "exist)", shared=False)
     net_model: tuple[float, ...] | None = option(None, "add a modelled network's cost to every collective "

@@ -42,7 +42,11 @@ from fastsample.trainer.config import TrainConfig, layer_fanouts
 from fastsample.trainer.metrics import TIMERS, EpochRecord, append_log, seconds
 from fastsample.trainer.report import ConsoleReporter, Reporter
 
-__all__ = ["Trainer", "build_model", "load_factory", "startup"]
+__all__ = ["Trainer", "NonFiniteLoss", "build_model", "load_factory", "startup"]
+
+
+class NonFiniteLoss(RuntimeError):
+    """A step's loss was NaN or infinite on some rank (raised on every rank alike)."""
 
 EVAL_SALT = 0x5EED  # eval draws its samples from a key space of its own
 
@@ -148,10 +152,10 @@ class Trainer:
         self.loss = loss if loss is not None else (bce_loss if config.task == "link"
                                                    else torch.nn.functional.cross_entropy)
         self.checkpoints = Checkpoints(config.checkpoint_dir, config) if config.checkpoint_dir else None
-        self.start_epoch = 0
+        self.start_epoch, self.resumed = 0, None
         if config.resume:
-            self.start_epoch = self.checkpoints.resume(self.model, self.optimizer, self.device, self.embeddings,
-                                                       self.rank, comm.size)
+            self.start_epoch, self.resumed = self.checkpoints.resume(self.model, self.optimizer, self.device,
+                                                                     self.embeddings, self.rank, comm.size)
 
     # ---------------------------------------------------------------- building
 
@@ -261,17 +265,32 @@ class Trainer:
             loss.backward()
             stats = [loss.detach().item() * len(batch), float((out.argmax(1) == batch.y).sum()), len(batch)]
         t1 = time.perf_counter()
-        # one bucket: gradients and the step's loss statistics
-        totals = average_gradients(self.model, self.comm, extra=stats)
+        # one bucket: gradients, the step's loss statistics, and which ranks' losses are not finite
+        flags = np.zeros(self.comm.size)
+        flags[self.rank] = not math.isfinite(stats[0])
+        totals = average_gradients(self.model, self.comm, extra=[*stats, *flags])
+        bad = np.flatnonzero(totals[3:])
         t2 = time.perf_counter()
-        self.optimizer.step()
-        if self.embeddings is not None:  # collective: the rows' gradients to their owners, sparse updates
-            self.embeddings.step(batch)
+        if len(bad) and self.config.on_nan == "stop":  # the same on every rank: the flags were summed
+            raise NonFiniteLoss(f"non-finite loss at epoch {epoch}, step {step} (rank {bad[0]}'s batch"
+                                f"{' and others' if len(bad) > 1 else ''}); stopped before updating, "
+                                f"{self._kept()} (--on-nan skip or continue to go on)")
+        if not len(bad) or self.config.on_nan == "continue":
+            self.optimizer.step()
+            if self.embeddings is not None:  # collective: the rows' gradients to their owners, sparse updates
+                self.embeddings.step(batch)
         t3 = time.perf_counter()
         for key, dt in (("sample_s", batch.sample_s), ("gather_s", batch.gather_s), ("wait_s", batch.wait_s),
                         ("compute_s", t1 - t0), ("allreduce_s", t2 - t1), ("optimizer_s", t3 - t2)):
             timers[key] += dt
-        return tuple(float(v) for v in totals)
+        return tuple(float(v) for v in totals[:3])
+
+    def _kept(self) -> str:
+        """Which checkpoint a stopped run leaves to resume from."""
+        if self.checkpoints is None:
+            return "no checkpoints were asked for (--checkpoint-dir)"
+        found = self.checkpoints.found()
+        return f"the last good checkpoint is {found[0]}" if found else "no checkpoint was written yet"
 
     @torch.no_grad()
     def evaluate(self, split: str, epoch: int) -> float:
@@ -368,6 +387,9 @@ class Trainer:
         self.prepare()
         if lead:
             self.reporter.started(self.describe())
+            if self.resumed:
+                (self.reporter.warn if "skipped" in self.resumed else self.reporter.note)(
+                    f"fastsample.train: {self.resumed}")
             if self.steps_per_epoch == 1 and c.max_steps is None and c.task == "node":
                 most = max(self.shard.split_sizes("train"))
                 self.reporter.warn(f"fastsample.train: warning: an epoch is a single step (at most {most:,} training "
@@ -409,7 +431,8 @@ class Trainer:
         for step, batch in enumerate(loader):
             loss_sum, correct, count = self.train_step(batch, epoch, step, timers)
             losses.append(loss_sum / max(count, 1))
-            totals += (loss_sum, correct, count)
+            if math.isfinite(loss_sum) or c.on_nan == "continue":  # a skipped step counts in no mean
+                totals += (loss_sum, correct, count)
             if self.rank == 0:
                 self.reporter.step(epoch, step, self.steps_per_epoch, losses[-1])
         traffic = comm.counters.reset()
