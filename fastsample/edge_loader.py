@@ -143,7 +143,7 @@ class EdgeLoader:
         self.negative_sampler, self.strict, self.seed, self.mode = negative_sampler, bool(strict), int(seed), mode
         self.shuffle = split == "train" if shuffle is None else bool(shuffle)
         self.device = torch.device(device)
-        self.rank, self.epoch = self.comm.rank, 0
+        self.rank, self.epoch, self.first_step = self.comm.rank, 0, 0
         self.gather = FeatureGather(self.comm, self.part.offsets, self.part.features)
         if mode == "hybrid":
             self.sampler = LocalSampler(self.part.graph, self.rank, kernel)
@@ -168,8 +168,9 @@ class EdgeLoader:
             raise ValueError(f"{self.part.path}: negative_sampler degree: the graph has no edges")
         return weights / weights[-1]
 
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = int(epoch)
+    def set_epoch(self, epoch: int, first_step: int = 0) -> None:
+        """The epoch the next iteration gives, from step ``first_step`` on (as NodeLoader's)."""
+        self.epoch, self.first_step = int(epoch), int(first_step)
 
     def __len__(self) -> int:
         return self.steps
@@ -182,7 +183,7 @@ class EdgeLoader:
 
     def __iter__(self):
         order = self.order()
-        for step in range(self.steps):
+        for step in range(self.first_step, self.steps):
             yield self.batch(self.edges[order[step * self.batch_size:(step + 1) * self.batch_size]], step)
 
     def draw_negatives(self, src: np.ndarray, step: int) -> np.ndarray:

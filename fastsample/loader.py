@@ -225,7 +225,7 @@ class NodeLoader:
         # every rank runs the same number of steps: the most any rank needs
         self.epoch_steps = max(math.ceil(k / self.batch_size) for k in self.part.split_sizes(split))
         self.steps = self.epoch_steps if max_steps is None else min(self.epoch_steps, max_steps)
-        self.epoch = 0
+        self.epoch, self.first_step = 0, 0
         self.cache_fraction, self.cache_policy = float(cache_fraction), cache_policy
         if self.cache_fraction:
             f = self.part.features
@@ -260,9 +260,10 @@ class NodeLoader:
     def feature_dim(self) -> int:
         return self.part.feature_dim
 
-    def set_epoch(self, epoch: int) -> None:
-        """The epoch whose order and samples the next iteration gives (as DistributedSampler)."""
-        self.epoch = int(epoch)
+    def set_epoch(self, epoch: int, first_step: int = 0) -> None:
+        """The epoch whose order and samples the next iteration gives (as DistributedSampler),
+        from step ``first_step`` on (the rest of an epoch a checkpoint stopped inside)."""
+        self.epoch, self.first_step = int(epoch), int(first_step)
 
     def __len__(self) -> int:
         return self.steps
@@ -292,7 +293,7 @@ class NodeLoader:
         if threads is not None:  # in the prefetch thread: the kernels' thread counts are per thread
             set_num_threads(threads)
         order = self.order()
-        for step in range(self.steps):
+        for step in range(self.first_step, self.steps):
             yield self.batch(self.seeds(order, step), step)
 
     def sample(self, seeds: np.ndarray, step: int, seed: int | None = None) -> list[MFG]:
@@ -372,14 +373,14 @@ class NodeLoader:
     def _epoch_inputs(self, epoch: int):
         """The input ids (mfgs[0].src_ids) of every step of ``epoch``; the same collective
         calls on every rank (vanilla samples collectively)."""
-        current = self.epoch
+        current = (self.epoch, self.first_step)
         try:
             self.set_epoch(epoch)
             order = self.order()
             for step in range(self.epoch_steps):
                 yield self.sample(self.seeds(order, step), step)[0].src_ids
         finally:
-            self.set_epoch(current)
+            self.set_epoch(*current)
 
     @property
     def cache(self) -> FeatureCache | None:

@@ -9,6 +9,7 @@ The settings are fastsample/trainer/config.py's TrainConfig; the loop is fastsam
 
 from __future__ import annotations
 
+import signal
 import sys
 import traceback
 
@@ -18,9 +19,10 @@ from fastsample import cli
 from fastsample.allocator import retain_freed_memory
 from fastsample.comm.agree import StartupError
 from fastsample.trainer import TrainConfig, startup
-from fastsample.trainer.trainer import NonFiniteLoss
+from fastsample.trainer.trainer import NonFiniteLoss, Preempted
 
 PROG = "python -m fastsample.train"
+PREEMPTED = 75  # EX_TEMPFAIL: stopped by a signal, state saved; rerun with --resume
 
 
 def build_parser() -> cli.Parser:
@@ -52,12 +54,20 @@ def main(argv=None) -> int:
         trainer = startup(config, comm)
     except StartupError as e:
         return cli.startup_failed(PROG, comm, e)
+    # SIGTERM (scancel, a time limit, mpiexec's forwarding) and SIGUSR1 (Slurm's --signal):
+    # finish the step on every rank, save where to resume, exit PREEMPTED
+    for signum in (signal.SIGTERM, signal.SIGUSR1):
+        signal.signal(signum, lambda s, _: trainer.request_stop(s))
     try:
         trainer.run()
     except NonFiniteLoss as e:  # every rank raises it at the same step: no abort needed
         if comm.rank == 0:
             print(f"{PROG}: error: {e}", file=sys.stderr, flush=True)
         return 3
+    except Preempted as e:  # likewise
+        if comm.rank == 0:
+            print(f"{PROG}: {e}", file=sys.stderr, flush=True)
+        return PREEMPTED
     except Exception:
         # A rank that fails mid-run would leave the others blocked in a collective: say why,
         # then end the whole job.

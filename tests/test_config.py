@@ -53,7 +53,7 @@ def test_resume_compares_configs_and_names_what_differs(tmp_path):
     saved = TrainConfig(data="d", fanouts=(3, 2), hidden=8, epochs=2, checkpoint_dir=str(tmp_path))
     Checkpoints(tmp_path, saved).save(0, model, opt)
     again = dataclasses.replace(saved, epochs=3, lr=0.1, resume=True)  # may change: no resume mark
-    assert Checkpoints(tmp_path, again).resume(model, opt) == (1, f"resume: from {tmp_path / 'epoch-0.pt'}")
+    assert Checkpoints(tmp_path, again).resume(model, opt) == (1, 0, f"resume: from {tmp_path / 'epoch-0.pt'}")
     other = dataclasses.replace(again, hidden=16, seed=4)
     with pytest.raises(CheckpointError, match=r"epoch-0.pt: saved with different hidden, seed"):
         Checkpoints(tmp_path, other).resume(model, opt)

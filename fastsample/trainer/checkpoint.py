@@ -18,7 +18,13 @@ from fastsample.config import from_dict, marked, to_dict
 
 __all__ = ["CheckpointError", "Checkpoints", "load_checkpoint"]
 
-_NAME = re.compile(r"epoch-(\d+)\.pt")
+_NAME = re.compile(r"epoch-(\d+)(?:\.step-(\d+))?\.pt")
+
+
+def _position(path: Path) -> tuple[int, int]:
+    """Where a checkpoint resumes: (epoch, step); a whole epoch E's is (E + 1, 0)."""
+    m = _NAME.fullmatch(path.name)
+    return (int(m.group(1)), int(m.group(2))) if m.group(2) else (int(m.group(1)) + 1, 0)
 
 
 class CheckpointError(ValueError):
@@ -72,16 +78,19 @@ class Checkpoints:
         self.dir, self.config = Path(directory), config
 
     def save(self, epoch: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer, comm=None,
-             embeddings=None) -> Path:
-        """Write epoch ``epoch``'s checkpoint (rank 0, or a job of one process without comm).
-        Collective over ``comm`` (every rank calls it): with ``embeddings``, each rank first
-        writes its shard, and a rank that failed raises on every rank."""
+             embeddings=None, step: int | None = None) -> Path:
+        """Write epoch ``epoch``'s checkpoint (rank 0, or a job of one process without comm);
+        with ``step``, one taken inside the epoch that resumes at that step
+        (epoch-E.step-S.pt). Collective over ``comm`` (every rank calls it): with
+        ``embeddings``, each rank first writes its shard, and a rank that failed raises on
+        every rank."""
         rank = comm.rank if comm is not None else 0
-        path = self.dir / f"epoch-{epoch}.pt"
+        name = f"epoch-{epoch}" if step is None else f"epoch-{epoch}.step-{step}"
+        path = self.dir / f"{name}.pt"
         if embeddings is not None and embeddings.tables:
             error = None
             try:
-                _write(self._shard_path(epoch, rank, comm.size if comm is not None else 1),
+                _write(self._shard_path(name, rank, comm.size if comm is not None else 1),
                        {"epoch": epoch, **embeddings.state_dict()})
             except OSError as e:
                 error = f"rank {rank}: {e}"
@@ -90,7 +99,7 @@ class Checkpoints:
                 raise CheckpointError(f"{self.dir}: saving epoch {epoch}'s embedding shards failed: {errors[0]}")
         if rank == 0:
             _write(path, {"epoch": epoch, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                          "config": to_dict(self.config)})
+                          "config": to_dict(self.config), **({} if step is None else {"step": step})})
             self._prune()
         return path
 
@@ -101,17 +110,17 @@ class Checkpoints:
         if not keep:
             return
         for path in self.found()[keep:]:
-            epoch = _NAME.fullmatch(path.name).group(1)
-            for f in [path, *self.dir.glob(f"epoch-{epoch}.embed-*-of-*.pt")]:
+            for f in [path, *self.dir.glob(f"{path.name.removesuffix('.pt')}.embed-*-of-*.pt")]:
                 f.unlink(missing_ok=True)
 
     def found(self) -> list[Path]:
-        """The checkpoints in the directory, newest first (epoch-N.pt; never a temporary)."""
+        """The checkpoints in the directory, the one resuming furthest first (epoch-E.pt,
+        epoch-E.step-S.pt; never a temporary or a shard)."""
         return sorted((f for f in self.dir.glob("epoch-*.pt") if _NAME.fullmatch(f.name)),
-                      key=lambda f: -int(_NAME.fullmatch(f.name).group(1)))
+                      key=lambda f: tuple(-x for x in _position(f)))
 
-    def _shard_path(self, epoch: int, rank: int, num_parts: int) -> Path:
-        return self.dir / f"epoch-{epoch}.embed-{rank}-of-{num_parts}.pt"
+    def _shard_path(self, name: str, rank: int, num_parts: int) -> Path:
+        return self.dir / f"{name}.embed-{rank}-of-{num_parts}.pt"
 
     def newest_readable(self, device="cpu") -> tuple[Path, dict, list[str]]:
         """(the newest checkpoint that loads, its contents, why each newer one was skipped)."""
@@ -127,10 +136,10 @@ class Checkpoints:
         raise CheckpointError(f"resume: no readable checkpoint in {self.dir}: {'; '.join(skipped)}")
 
     def resume(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, device="cpu", embeddings=None,
-               rank: int = 0, num_parts: int = 1) -> tuple[int, str]:
+               rank: int = 0, num_parts: int = 1) -> tuple[int, int, str]:
         """Load the newest readable checkpoint into model and optimizer (and this rank's
-        embedding shard into ``embeddings``); returns (the epoch to start from, a line
-        saying which checkpoint it is and which newer ones were skipped, and why)."""
+        embedding shard into ``embeddings``); returns (the epoch and the step to start
+        from, a line saying which checkpoint it is and which newer ones were skipped, and why)."""
         path, state, skipped = self.newest_readable(device)
         try:
             saved = from_dict(type(self.config), state["config"])
@@ -142,7 +151,7 @@ class Checkpoints:
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         if embeddings is not None and embeddings.tables:
-            shard = self._shard_path(state["epoch"], rank, num_parts)
+            shard = self._shard_path(path.name.removesuffix(".pt"), rank, num_parts)
             if not shard.is_file():
                 raise CheckpointError(f"{shard}: missing: {path.name} has no embedding shard for rank {rank} of "
                                       f"{num_parts} (saved by a job of another size?)")
@@ -151,9 +160,9 @@ class Checkpoints:
                 embeddings.load_state_dict(saved_shard)
             except Exception as e:
                 raise CheckpointError(f"{shard}: not this job's embedding shard ({type(e).__name__}: {e})") from None
-        start = state["epoch"] + 1
+        start, step = (state["epoch"], int(state["step"])) if "step" in state else (state["epoch"] + 1, 0)
         if start >= self.config.epochs:
             raise CheckpointError(f"resume: {path.name} already ends epoch {state['epoch']}; epochs "
                                   f"{self.config.epochs} leaves nothing to train (raise it)")
         note = f"resume: from {path}" + "".join(f"; skipped {why}" for why in skipped)
-        return start, note
+        return start, step, note

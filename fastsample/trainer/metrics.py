@@ -52,6 +52,9 @@ class EpochRecord:
     val_mrr: float | None = None
     test_mrr: float | None = None
     hits: dict | None = None  # {"val_hits@K": share, "test_hits@K": share}, flat in the JSON
+    # a resumed mid-epoch checkpoint's epoch starts at first_step; a preempted one is not complete
+    first_step: int = 0
+    complete: bool = True
 
     def to_json(self) -> str:
         record = dataclasses.asdict(self)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import os
+import signal
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -42,11 +43,16 @@ from fastsample.trainer.config import TrainConfig, layer_fanouts
 from fastsample.trainer.metrics import TIMERS, EpochRecord, append_log, seconds
 from fastsample.trainer.report import ConsoleReporter, Reporter
 
-__all__ = ["Trainer", "NonFiniteLoss", "build_model", "load_factory", "startup"]
+__all__ = ["Trainer", "NonFiniteLoss", "Preempted", "build_model", "load_factory", "startup"]
 
 
 class NonFiniteLoss(RuntimeError):
     """A step's loss was NaN or infinite on some rank (raised on every rank alike)."""
+
+
+class Preempted(RuntimeError):
+    """A stop was asked for (request_stop: SIGTERM, SIGUSR1) on some rank; every rank ended
+    the same step, the state was saved to resume at the next one (raised on every rank alike)."""
 
 EVAL_SALT = 0x5EED  # eval draws its samples from a key space of its own
 
@@ -152,10 +158,17 @@ class Trainer:
         self.loss = loss if loss is not None else (bce_loss if config.task == "link"
                                                    else torch.nn.functional.cross_entropy)
         self.checkpoints = Checkpoints(config.checkpoint_dir, config) if config.checkpoint_dir else None
-        self.start_epoch, self.resumed = 0, None
+        self.start_epoch, self.start_step, self.resumed = 0, 0, None
+        self.stop_signal = 0  # set by request_stop (a signal handler); acted on at the end of a step
+        self.stop_agreed = 0  # how many ranks asked to stop, as of the last step
         if config.resume:
-            self.start_epoch, self.resumed = self.checkpoints.resume(self.model, self.optimizer, self.device,
-                                                                     self.embeddings, self.rank, comm.size)
+            self.start_epoch, self.start_step, self.resumed = self.checkpoints.resume(
+                self.model, self.optimizer, self.device, self.embeddings, self.rank, comm.size)
+
+    def request_stop(self, signum: int) -> None:
+        """Stop after the current step on every rank, saving where to resume (Preempted).
+        Safe to call from a signal handler on any one rank: the ranks agree at the step's end."""
+        self.stop_signal = int(signum) or 1
 
     # ---------------------------------------------------------------- building
 
@@ -266,10 +279,12 @@ class Trainer:
             stats = [loss.detach().item() * len(batch), float((out.argmax(1) == batch.y).sum()), len(batch)]
         t1 = time.perf_counter()
         # one bucket: gradients, the step's loss statistics, and which ranks' losses are not finite
-        flags = np.zeros(self.comm.size)
+        flags = np.zeros(self.comm.size + 1)
         flags[self.rank] = not math.isfinite(stats[0])
+        flags[-1] = bool(self.stop_signal)  # asked to stop on this rank
         totals = average_gradients(self.model, self.comm, extra=[*stats, *flags])
-        bad = np.flatnonzero(totals[3:])
+        bad = np.flatnonzero(totals[3:-1])
+        self.stop_agreed = int(totals[-1])
         t2 = time.perf_counter()
         if len(bad) and self.config.on_nan == "stop":  # the same on every rank: the flags were summed
             raise NonFiniteLoss(f"non-finite loss at epoch {epoch}, step {step} (rank {bad[0]}'s batch"
@@ -397,7 +412,10 @@ class Trainer:
                                    "epoch. Use a smaller --batch-size on small graphs (e.g. 32-64 for Cora).")
         history = []
         for epoch in range(self.start_epoch, c.epochs):
-            record = self.train_epoch(epoch)
+            first = self.start_step if epoch == self.start_epoch else 0
+            record = self.train_epoch(epoch, first)
+            if not record.complete:  # stopped mid-epoch: save the step to resume at, then end
+                self._preempted(epoch, first + len(record.step_losses), record)
             if c.eval_every and (epoch + 1) % c.eval_every == 0:
                 if c.task == "link":
                     got = self.evaluate_link()
@@ -416,25 +434,48 @@ class Trainer:
                 self.reporter.epoch(record)
                 if c.log_json:
                     append_log(c.log_json, record)
+            if self.stop_agreed and epoch + 1 < c.epochs:  # asked at an epoch's last step: it is saved whole
+                self._preempted(epoch + 1, 0, None)
         if lead:
             self.reporter.finished(history)
         return history
 
-    def train_epoch(self, epoch: int) -> EpochRecord:
+    def _preempted(self, epoch: int, step: int, record: EpochRecord | None) -> None:
+        """Save the state to resume at (epoch, step), log the partial epoch, raise Preempted."""
+        c = self.config
+        saved = "nothing saved (no --checkpoint-dir)"
+        if self.checkpoints is not None and record is not None:
+            saved = f"saved {self.checkpoints.save(epoch, self.model, self.optimizer, self.comm, self.embeddings, step=step)}"
+        elif self.checkpoints is not None:
+            saved = f"saved {self.checkpoints.found()[0]}"
+        if record is not None and self.rank == 0 and c.log_json:
+            append_log(c.log_json, record)
+        name = ({signal.SIGTERM: "SIGTERM", signal.SIGUSR1: "SIGUSR1"}.get(self.stop_signal, f"signal {self.stop_signal}")
+                if self.stop_signal else "a signal to another rank")
+        raise Preempted(f"stopped by {name} before epoch {epoch}, step {step}: {saved}; run the same command with "
+                        "--resume to continue from there" + ("" if self.checkpoints is not None else
+                                                            " (which needs --checkpoint-dir)"))
+
+    def train_epoch(self, epoch: int, first_step: int = 0) -> EpochRecord:
+        """Train ``epoch`` from ``first_step`` (a resumed mid-epoch checkpoint's) on; stops
+        after a step at which a stop was asked for (the record is then not complete)."""
         c, comm, loader = self.config, self.comm, self.loaders["train"]
         t_epoch = time.perf_counter()
         timers = dict.fromkeys(TIMERS, 0.0)
         comm.counters.reset()
-        loader.set_epoch(epoch)
+        loader.set_epoch(epoch, first_step)
         before = loader.gather_counts()
-        losses, totals = [], np.zeros(3)
-        for step, batch in enumerate(loader):
+        losses, totals, complete = [], np.zeros(3), True
+        for step, batch in enumerate(loader, start=first_step):
             loss_sum, correct, count = self.train_step(batch, epoch, step, timers)
             losses.append(loss_sum / max(count, 1))
             if math.isfinite(loss_sum) or c.on_nan == "continue":  # a skipped step counts in no mean
                 totals += (loss_sum, correct, count)
             if self.rank == 0:
                 self.reporter.step(epoch, step, self.steps_per_epoch, losses[-1])
+            if self.stop_agreed and step + 1 < self.steps_per_epoch:  # every rank leaves after this same step
+                complete = False
+                break
         traffic = comm.counters.reset()
         cached, remote, local = (loader.gather_counts()[k] - before[k] for k in ("cached", "remote", "local"))
         return EpochRecord(epoch=epoch, loss=totals[0] / max(totals[2], 1), train_acc=totals[1] / max(totals[2], 1),
@@ -442,7 +483,8 @@ class Trainer:
                            rounds_per_step=traffic.rounds / max(self.steps_per_epoch, 1),
                            net_modelled_s=traffic.modelled_s if c.net_model else None, step_losses=losses,
                            cache_hit_rate=cached / max(cached + remote, 1) if c.cache_fraction else None,
-                           remote_input_fraction=(cached + remote) / max(cached + remote + local, 1))
+                           remote_input_fraction=(cached + remote) / max(cached + remote + local, 1),
+                           first_step=first_step, complete=complete)
 
 
 def startup(config: TrainConfig, comm: Communicator, **components) -> Trainer:
