@@ -31,6 +31,8 @@ ClusterName=fastsample-test
 SlurmctldHost={host}
 SlurmUser=root
 AuthType=auth/munge
+# a requeued job waits cred_expire seconds before it starts again (default 120)
+AuthInfo=cred_expire=10
 StateSaveLocation={d}/state
 SlurmdSpoolDir={d}/spool
 SlurmctldPidFile={d}/slurmctld.pid
@@ -165,3 +167,46 @@ def test_failed_partition_cancels_training(slurm, tmp_path):
         assert not logs["train"].exists(), "the training job must not run"
         queue = subprocess.run(["squeue", "-h", "-o", "%i %T %r"], env=env, capture_output=True, text=True).stdout
         assert queue.strip() == "", f"a job was left in the queue:\n{queue}"
+
+
+def test_a_preempted_job_requeues_and_finishes_with_the_uninterrupted_losses(slurm, tmp_path):
+    # Slurm's --signal pattern: SIGUSR1 to the ranks (here at once, by scancel), they save a
+    # mid-epoch checkpoint and exit 75, train.sbatch requeues, the rerun resumes
+    import json
+
+    from fastsample.partition import partition_dataset
+    from helpers import train_records
+
+    env, _ = slurm
+    write_synthetic(tmp_path / "g", SynthConfig(num_nodes=6000, avg_degree=6, num_classes=4, feature_dim=8,
+                                                train_frac=0.3, seed=5), progress=False)
+    partition_dataset(tmp_path / "g", tmp_path / "p2", 2, progress=False)
+    args = ["--fanouts", "4,3", "--batch-size", "40", "--hidden", "16", "--epochs", "25", "--quiet"]
+    full = train_records(tmp_path / "p2", 2, tmp_path / "full.jsonl", *args, "--threads", "1")
+    log, had_logs = tmp_path / "job.jsonl", (REPO / "logs").exists()
+    (REPO / "logs").mkdir(exist_ok=True)
+    job_env = {**env, "FASTSAMPLE_DATA": str(tmp_path / "p2"), "FASTSAMPLE_PYTHON": sys.executable}
+    submit = subprocess.run(["sbatch", "--parsable", "--ntasks=2", "jobs/train.sbatch", *args, "--checkpoint-dir",
+                             str(tmp_path / "ck"), "--log-json", str(log)], cwd=REPO, env=job_env,
+                            capture_output=True, text=True, check=True)
+    job = submit.stdout.strip()
+    out = REPO / "logs" / f"fastsample-train-{job}.out"
+    try:
+        deadline = time.time() + 300
+        while (not log.exists() or not log.read_text()) and time.time() < deadline:
+            time.sleep(0.05)  # an epoch is done: the signal lands mid-run
+        subprocess.run(["scancel", "--signal=USR1", job], env=env, check=True)
+        while _job_times(env, job).get("JobState") != "COMPLETED" and time.time() < deadline:
+            time.sleep(0.5)
+        text = out.read_text() if out.exists() else "(no job log)"
+        shown = subprocess.run(["scontrol", "show", "job", job], env=env, capture_output=True, text=True).stdout
+        assert "JobState=COMPLETED" in shown and "Restarts=1" in shown, f"{shown}\n{text}"
+        assert "preempted; requeueing job" in text and "resuming (restart 1)" in text, text
+        records = [json.loads(line) for line in log.read_text().splitlines()]
+        steps = lambda rs: [x for r in rs for x in r["step_losses"]]
+        assert steps(records) == steps(full), text
+    finally:
+        subprocess.run(["scancel", job], env=env)
+        out.unlink(missing_ok=True)
+        if not had_logs:
+            shutil.rmtree(REPO / "logs", ignore_errors=True)
