@@ -10,15 +10,85 @@ One writer per target: a writer holds an exclusive lock on a hidden sibling
 a second job on the same target fails at once (Busy, naming the first's process) instead
 of one silently replacing the other's result; and ``commit`` re-checks that the target
 did not appear meanwhile when overwriting was not allowed.
+
+A full disk is one error, DiskFull, naming the directory, what was needed (where known)
+and what is free: files written through a memory map get their blocks reserved up front
+(allocated_memmap: posix_fallocate), since a write into a mapped page the file system
+cannot back faults (SIGBUS) instead of raising; any other write that runs out of space
+inside an AtomicDirectory is reported the same way; the temporary directory goes.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import shutil
 import uuid
 from pathlib import Path
+
+import numpy as np
+
+_NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
+def _size(n: int | None) -> str:
+    if n is None:
+        return "?"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+
+
+class DiskFull(OSError):
+    """Not enough space in ``folder`` for what was being written."""
+
+    def __init__(self, folder: Path, needed: int | None = None, what: str = "", free: int | None = None):
+        if free is None:
+            try:
+                free = shutil.disk_usage(folder).free
+            except OSError:
+                pass
+        need = f" needs {_size(needed)}," if needed is not None else ""
+        super().__init__(errno.ENOSPC, f"{folder}: no space left{' for ' + what if what else ''}:{need} "
+                         f"{_size(free)} free")
+        self.folder, self.needed, self.what, self.free = Path(folder), needed, what, free
+
+    def __str__(self) -> str:
+        return self.strerror
+
+    def __reduce__(self):  # crosses ranks (comm.agree) as itself
+        return DiskFull, (self.folder, self.needed, self.what, self.free)
+
+
+def check_space(folder, needed: int, what: str = "") -> None:
+    """DiskFull unless ``folder``'s file system has ``needed`` bytes free (a check before a
+    long write: it may still run out if something else fills the disk meanwhile)."""
+    folder = Path(folder)
+    existing = next((p for p in (folder, *folder.parents) if p.exists()), Path("."))  # not made yet
+    if shutil.disk_usage(existing).free < needed:
+        raise DiskFull(folder, needed, what)
+
+
+def allocated_memmap(path, dtype, shape) -> np.memmap:
+    """np.lib.format.open_memmap(path, "w+", dtype, shape) with every block of the file
+    reserved first, so that a full disk is DiskFull here, not a SIGBUS mid-write."""
+    path = Path(path)
+    out = np.lib.format.open_memmap(path, mode="w+", dtype=dtype, shape=shape)
+    fd = os.open(path, os.O_RDWR)
+    try:
+        os.posix_fallocate(fd, 0, os.fstat(fd).st_size)
+    except OSError as e:
+        if e.errno not in _NO_SPACE:
+            raise
+        size = os.fstat(fd).st_size
+        del out
+        path.unlink(missing_ok=True)
+        raise DiskFull(path.parent, size, path.name) from None
+    finally:
+        os.close(fd)
+    return out
 
 
 class AlreadyExists(FileExistsError):
@@ -85,11 +155,22 @@ class AtomicDirectory:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
+        full, free = False, None
+        if isinstance(exc, OSError) and not isinstance(exc, DiskFull):
+            try:  # numpy's writers say "N requested and M written" with no errno: look at the disk
+                free = shutil.disk_usage(self.tmp).free
+                full = exc.errno in _NO_SPACE or free < 1 << 20
+            except OSError:
+                pass
         try:
             if not self.committed:
                 shutil.rmtree(self.tmp, ignore_errors=True)
         finally:
             self._unlock()
+        if isinstance(exc, DiskFull) and self.tmp in (exc.folder, *exc.folder.parents):  # name the target
+            raise DiskFull(self.path.parent, exc.needed, f"{self.path.name} ({exc.what})", exc.free) from None
+        if full:
+            raise DiskFull(self.path.parent, what=self.path.name, free=free) from exc  # one line naming where
 
     def commit(self) -> None:
         if self.path.exists() and not self.overwrite:  # appeared while we wrote (a writer without the lock)

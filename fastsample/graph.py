@@ -39,7 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fastsample.atomic import AtomicDirectory
+from fastsample.atomic import AtomicDirectory, allocated_memmap, check_space
 from fastsample.choices import FEATURE_DTYPES
 
 __all__ = ["FORMAT_VERSION", "SPLITS", "FEATURE_DTYPES", "CSCGraph", "Dataset", "DatasetError", "DatasetWriter",
@@ -529,12 +529,14 @@ class DatasetWriter(AtomicDirectory):
     def save(self, name: str, array: np.ndarray) -> None:
         """Save ``array`` as NAME.npy (a name with a slash, such as features/paper, in a subdirectory)."""
         (self.tmp / f"{name}.npy").parent.mkdir(parents=True, exist_ok=True)
-        np.save(self.tmp / f"{name}.npy", np.ascontiguousarray(array), allow_pickle=False)
+        array = np.ascontiguousarray(array)
+        check_space(self.tmp, array.nbytes + 4096, f"{self.path.name}/{name}.npy")
+        np.save(self.tmp / f"{name}.npy", array, allow_pickle=False)
 
     def create(self, name: str, shape: tuple, dtype) -> np.ndarray:
         """A writable memmap for arrays produced in chunks (e.g. large feature matrices)."""
         (self.tmp / f"{name}.npy").parent.mkdir(parents=True, exist_ok=True)
-        return np.lib.format.open_memmap(self.tmp / f"{name}.npy", mode="w+", dtype=dtype, shape=shape)
+        return allocated_memmap(self.tmp / f"{name}.npy", dtype, shape)
 
     def commit(self, *, name: str, num_classes: int, schema: dict | None = None, **extra) -> dict:
         """Write meta.json from the saved arrays and move the directory into place.

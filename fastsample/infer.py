@@ -24,7 +24,7 @@ import torch
 
 from fastsample import cli
 from fastsample import config as cfg
-from fastsample.atomic import AtomicDirectory
+from fastsample.atomic import AtomicDirectory, check_space
 from fastsample.choices import COMM_BACKENDS
 from fastsample.inference import check_layerwise, layerwise
 from fastsample.partition import load_partition, read_partition_meta
@@ -83,11 +83,19 @@ def main(argv=None) -> int:
         model = build_model(config, part.feature_dim, part.num_classes)
         model.load_state_dict(state["model"])
         check_layerwise(model)
-        return part, model, config.model
+        return part, model, config.model, config.hidden if config.task == "link" else part.num_classes
 
-    part, model, model_spec = cli.agreed(comm, PROG, build)
+    part, model, model_spec, out_width = cli.agreed(comm, PROG, build)
     # only once every rank is ready, so that no failure elsewhere leaves it behind
-    out = cli.agreed(comm, PROG, lambda: AtomicDirectory(args.out, overwrite=args.overwrite) if comm.rank == 0 else None)
+    def target():
+        if comm.rank != 0:
+            return None
+        # the whole output, before hours of inference: float32 rows of the model's width
+        need = part.num_nodes * out_width * 4 + part.num_nodes * 8 + (1 << 20)
+        check_space(Path(args.out).parent, need, Path(args.out).name)
+        return AtomicDirectory(args.out, overwrite=args.overwrite)
+
+    out = cli.agreed(comm, PROG, target)
     tmp = Path(comm.broadcast_object(str(out.tmp) if out else None))
     # leaving the block removes the temporary directory unless it was committed
     with out if out is not None else contextlib.nullcontext():

@@ -17,6 +17,7 @@ import torch
 
 from fastsample import cli
 from fastsample.allocator import retain_freed_memory
+from fastsample.atomic import DiskFull
 from fastsample.comm.agree import StartupError
 from fastsample.trainer import TrainConfig, startup
 from fastsample.trainer.trainer import NonFiniteLoss, Preempted
@@ -68,6 +69,12 @@ def main(argv=None) -> int:
         if comm.rank == 0:
             print(f"{PROG}: {e}", file=sys.stderr, flush=True)
         return PREEMPTED
+    except DiskFull as e:  # a checkpoint that did not fit (on the rank that wrote it): say so, end the job
+        print(f"{PROG}: error: rank {comm.rank}: {e}; the checkpoints before it are intact", file=sys.stderr,
+              flush=True)
+        if comm.size > 1:
+            comm.abort(1)
+        return 1
     except Exception:
         # A rank that fails mid-run would leave the others blocked in a collective: say why,
         # then end the whole job.

@@ -2,9 +2,11 @@
 checkpoint, checkpoints that pile up, a loss that turns NaN. Each ends in one clear line
 and leaves no half-written file or stray temporary behind."""
 
+import contextlib
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -105,6 +107,19 @@ def test_a_nan_loss_stops_every_rank_with_one_line_or_is_skipped(p2, tmp_path):
     assert any(math.isfinite(x) for x in steps[first_nan:]) and all(math.isfinite(r["loss"]) for r in skipped)
 
 
+def test_info_check_reports_the_non_finite_feature_rows(p2, tmp_path):
+    proc = run_module("fastsample.data", "info", p2 / "g", "--check")
+    assert proc.returncode == 0 and "check       every feature row is finite" in proc.stdout, proc.stderr
+    bad = tmp_path / "g"
+    shutil.copytree(p2 / "g", bad)
+    features = np.load(bad / "features.npy")
+    features[700, 3], features[5, 0] = np.inf, np.nan
+    np.save(bad / "features.npy", features)
+    proc = run_module("fastsample.data", "info", bad, "--check")
+    assert proc.returncode == 1, proc.stderr
+    assert "check       features: 2 rows with NaN or inf (first: 5, 700)" in proc.stdout
+
+
 def descendants(pid: int) -> list[int]:
     """The processes below ``pid`` (mpiexec's proxy, then the ranks), from /proc."""
     children = {}
@@ -172,3 +187,57 @@ def test_sigterm_stops_at_a_step_and_resume_continues_bitwise(longer, tmp_path, 
     steps = lambda records: [x for r in records for x in r["step_losses"]]
     assert steps(first + resumed) == steps(full)
     assert stray(ck) == [] and len(list(ck.iterdir())) <= 3
+
+
+@contextlib.contextmanager
+def small_disk(path: Path, size: str):
+    """A tmpfs of ``size`` at ``path`` (root only: the test is skipped elsewhere)."""
+    path.mkdir()
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("a small tmpfs needs root")
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True,
+                          text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)])
+
+
+def test_a_full_disk_is_one_line_and_leaves_nothing_behind(p2, tmp_path):
+    from fastsample.atomic import DiskFull, allocated_memmap
+
+    with small_disk(tmp_path / "disk", "512k") as disk:
+        # partitioning: checked before any work (the estimate: rows, topology, ids)
+        proc = run_module("fastsample.partition", p2 / "g", disk / "p2", "--parts", "2")
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr.strip().splitlines()[-1].startswith(f"python -m fastsample.partition: error: {disk}: no "
+                                                               "space left for p2: needs ")
+        # a generator whose writes run out midway: the memory-mapped files are reserved
+        # first (no SIGBUS), and the temporary directory goes
+        proc = run_module("fastsample.data", "synth", disk / "g", "--preset", "small", "--quiet")
+        assert proc.returncode == 2 and f"python -m fastsample.data synth: error: {disk}: no space left for g" in \
+            proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
+        with pytest.raises(DiskFull, match=r"no space left for big.npy: needs 9.5 MiB"):
+            allocated_memmap(disk / "big.npy", np.float32, (2_500_000,))
+        assert sorted(f.name for f in disk.iterdir()) == []
+
+
+@pytest.mark.mpi
+def test_a_checkpoint_that_does_not_fit_stops_the_job_with_one_line(p2, tmp_path):
+    with small_disk(tmp_path / "disk", "160k") as disk:
+        proc = mpiexec(2, "-m", "fastsample.train", "--data", p2 / "p2", *ARGS, "--hidden", "256", "--epochs", "3",
+                       "--checkpoint-dir", disk / "ck")
+        assert proc.returncode != 0
+        ours = [line for line in proc.stderr.splitlines() if "fastsample.train" in line]
+        assert len(ours) == 1 and f"error: rank 0: {disk / 'ck'}: no space left for epoch-" in ours[0], proc.stderr
+        assert "the checkpoints before it are intact" in ours[0]
+        left = sorted(f.name for f in (disk / "ck").iterdir())
+        assert left and all(n.startswith("epoch-") and n.endswith(".pt") for n in left), left
+        # inference's output is checked before the inference runs: one line, nothing written
+        proc = mpiexec(2, "-m", "fastsample.infer", "--data", p2 / "p2", "--checkpoint", disk / "ck" / left[-1],
+                       "--out", disk / "emb")
+        assert proc.returncode == 2, proc.stderr
+        assert f"python -m fastsample.infer: error: rank 0: {disk}: no space left for emb: needs " in proc.stderr
+        assert sorted(f.name for f in disk.iterdir()) == ["ck"]

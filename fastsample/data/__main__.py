@@ -8,6 +8,7 @@ import sys
 import time
 from dataclasses import replace
 
+from fastsample.atomic import DiskFull
 from fastsample.cli import Parser, fail, report
 from fastsample.graph import DatasetError, load_dataset, write_dataset
 
@@ -17,7 +18,7 @@ examples:
   python -m fastsample.data synth --preset products data/products
   python -m fastsample.data planetoid RAW --name cora data/cora     # RAW: the ind.cora.* files
   python -m fastsample.data ogb downloads/ogbn_products data/products-ogb
-  python -m fastsample.data info data/cora
+  python -m fastsample.data info data/cora --check    # --check: report NaN/inf feature rows
   python -m fastsample.data link-split data/cora data/cora-link --val-fraction 0.05 --test-fraction 0.1
 
 Undirected inputs are stored with both directions; duplicate edges are merged and
@@ -122,6 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     info = sub.add_parser("info", help="validate a dataset directory and summarise it")
     info.add_argument("dataset", help="dataset directory")
+    info.add_argument("--check", action="store_true",
+                      help="also read every feature row and report those holding NaN or inf (exit status 1 if any: "
+                           "a non-finite input makes the loss NaN, see --on-nan in python -m fastsample.train)")
     for cmd in (s, pl, og, ls, info):
         cmd.add_argument("--json", action="store_true", help="print the summary as JSON")
     return p
@@ -240,13 +244,18 @@ def main(argv=None) -> int:
         elif args.command == "link-split":
             _link_split(args)
         path = args.dataset if args.command == "info" else args.out
-        from fastsample.data.summary import format_summary, summarize
+        from fastsample.data.summary import check_features, format_check, format_summary, summarize
 
-        summary = summarize(load_dataset(path))
-    except (DatasetError, ValueError, FileExistsError, FileNotFoundError) as e:
+        ds = load_dataset(path)
+        summary = summarize(ds)
+        if getattr(args, "check", False):
+            summary["check"] = check_features(ds)
+    except (DatasetError, ValueError, FileExistsError, FileNotFoundError, DiskFull) as e:
         return fail(f"python -m fastsample.data {args.command}", e)
     summary["seconds"] = round(time.perf_counter() - t0, 2)
-    return report(summary, format_summary(summary), args.json)
+    text = format_summary(summary) + ("\n" + format_check(summary["check"]) if "check" in summary else "")
+    status = report(summary, text, args.json)
+    return 1 if any(v["rows"] for v in summary.get("check", {}).values()) else status
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from pathlib import Path
 import numba
 import numpy as np
 
+from fastsample.atomic import allocated_memmap
 from fastsample.graph import CSCGraph, DatasetError, check_types, id_dtype, offset_dtype, type_dtype
 
 
@@ -294,9 +295,9 @@ def edges_to_csc_file(chunks, num_nodes: int, indices_path, *, symmetric: bool, 
             f.close()
     indptr = np.cumsum(counts)
     del counts
-    out = np.lib.format.open_memmap(indices_path, mode="w+", dtype=id_dtype(num_nodes), shape=(int(indptr[-1]),))
-    out_types = None if types_path is None else np.lib.format.open_memmap(
-        types_path, mode="w+", dtype=type_dtype(num_types), shape=(int(indptr[-1]),))
+    out = allocated_memmap(indices_path, id_dtype(num_nodes), (int(indptr[-1]),))
+    out_types = None if types_path is None else allocated_memmap(types_path, type_dtype(num_types),
+                                                                 (int(indptr[-1]),))
     new_indptr = np.zeros(num_nodes + 1, dtype=np.int64)
     written = 0
     for r, path in enumerate(spill):

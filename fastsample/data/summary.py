@@ -50,6 +50,44 @@ def summarize(ds: Dataset) -> dict:
     return stats
 
 
+def non_finite_rows(features, first: int = 5, chunk_bytes: int = 64 << 20) -> dict:
+    """Rows of a feature matrix holding NaN or ±inf: {"rows": count, "first": [row ids]}.
+    Reads the (memory-mapped) matrix in chunks, so its memory is bounded on any size."""
+    step = max(1, chunk_bytes // max(1, features.shape[1] * features.dtype.itemsize))
+    count, found = 0, []
+    for lo in range(0, features.shape[0], step):
+        block = np.asarray(features[lo:lo + step])
+        if block.dtype.kind != "f":  # integer features are finite
+            break
+        bad = np.flatnonzero(~np.isfinite(block).all(axis=1))
+        count += len(bad)
+        found.extend(int(lo + b) for b in bad[:max(0, first - len(found))])
+    return {"rows": count, "first": found}
+
+
+def check_features(ds: Dataset) -> dict:
+    """non_finite_rows for every feature matrix: {node type (or "features"): its result}.
+    Typed data's row ids are global node ids (the type's offset added)."""
+    if not ds.typed:
+        return {"features": non_finite_rows(ds.features)}
+    out = {}
+    for i, t in enumerate(ds.graph.node_types):
+        f = ds.features.get(t)
+        if f is not None:
+            r = non_finite_rows(f)
+            out[t] = {"rows": r["rows"], "first": [int(ds.graph.node_type_offset[i]) + k for k in r["first"]]}
+    return out
+
+
+def format_check(check: dict) -> str:
+    """check_features' result as ``info --check`` prints it."""
+    bad = {k: v for k, v in check.items() if v["rows"]}
+    if not bad:
+        return "check       every feature row is finite"
+    return "check       " + "  ".join(
+        f"{k}: {v['rows']:,} rows with NaN or inf (first: {', '.join(map(str, v['first']))})" for k, v in bad.items())
+
+
 def format_bytes(b: float) -> str:
     """A byte count for people: "512 B", "1.5 MiB" (the CLIs' reports use it)."""
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):

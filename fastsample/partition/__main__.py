@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
+from fastsample.atomic import DiskFull
 from fastsample import cli
 from fastsample import config as cfg
 from fastsample.choices import PARTITION_METHODS, PARTITION_MODES
@@ -87,7 +88,7 @@ def main(argv=None) -> int:
             raise PartitionError(f"--parts must be in 1..{num_nodes} (the node count), got {args.parts}")
         meta = partition_dataset(args.dataset, args.out, args.parts, args.method, args.mode, args.seed,
                                  overwrite=args.overwrite, progress=not args.quiet)
-    except (DatasetError, PartitionError, ValueError, FileExistsError) as e:
+    except (DatasetError, PartitionError, ValueError, FileExistsError, DiskFull) as e:
         return cli.fail(prog, e)
     return cli.report(meta, format_report(meta), args.json)
 

@@ -39,7 +39,7 @@ import numpy as np
 from tqdm import tqdm
 
 from fastsample.allocator import available_memory
-from fastsample.atomic import AtomicDirectory
+from fastsample.atomic import AtomicDirectory, allocated_memmap, check_space
 from fastsample.data.summary import format_bytes
 from fastsample.choices import MODES, PARTITION_METHODS, PARTITION_MODES
 from fastsample.edge_splits import load_edge_split
@@ -144,7 +144,7 @@ def _type_runs(ds, orig_ids: np.ndarray, offsets: np.ndarray) -> np.ndarray:
 
 def _copy_rows(path: Path, source: np.ndarray, rows: np.ndarray) -> int:
     """source[rows] (ascending) written to the .npy ``path`` in row blocks; returns its bytes."""
-    out = np.lib.format.open_memmap(path, mode="w+", dtype=source.dtype, shape=(len(rows), source.shape[1]))
+    out = allocated_memmap(path, source.dtype, (len(rows), source.shape[1]))
     for b in range(0, len(rows), _CHUNK_ROWS):
         out[b:b + _CHUNK_ROWS] = source[rows[b:b + _CHUNK_ROWS]]
     out.flush()
@@ -170,6 +170,17 @@ def _write_node_data(pk: Path, ds, orig_ids: np.ndarray, lo: int, hi: int, runs,
         if ds.features[name] is not None:
             size += _copy_rows(pk / "features" / f"{name}.npy", ds.features[name], local)
     return size
+
+
+def _check_space(ds, out: Path, mode: str) -> None:
+    """DiskFull before any work if the output cannot fit: every node's rows once, the
+    relabelled topology once per layout written, the ids and labels."""
+    g = ds.graph
+    rows = (sum(f.nbytes for f in ds.features.values() if f is not None) if ds.typed else ds.features.nbytes)
+    topology = g.indptr.nbytes + g.indices.nbytes + (g.type_per_edge.nbytes if g.typed else 0)
+    need = rows + topology * (2 if mode == "both" else 1) + ds.labels.nbytes + g.num_nodes * 8 + (1 << 20)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    check_space(out.parent, need, out.name)
 
 
 def _mkdir(path: Path) -> Path:
@@ -214,6 +225,7 @@ def partition_dataset(dataset, out, parts: int, method: str = "auto", mode: str 
         raise PartitionError(f"parts must be in 1..{n} (the node count), got {parts}")
     method = _resolve_method(method, ds, parts, progress)
     T = len(ds.graph.node_types) if ds.typed else 1
+    _check_space(ds, Path(out), mode)
     with AtomicDirectory(out, overwrite=overwrite) as target:
         _stage(f"{method}: {n:,} nodes, {ds.graph.num_edges:,} edges into {parts} parts", progress, t0)
         if method in ("metis", "kaminpar"):

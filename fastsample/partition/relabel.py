@@ -10,6 +10,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from fastsample.atomic import allocated_memmap
 from fastsample.graph import CSCGraph, offset_dtype
 
 
@@ -82,11 +83,10 @@ def relabel_graph_to(graph: CSCGraph, orig_ids: np.ndarray, folder, type_runs: n
     new_of_old, new_indptr = _new_indptr(graph, orig_ids)
     n, e = len(orig_ids), int(new_indptr[-1])
     np.save(f"{folder}/indptr.npy", new_indptr.astype(offset_dtype(e)))
-    out = np.lib.format.open_memmap(f"{folder}/indices.npy", mode="w+", dtype=graph.indices.dtype, shape=(e,))
+    out = allocated_memmap(f"{folder}/indices.npy", graph.indices.dtype, (e,))
     types = None
     if graph.typed:  # each node's in-edges stay sorted by edge type
-        types = np.lib.format.open_memmap(f"{folder}/type_per_edge.npy", mode="w+", dtype=graph.type_per_edge.dtype,
-                                          shape=(e,))
+        types = allocated_memmap(f"{folder}/type_per_edge.npy", graph.type_per_edge.dtype, (e,))
     lo = 0
     while lo < n:
         # the rows up to ~CHUNK_EDGES edges on (at least one row: a hub may hold more)

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 from pathlib import Path
 
 import torch
 
+from fastsample.atomic import DiskFull
 from fastsample.config import from_dict, marked, to_dict
 
 __all__ = ["CheckpointError", "Checkpoints", "load_checkpoint"]
@@ -61,8 +63,11 @@ def _write(path: Path, state: dict) -> None:
     try:
         torch.save(state, tmp)
         os.replace(tmp, path)  # never a half-written checkpoint under the real name
-    except BaseException:
+    except BaseException as e:
+        written = tmp.stat().st_size if tmp.exists() else None
         tmp.unlink(missing_ok=True)
+        if isinstance(e, (OSError, RuntimeError)) and shutil.disk_usage(path.parent).free < (written or 0) + (1 << 20):
+            raise DiskFull(path.parent, what=f"{path.name} (at least {written:,} bytes were written)") from None
         raise
 
 
