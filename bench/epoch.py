@@ -31,7 +31,11 @@ epoch 0's batches, is measured on batches it did not see (and runs without a cac
 measured alike). --prefetch adds another: the depth of the trainer's prefetch (sample and
 gather the next steps in a background thread while the model computes; 0 = off). "vs
 base" compares each row with hybrid-native without cache or prefetch, same P and net.
-Outputs: table, --json, --csv, a PNG bar chart like the paper's Figure 6, and with
+Every row also reports the roofline: the products' floor (rank 0's matrix-product FLOPs,
+counted from the MFGs it ran, at the throughput measured on those shapes on this CPU in
+the same run; fastsample/roofline.py) and the epoch's ratio to it.
+Outputs: table, --json, --csv, a PNG bar chart like the paper's Figure 6, the phases of
+each row stacked against its floor (--phases-plot), and with
 several cache fractions a second PNG (--curve-plot): time and bytes per step against
 the cache fraction.
 
@@ -209,9 +213,13 @@ def main() -> None:
     p.add_argument("--json", default=str(HERE / "out" / "epoch.json"))
     p.add_argument("--csv", default=str(HERE / "out" / "epoch.csv"))
     p.add_argument("--plot", default=str(HERE / "out" / "epoch.png"))
+    p.add_argument("--phases-plot", default=None,
+                   help="each row's phases stacked, against its products' floor (default: --plot's name + -phases)")
     p.add_argument("--curve-plot", default=str(HERE / "out" / "epoch-cache.png"),
                    help="time and bytes per step against the cache fraction (with several --cache-fractions)")
     args = p.parse_args()
+    if args.phases_plot is None:
+        args.phases_plot = str(Path(args.plot).with_name(Path(args.plot).stem + "-phases.png"))
     try:
         args.cache_fractions = [float(f) for f in args.cache_fractions.split(",")]
     except ValueError:
@@ -286,13 +294,18 @@ def measure(args, nets, scenarios) -> list[dict]:
 
 
 def summarise(partition, ranks, net, scenario, runs, args, cache: float = 0.0, prefetch: int = 0) -> dict:
-    med = {k: statistics.median(r[k] for r in runs) for k in ("epoch_s", *TIMERS)}
+    med = {k: statistics.median(r[k] or 0.0 for r in runs) for k in ("epoch_s", *TIMERS)}
+    floors = [r["products_floor_s"] for r in runs if r.get("products_floor_s")]
     modelled = [r["net_modelled_s"] for r in runs if r.get("net_modelled_s") is not None]
     row = {"partition": partition, "ranks": ranks, "net": net, "net_desc": net_description(net, args),
            "backend": runs[0]["backend"], "scenario": scenario, "cache_fraction": cache, "prefetch": prefetch,
            "cache_hit_rate": runs[0].get("cache_hit_rate"), "steps": runs[0]["steps"], **med,
            "rounds_per_step": runs[0]["rounds_per_step"], "bytes_sent_rank0": runs[0]["bytes_sent"],
-           "net_modelled_s": statistics.median(modelled) if modelled else None}
+           "net_modelled_s": statistics.median(modelled) if modelled else None,
+           # the roofline: rank 0's product FLOPs, and their time at the speed measured in the same run
+           "products_flop": runs[0].get("products_flop"),
+           "products_floor_s": statistics.median(floors) if floors else None}
+    row["x_floor"] = statistics.median(r["epoch_s"] / r["products_floor_s"] for r in runs) if floors else None
     for k in ("veth_tx_bytes_rank0", "veth_rx_bytes_rank0", "veth_tx_bytes_total", "tbf_drops_total"):
         row[k] = statistics.median(r[k] for r in runs) if k in runs[0] else None
     row["exit_aborts"] = sum(1 for r in runs if r.get("exit_abort"))
@@ -301,7 +314,9 @@ def summarise(partition, ranks, net, scenario, runs, args, cache: float = 0.0, p
             if row["veth_tx_bytes_rank0"] is not None else "")
     print(f"P={ranks} net={net:10s} {scenario:15s} cache {cache:<4g} prefetch {prefetch} "
           f"{med['epoch_s']:7.2f} s / {row['steps']} steps "
-          f"(runs {', '.join(f'{t:.2f}' for t in row['runs_epoch_s'])}){veth}", flush=True)
+          f"(runs {', '.join(f'{t:.2f}' for t in row['runs_epoch_s'])}){veth}"
+          + (f", products floor {row['products_floor_s']:.2f} s ({row['x_floor']:.2f}x)" if row["x_floor"] else ""),
+          flush=True)
     return row
 
 
@@ -313,7 +328,7 @@ def report(args, nets, scenarios, rows) -> None:
           f"median of {args.reps} runs, {os.cpu_count()} cpus: {cpu_summary()}; net: {'; '.join(descs.values())}")
     head = (f"{'P':>2} {'net':>10} {'scenario':>15} {'cache':>5} {'pf':>2} {'hits':>6} {'time s':>7} {'sample':>7} "
             f"{'gather':>7} {'waited':>7} {'compute':>8} {'allred':>7} {'rounds':>6} {'MB/step':>8} {'veth MB':>8} "
-            f"{'vs vanilla':>10} {'vs base':>8}")
+            f"{'floor':>6} {'xfloor':>6} {'vs vanilla':>10} {'vs base':>8}")
     print(head)
     print("-" * len(head))
     for r in rows:
@@ -324,9 +339,13 @@ def report(args, nets, scenarios, rows) -> None:
         print(f"{r['ranks']:>2} {r['net']:>10} {r['scenario']:>15} {r['cache_fraction']:>5g} {r['prefetch']:>2} {hits} "
               f"{r['epoch_s']:>7.2f} {r['sample_s']:>7.2f} {r['gather_s']:>7.2f} {r['wait_s']:>7.2f} "
               f"{r['compute_s']:>8.2f} {r['allreduce_s']:>7.2f} {r['rounds_per_step']:>6.0f} "
-              f"{r['bytes_sent_rank0'] / 1e6 / r['steps']:>8.1f} {veth} {speedup} {vs_base}")
+              f"{r['bytes_sent_rank0'] / 1e6 / r['steps']:>8.1f} {veth} "
+              + (f"{r['products_floor_s']:>6.2f} {r['x_floor']:>5.2f}x" if r["x_floor"] else f"{'-':>6} {'-':>6}")
+              + f" {speedup} {vs_base}")
     print(f"vs base: against {args.base} without cache and prefetch; pf: prefetch depth; waited: time rank 0's trainer waited for its batches (sample + gather without "
           "prefetch, what prefetch did not hide with it); MB/step: sent by rank 0 per step, as counted by fastsample")
+    print("floor: rank 0's matrix products alone, their FLOPs counted from the MFGs it ran, at the throughput "
+          "measured on those shapes on this CPU in the same run (fastsample/roofline.py); xfloor: time / floor")
     print("veth MB: bytes rank 0's veth sent "
           "(TCP/IP framing and gloo's headers included), namespaces only; hits: share of rank 0's non-owned "
           f"input rows its cache held ({args.cache_policy} policy)")
@@ -337,7 +356,8 @@ def report(args, nets, scenarios, rows) -> None:
         writer.writeheader()
         writer.writerows(rows)
     plot(rows, scenarios, nets, Path(args.plot), "\n".join(descs.values()))
-    print(f"json {args.json}, csv {args.csv}, plot {args.plot}")
+    plot_phases(rows, Path(args.phases_plot), "\n".join(descs.values()))
+    print(f"json {args.json}, csv {args.csv}, plot {args.plot}, phases against the floor {args.phases_plot}")
     if len(args.cache_fractions) > 1:
         plot_cache_curve(rows, nets, Path(args.curve_plot), "\n".join(descs.values()))
         print(f"cache curve {args.curve_plot}")
@@ -372,6 +392,50 @@ def plot(rows, scenarios, nets, path: Path, net_desc: str) -> None:
     ax.set_ylabel(f"seconds per {rows[0]['steps']} steps")
     ax.set_title(f"fastsample epoch time; net:\n{net_desc}", fontsize=7)
     ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+PHASES = (("sample_s", "sample"), ("gather_s", "gather"), ("compute_s", "compute"), ("allreduce_s", "all-reduce"),
+          ("optimizer_s", "optimizer"))
+
+
+def plot_phases(rows, path: Path, net_desc: str) -> None:
+    """One stacked bar per row (scenario, P, net, cache, prefetch): rank 0's phases (with
+    prefetch: the time the loop waited for its batches in place of sample and gather), the
+    rest of the epoch as "other", and a mark at the products' floor."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(2 + 0.9 * len(rows), 4.4))
+    bottoms = [0.0] * len(rows)
+    for key, name in (*PHASES, ("other", "other")):
+        vals = []
+        for r in rows:
+            if key == "other":
+                v = r["epoch_s"] - sum(r[k] for k, _ in PHASES if not (r["prefetch"] and k in ("sample_s", "gather_s")))
+                v -= r["wait_s"] if r["prefetch"] else 0.0
+            elif r["prefetch"] and key in ("sample_s", "gather_s"):
+                v = r["wait_s"] if key == "gather_s" else 0.0
+            else:
+                v = r[key]
+            vals.append(max(v, 0.0))
+        ax.bar(range(len(rows)), vals, 0.6, bottom=bottoms, label=name if name != "gather" else "gather (with prefetch: waited)")
+        bottoms = [b + v for b, v in zip(bottoms, vals)]
+    for i, r in enumerate(rows):
+        if r["products_floor_s"]:
+            ax.hlines(r["products_floor_s"], i - 0.4, i + 0.4, colors="k", linestyles="--",
+                      label="products' floor" if i == 0 else None)
+            ax.annotate(f"{r['x_floor']:.2f}x", (i, r["epoch_s"]), ha="center", va="bottom", fontsize=7)
+    ax.set_xticks(range(len(rows)))
+    ax.set_xticklabels([f"{r['scenario']}\nP={r['ranks']} {r['net']}" + (f"\ncache {r['cache_fraction']:g}"
+                        if r["cache_fraction"] else "") + (f"\npf {r['prefetch']}" if r["prefetch"] else "")
+                        for r in rows], fontsize=7)
+    ax.set_ylabel(f"seconds per {rows[0]['steps']} steps (rank 0)")
+    ax.set_title(f"phases against the products' floor; net:\n{net_desc}", fontsize=7)
+    ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 

@@ -26,7 +26,11 @@ trainer decides on rank 0 and every rank uses rank 0's plan, so ranks compute al
 measured choice is kept on disk (`plan_for`: $XDG_CACHE_HOME/fastsample/matmul.json, per
 CPU, torch version, thread count and shape), so that runs on one host with one seed stay
 bitwise reproducible: two fresh measurements of engines within noise of each other could
-otherwise pick differently.
+otherwise pick differently. A measurement made while something else used the core must not
+become that choice: it repeats until each engine's best two calls agree (else it is used
+once and not kept), and a kept plan is re-checked cheaply at every start-up and measured
+afresh only if its engine has become clearly slower (RECHECK_MARGIN). The start-up line
+says which happened.
 """
 
 from __future__ import annotations
@@ -53,6 +57,8 @@ os.environ.setdefault("LRU_CACHE_CAPACITY", "16")
 OPS = ("forward", "weight_grad", "input_grad")
 MARGIN = 1.1  # another engine replaces BLAS only when at least this much faster: noise must not flip it
 BF16_MARGIN = 1.2  # bf16 products also pay for casting their operands
+SPREAD = 1.05  # a measurement is steady when each candidate's two best calls agree this well
+RECHECK_MARGIN = 1.3  # a cached choice is re-measured only when a quick re-check finds it this much slower
 
 
 def _onednn(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
@@ -107,6 +113,7 @@ class Plan:
     precision: str = "fp32"
     measured: dict = field(default_factory=dict)
     seconds: float = 0.0
+    steady: bool = True
 
     def forward(self, z: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
         """z @ w^T (+ bias): a layer's projection of Z = [h_dst | mean]."""
@@ -138,7 +145,7 @@ class Plan:
                                 for op in OPS)
             if "bf16 step" in m:
                 figures += f"; step fp32 {m['fp32 step']:.0f} bf16 {m['bf16 step']:.0f}"
-            what += f" [GFLOP/s {figures}; measured in {self.seconds:.2f} s]"
+            what += f" [GFLOP/s {figures}; measured in {self.seconds:.2f} s{'' if self.steady else ', unsteady'}]"
         return what
 
 
@@ -161,15 +168,39 @@ def _gflops(candidates: dict, flops: float, reps: int = 3) -> dict:
     """GFLOP/s of each candidate (name -> f()): the best of ``reps`` calls after a warm one,
     the candidates taking turns, so that a drifting clock or a neighbour's load falls on
     all of them alike."""
-    best = dict.fromkeys(candidates, float("inf"))
-    for f in candidates.values():
+    return _measure(candidates, flops, reps, reps)[0]
+
+
+def _measure(candidates: dict, flops: float, least: int = 3, most: int = 8) -> tuple[dict, bool]:
+    """({name: GFLOP/s}, steady): rounds of one timing per candidate (taking turns, after a
+    warm call each; a timing repeats a small product until it takes ~2 ms, so that the
+    clock's grain does not decide) until every candidate's two best timings agree within
+    SPREAD (at least ``least``, at most ``most`` rounds). Not steady: something else used
+    the core meanwhile, and a choice made on it must not be kept (choose, plan_for)."""
+    times, repeat = {name: [] for name in candidates}, {}
+    for name, f in candidates.items():
+        t0 = time.perf_counter()
         f()  # warm: oneDNN builds its primitive on the first call
-    for _ in range(reps):
+        repeat[name] = min(1000, max(1, int(0.002 / max(time.perf_counter() - t0, 1e-7))))
+    for round_ in range(most):
         for name, f in candidates.items():
             t0 = time.perf_counter()
-            f()
-            best[name] = min(best[name], time.perf_counter() - t0)
-    return {name: flops / t / 1e9 for name, t in best.items()}
+            for _ in range(repeat[name]):
+                f()
+            times[name].append((time.perf_counter() - t0) / repeat[name])
+        steady = all(len(b) < 2 or b[1] <= SPREAD * b[0] for b in (sorted(t)[:2] for t in times.values()))
+        if round_ + 1 >= least and steady:
+            break
+    return {name: flops / min(t) / 1e9 for name, t in times.items()}, steady
+
+
+def throughput(plan: Plan, op: str, rows: int, k: int, n: int, reps: int = 3) -> float:
+    """GFLOP/s of ``plan``'s ``op`` on a (rows, k) x (k, n) product (as the model calls it;
+    the roofline's measure, fastsample/roofline.py): best of ``reps`` after a warm call."""
+    gen = torch.Generator().manual_seed(0)
+    z, w, g = (torch.randn(*s, generator=gen) for s in ((rows, k), (n, k), (rows, n)))
+    args = {"forward": (z, w), "weight_grad": (g, z), "input_grad": (g, w)}[op]
+    return _gflops({op: lambda: plan._run(op, *args)}, 2.0 * rows * k * n, reps)[op]
 
 
 def choose(backend: str = "auto", precision: str = "fp32", shape: tuple[int, int, int] = (4096, 512, 256),
@@ -194,23 +225,26 @@ def choose(backend: str = "auto", precision: str = "fp32", shape: tuple[int, int
     args = {"forward": (z, w), "weight_grad": (g, z), "input_grad": (g, w)}
     flops = 2.0 * rows * k * n
     engines = ENGINES if onednn_available() else ("blas",)
-    measured, chosen = {}, {}
+    measured, chosen, steady = {}, {}, True
     for op in OPS:
-        speed = _gflops({e: lambda e=e: _IMPL[e, op](*args[op]) for e in engines}, flops)
+        speed, calm = _measure({e: lambda e=e: _IMPL[e, op](*args[op]) for e in engines}, flops)
+        steady &= calm
         measured.update({f"{op} {e}": s for e, s in speed.items()})
         best = max(speed, key=speed.get)
         chosen[op] = best if best == "blas" or "blas" not in speed or speed[best] >= MARGIN * speed["blas"] else "blas"
+    if not steady:  # a choice under someone else's load would differ run to run: BLAS, as without a measurement
+        chosen = dict.fromkeys(OPS, "blas")
     bf16 = False
     if precision == "bf16":  # on a slice: emulated bf16 is slow, and a slice shows the ratio
         cut = max(1, rows // 8)
         small = {"forward": (z[:cut], w), "weight_grad": (g[:cut], z[:cut]), "input_grad": (g[:cut], w)}
         fp32, half = Plan(chosen), Plan(bf16=True)
         speed = [_gflops({"fp32": lambda: fp32._run(op, *small[op]), "bf16": lambda: half._run(op, *small[op])},
-                         flops / 8, reps=1) for op in OPS]
+                         flops / 8, reps=1) for op in OPS]  # bf16 pays 3-20x or not at all: one call shows it
         step32, step16 = (sum(1 / s[kind] for s in speed) for kind in ("fp32", "bf16"))
         measured.update({"fp32 step": 3 / step32, "bf16 step": 3 / step16})
         bf16 = step32 >= BF16_MARGIN * step16
-    return Plan(chosen, bf16, precision, measured, time.perf_counter() - t0)
+    return Plan(chosen, bf16, precision, measured, time.perf_counter() - t0, steady)
 
 
 def cache_file() -> Path:
@@ -248,19 +282,47 @@ def _host_key(backend: str, precision: str, shape, threads: int) -> str:
     return f"{cpu} torch {torch.__version__} {backend} {precision} {threads} threads {'x'.join(map(str, shape))}"
 
 
+def recheck(plan: Plan, shape: tuple[int, int, int]) -> bool:
+    """Whether a cached plan still holds: each product's chosen engine against the others,
+    one quick round on a quarter of the rows (~0.05 s). False only when the chosen engine is
+    RECHECK_MARGIN slower than another: a plan measured under load must not stick, yet the
+    noise of one round must not flip runs that are meant to be bitwise alike."""
+    if plan.bf16 or not plan.measured:
+        return True
+    rows, k, n = max(1, shape[0] // 4), shape[1], shape[2]
+    gen = torch.Generator().manual_seed(0)
+    z, w, g = (torch.randn(*s, generator=gen) for s in ((rows, k), (n, k), (rows, n)))
+    args = {"forward": (z, w), "weight_grad": (g, z), "input_grad": (g, w)}
+    engines = ENGINES if onednn_available() else ("blas",)
+    for op in OPS:
+        speed = _gflops({e: lambda e=e: _IMPL[e, op](*args[op]) for e in engines}, 2.0 * rows * k * n, reps=2)
+        if max(speed.values()) > RECHECK_MARGIN * speed.get(plan.engines[op], 0.0):
+            return False
+    return True
+
+
 def plan_for(backend: str, precision: str, shape: tuple[int, int, int]) -> tuple[Plan, str]:
     """`choose`'s plan, measured once per host and settings and then read from
-    cache_file(); returns it and where it came from ("measured", "cached" or "set")."""
+    cache_file(); returns it and where it came from, for the start-up line: "set" (pinned),
+    "measured", "measured; unsteady, not cached" (something else used the core: the next
+    run measures again), "cached, re-checked" or "re-measured: the cached plan failed its
+    re-check" (`recheck`)."""
     if backend != "auto":
         return choose(backend, precision, shape), "set"
     key, path = _host_key(backend, precision, shape, torch.get_num_threads()), cache_file()
+    source = "measured"
     try:
         saved = json.loads(path.read_text()).get(key)
         if saved is not None:
-            return Plan(**saved), "cached"
+            cached = Plan(**saved)
+            if recheck(cached, shape):
+                return cached, "cached, re-checked"
+            source = "re-measured: the cached plan failed its re-check"
     except (OSError, ValueError, TypeError, AttributeError):
         pass  # no cache, or an unreadable one: measure (and rewrite it)
     plan = choose(backend, precision, shape)
+    if not plan.steady:
+        return plan, "measured; unsteady (another load on the cores?), not cached"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -274,4 +336,4 @@ def plan_for(backend: str, precision: str, shape: tuple[int, int, int]) -> tuple
         os.replace(f.name, path)  # atomic: concurrent jobs never read half a file
     except OSError:
         pass  # a read-only home: the plan still holds for this process
-    return plan, "measured"
+    return plan, source

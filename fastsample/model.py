@@ -145,6 +145,16 @@ class GraphSAGE(nn.Module):
         w = self.layers[0].self_lin.weight
         return rows, 2 * w.shape[1], w.shape[0]
 
+    def products(self, blocks: list[Block]) -> list[tuple[int, str, int, int, int]]:
+        """A training step's matrix products, (layer, op, rows, k, n) each (fastsample/roofline.py):
+        per layer the forward (rows, 2 d_in) x (2 d_in, d_out), the weight gradient, and the
+        input gradient except at the input layer (features need none)."""
+        out = []
+        for i, (conv, block) in enumerate(zip(self.layers, blocks)):
+            d_out, d_in = conv.self_lin.weight.shape
+            out += [(i, op, block.num_dst, 2 * d_in, d_out) for op in matmul.OPS[:2 if i == 0 else 3]]
+        return out
+
     def forward(self, blocks: list[Block], x: torch.Tensor) -> torch.Tensor:
         """blocks[i] feeds layer i (blocks[0] consumes the input features x).
 

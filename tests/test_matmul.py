@@ -2,10 +2,12 @@
 fastsample/bf16.py): each fp32 engine matches the plain-PyTorch reference within 1e-5,
 bf16 products within the documented tolerance, 16-bit features are read exactly."""
 
+import itertools
 import json
 import os
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -115,17 +117,47 @@ def test_narrow_rounds_as_torch_and_widens_back():
 def test_the_choice_is_measured_once_then_read_from_the_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     shape = (256, 64, 32)
+    monkeypatch.setattr(matmul, "SPREAD", 10.0)  # steady by decree: this test is about the cache
     first, source = matmul.plan_for("auto", "fp32", shape)
     assert source == "measured" and set(first.engines) == set(matmul.OPS) and first.measured
     again, source = matmul.plan_for("auto", "fp32", shape)
-    assert source == "cached" and again == first
+    assert source == "cached, re-checked" and again == first
     entry = json.loads(matmul.cache_file().read_text())
     assert len(entry) == 1 and f"{shape[0]}x{shape[1]}x{shape[2]}" in next(iter(entry))
     matmul.cache_file().write_text("{half a file")  # unreadable: measured afresh, then rewritten
     assert matmul.plan_for("auto", "fp32", shape)[1] == "measured"
-    assert matmul.plan_for("auto", "fp32", shape)[1] == "cached"
+    assert matmul.plan_for("auto", "fp32", shape)[1] == "cached, re-checked"
     assert matmul.plan_for("blas", "fp32", shape) == (matmul.Plan(), "set")
     assert matmul.plan_for("blas", "bf16", shape)[0].bf16  # pinned: bf16 products, whether they pay or not
+
+
+def slowed(f, seconds):
+    def slow(*args):
+        time.sleep(seconds)
+        return f(*args)
+    return slow
+
+
+@pytest.mark.skipif(not matmul.onednn_available(), reason="torch without oneDNN")
+def test_a_plan_measured_under_load_does_not_stick(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    shape = (256, 64, 32)
+    # a neighbour's load growing while BLAS's forward is timed: no two of its calls agree
+    calls = itertools.count()
+    blas = matmul._IMPL["blas", "forward"]
+    monkeypatch.setitem(matmul._IMPL, ("blas", "forward"), lambda *a: (time.sleep(0.002 * next(calls)), blas(*a))[1])
+    plan, source = matmul.plan_for("auto", "fp32", shape)
+    assert not plan.steady and source.startswith("measured; unsteady") and not matmul.cache_file().exists()
+    assert plan.engines == dict.fromkeys(matmul.OPS, "blas")  # what an unsteady measurement may not decide
+    # a plan that was kept, then measured to be the wrong one: the start-up re-check finds it
+    monkeypatch.setitem(matmul._IMPL, ("blas", "forward"), blas)
+    monkeypatch.setattr(matmul, "SPREAD", 10.0)
+    plan, source = matmul.plan_for("auto", "fp32", shape)
+    assert source == "measured" and plan.steady and plan.engines["forward"] == "blas"
+    monkeypatch.setitem(matmul._IMPL, ("blas", "forward"), slowed(blas, 0.02))  # now clearly slower
+    plan, source = matmul.plan_for("auto", "fp32", shape)
+    assert source == "re-measured: the cached plan failed its re-check" and plan.engines["forward"] == "onednn"
+    assert matmul.plan_for("auto", "fp32", shape) == (plan, "cached, re-checked")
 
 
 def test_bad_names_are_refused():

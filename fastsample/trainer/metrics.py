@@ -26,6 +26,10 @@ class EpochRecord:
     bytes_sent, rounds_per_step: what rank 0 sent, and the rounds per step, in the
     all_to_all collectives (the gather's two rounds per step; vanilla sampling's two per
     lower layer); the gradient all-reduce is not counted.
+    products_flop, products_floor_s: rank 0's matrix-product FLOPs in the epoch, counted
+    from the MFGs its model ran, and the time they take at the throughput measured on
+    those shapes on this CPU (fastsample/roofline.py; None for a model that does not list
+    its products, and the floor off the CPU).
     """
 
     epoch: int
@@ -43,6 +47,8 @@ class EpochRecord:
     bytes_sent: int = 0
     rounds_per_step: float = 0.0
     net_modelled_s: float | None = None
+    products_flop: int | None = None
+    products_floor_s: float | None = None
     step_losses: list[float] = field(default_factory=list)
     cache_hit_rate: float | None = None
     remote_input_fraction: float = 0.0  # of rank 0's input rows, the share fetched from other ranks
@@ -89,6 +95,8 @@ def report_line(r: EpochRecord, prefetch: bool = False) -> str:
             + (f"(waited {seconds(r.wait_s)}) " if prefetch else "") +
             f"compute {seconds(r.compute_s)} allreduce {seconds(r.allreduce_s)}"
             + (f" optimizer {seconds(r.optimizer_s)}" if r.optimizer_s is not None else "") + ")  "
+            + (f"products floor {seconds(r.products_floor_s)} ({r.epoch_s / r.products_floor_s:.2f}x)  "
+               if r.products_floor_s else "") +
             f"sent {r.bytes_sent / 2**20:.1f} MiB (rank 0, this epoch)  "
             + (f"cache hits {r.cache_hit_rate:.1%}  " if r.cache_hit_rate is not None else "") +
             f"{r.rounds_per_step:.0f} rounds/step")

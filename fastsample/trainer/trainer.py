@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from fastsample import matmul
+from fastsample.roofline import Roofline
 from fastsample.comm import Communicator
 from fastsample.comm.agree import agree
 from fastsample.config import ConfigError, marked
@@ -220,6 +221,7 @@ class Trainer:
             else:
                 model = build_model(c, self.shard.feature_dim, self.num_classes)
         self.model = model.to(self.device)
+        self.roofline = Roofline(self.model, self.device)
         if c.eval == "full" or c.task == "link":
             check_layerwise(self.model)
         if optimizer is None:
@@ -264,6 +266,7 @@ class Trainer:
         self.model.train()
         self.optimizer.zero_grad(set_to_none=False)
         out = self.model(batch.blocks, self.input(batch))
+        self.roofline.count(batch.blocks)
         if not len(batch):
             stats = [0.0, 0.0, 0.0]
         elif isinstance(batch, EdgeBatch):  # link: positives against the drawn negatives
@@ -476,10 +479,12 @@ class Trainer:
             if self.stop_agreed and step + 1 < self.steps_per_epoch:  # every rank leaves after this same step
                 complete = False
                 break
+        epoch_s = time.perf_counter() - t_epoch
+        flop, floor = self.roofline.epoch()  # after the clock: its one measurement is not the epoch's
         traffic = comm.counters.reset()
         cached, remote, local = (loader.gather_counts()[k] - before[k] for k in ("cached", "remote", "local"))
         return EpochRecord(epoch=epoch, loss=totals[0] / max(totals[2], 1), train_acc=totals[1] / max(totals[2], 1),
-                           epoch_s=time.perf_counter() - t_epoch, **timers, bytes_sent=traffic.bytes_sent,
+                           epoch_s=epoch_s, **timers, products_flop=flop, products_floor_s=floor, bytes_sent=traffic.bytes_sent,
                            rounds_per_step=traffic.rounds / max(self.steps_per_epoch, 1),
                            net_modelled_s=traffic.modelled_s if c.net_model else None, step_losses=losses,
                            cache_hit_rate=cached / max(cached + remote, 1) if c.cache_fraction else None,

@@ -1,0 +1,74 @@
+"""The products' floor of an epoch: what its matrix products alone would take on this CPU.
+
+A model that lists its products (``products(blocks)``: (layer, op, rows, k, n) per product,
+2·rows·k·n FLOPs each, as the built-in GraphSAGE does) has them counted at every training
+step from the MFGs it actually ran. At the end of an epoch the products' throughput is
+measured on this CPU, on the epoch's own shapes (each layer and op at its mean row count),
+with the engines and precision the model's products use (fastsample/matmul.py's plan),
+once per run; the floor is the epoch's FLOPs at those speeds. An epoch can only approach
+it: everything else (sampling, gather, aggregation, activations, loss, optimizer) is
+what the ratio epoch / floor shows.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import torch
+
+from fastsample import matmul
+
+
+class Roofline:
+    """Counts a model's products per step and prices them per epoch (see the module doc).
+
+    Args:
+        model: the model; without a ``products`` method nothing is counted (fields None).
+        device: where the model runs (the floor is measured on the CPU only).
+    """
+
+    def __init__(self, model, device: torch.device | str = "cpu"):
+        self.enabled = callable(getattr(model, "products", None))
+        self.model, self.measurable = model, torch.device(device).type == "cpu"
+        self.gflops: dict[tuple[int, str], float] = {}  # measured once, on the first epoch's shapes
+        self._reset()
+
+    def _reset(self) -> None:
+        self.flop = defaultdict(float)
+        self.rows = defaultdict(int)
+        self.steps = defaultdict(int)
+        self.shape: dict[tuple[int, str], tuple[int, int]] = {}
+
+    def count(self, blocks) -> None:
+        """Add one training step's products (its forward and backward)."""
+        if not self.enabled:
+            return
+        for layer, op, m, k, n in self.model.products(blocks):
+            key = (layer, op)
+            self.flop[key] += 2.0 * m * k * n
+            self.rows[key] += m
+            self.steps[key] += 1
+            self.shape[key] = (k, n)
+
+    def epoch(self) -> tuple[int | None, float | None]:
+        """(products_flop, products_floor_s) of the steps counted since the last call; the
+        floor is None off the CPU. Measures the throughput at the first call (~0.5 s)."""
+        if not self.enabled or not self.flop:
+            self._reset()
+            return None, None
+        flop, floor = int(sum(self.flop.values())), None
+        if self.measurable:
+            plan = matmul.current()
+            for key in self.flop:
+                if key not in self.gflops:
+                    rows = max(1, round(self.rows[key] / self.steps[key]))
+                    self.gflops[key] = matmul.throughput(plan, key[1], rows, *self.shape[key])
+            floor = sum(f / (self.gflops[key] * 1e9) for key, f in self.flop.items())
+        self._reset()
+        return flop, floor
+
+    def describe(self) -> str:
+        """The measured throughput per layer and op, e.g. "layer 0 forward 78 weight_grad 80"."""
+        layers = sorted({layer for layer, _ in self.gflops})
+        return "; ".join(f"layer {i} " + " ".join(f"{op} {g:.0f}" for (j, op), g in sorted(self.gflops.items())
+                                                  if j == i) for i in layers)
