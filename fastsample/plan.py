@@ -13,8 +13,11 @@ Persistent, per rank
                   labels (int64) and the rank's split ids.
   feature cache   --cache-fraction f: floor(f N) rows and their int64 ids (distributed/cache.py);
                   its start-up build holds ~4 int64 arrays of N (frequency policy; 3 for degree).
-  node map        the fused sampler's global -> local map: one uint64 per node, filled at first
-                  use and kept (native/node_map.hpp; the Numba kernels' map is int64 too).
+  node map        the fused sampler's global -> local map (native/node_map.hpp): up to 8M nodes
+                  one uint64 per node (at most 64 MiB); above, a hash table sized by the batch:
+                  8 B x the power of two >= 2 x the batch's input nodes (at least 4096),
+                  grown to the largest batch and kept. (The Numba kernels' map, used only
+                  where the native module is not built, is one int64 per node.)
   model state     GraphSAGE: per layer W_self, W_neigh (d_in x d_out) and a bias (d_out); fp32
                   parameters, gradients, Adam's two moments, the forward's [W_self | W_neigh]
                   copy and the all-reduce's flat bucket: 6 copies.
@@ -225,6 +228,17 @@ class LayerSizes:
     num_src: float
 
 
+DIRECT_MAP_NODES = 8 << 20  # native/node_map.hpp's direct_map_nodes
+
+
+def node_map_bytes(num_nodes: int, batch_nodes: float) -> int:
+    """The native sampler's map for a graph of ``num_nodes`` and batches of ``batch_nodes``
+    distinct nodes (see the module doc)."""
+    if num_nodes <= DIRECT_MAP_NODES:
+        return 8 * num_nodes
+    return 8 * max(4096, 1 << math.ceil(math.log2(max(2 * batch_nodes, 1))))
+
+
 def expected_mfgs(num_nodes: int, num_edges: int, fanouts, batch_size: int,
                   exponent: float = 2.3) -> list[LayerSizes]:
     """Expected MFG sizes of one step (input layer first, as fastsample.sampling.sample's).
@@ -311,7 +325,7 @@ def plan(c: PlanConfig) -> dict:
     cached_rows = min(int(c.cache_fraction * n), n - owned) if c.cache_fraction else 0
     cache = cached_rows * (c.feature_dim * fb + 8)
     cache_build = (4 if c.cache_policy == "frequency" else 3) * 8 * n if c.cache_fraction else 0
-    node_map = 8 * n
+    node_map = node_map_bytes(n, mfgs[0].num_src)
     params = sum(2 * a * b + b for a, b in zip(dims[:-1], dims[1:]))
     model_state = 6 * 4 * params
 
@@ -414,7 +428,7 @@ def format_plan(p: dict) -> str:
         ("feature shard (N/P x F)", r["feature_shard"]),
         ("labels + split ids", r["labels_and_splits"]),
         (f"feature cache ({r['cache_rows']:,} rows)", r["feature_cache"]),
-        ("sampler node map (8 B x N)", r["node_map"]),
+        ("sampler node map", r["node_map"]),
         (f"model: {p['model']['parameters']:,} params x 6" if not p["model"]["embedding_values"] else
          f"model: {p['model']['parameters']:,} params x 5, embeddings/P x 3",
          r["model_state"]),

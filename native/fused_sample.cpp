@@ -22,9 +22,10 @@
 // order, and the choice rule runs on those as on a whole list (choice.hpp: remap_positions),
 // so fanouts stay full where the remaining degree allows. None excluded: exactly as before.
 //
-// Memory touched: the outputs and one node map (node_map.hpp). Layer l's destinations
-// are layer l+1's sources in the same order, so the map stays valid across layers; it is
-// never reset entry by entry (generation tags).
+// Memory touched: the outputs and one node map (node_map.hpp: at most 64 MiB, a hash
+// table sized by the batch on larger graphs). Layer l's destinations are layer l+1's sources in the same
+// order, so the map stays valid across layers; it is never reset entry by entry
+// (generation tags).
 #include "fused_sample.hpp"
 
 #include <algorithm>
@@ -42,7 +43,6 @@ namespace {
 constexpr int64_t kAhead = 16;    // prefetch distance (elements) for random reads
 constexpr int64_t kChunk = 512;   // destinations per parallel task
 constexpr int kDepth = 8;         // sampling pipeline depth (destinations in flight)
-constexpr uint64_t kGenMask = ~uint64_t{0xffffffff};
 
 // The excluded positions within [start, end): [lo, hi) of the sorted `ex`. Most nodes
 // have none, so a bitmap of blocks of positions (at most 2^20 bits, shared by the
@@ -149,27 +149,25 @@ class Pipeline {
   Slot slot_[kDepth];
 };
 
-// Pass 4 over edges [lo, hi), in order. Branch-free: whether a node is new is
-// unpredictable, so the map and src are written unconditionally (a src slot written
-// for a node already seen is overwritten by the next new node, or lies past the end).
-// `local` may alias `picked` (same width): each slot is read before it is written.
+// Pass 4 over edges [lo, hi), in order: each pick's local id, a node new to the call
+// entered as the next one. src is written unconditionally (a slot written for a node
+// already seen is overwritten by the next new node, or lies past the end). `local` may
+// alias `picked` (same width): each slot is read before it is written.
 template <typename Id>
 struct Relabel {
-  uint64_t* m;
-  uint64_t tag;
+  NodeMap* map;
   Id* src;
   int64_t next;
 
   void run(const Id* picked, int64_t lo, int64_t hi, int32_t* local) {
+    map->grow(next + (hi - lo), src, next);  // room for every pick of the chunk being new
     for (int64_t e = lo; e < hi; ++e) {
-      if (e + kAhead < hi) __builtin_prefetch(&m[picked[e + kAhead]], 1);
+      if (e + kAhead < hi) __builtin_prefetch(map->slot_ptr(static_cast<uint64_t>(picked[e + kAhead])), 1);
       const Id u = picked[e];
-      const uint64_t x = m[u];
-      const bool seen = (x & kGenMask) == tag;
-      const int64_t id = seen ? static_cast<int64_t>(static_cast<uint32_t>(x)) : next;
-      m[u] = tag | static_cast<uint64_t>(id);
+      bool inserted;
+      const int64_t id = map->find_or_insert(static_cast<uint64_t>(u), next, inserted, src);
       src[next] = u;
-      next += !seen;
+      next += inserted;
       local[e] = static_cast<int32_t>(id);
     }
   }
@@ -210,7 +208,7 @@ LayerMFG<Id> sample_layer(const Off* indptr, const Id* indices, const Id* dst, i
                                              : own_picks.data.get();
   Buffer<Id> src(S + E);
   std::copy(dst, dst + S, src.data.get());
-  Relabel<Id> relabel{map.slots(), map.tag(), src.data.get(), S};
+  Relabel<Id> relabel{&map, src.data.get(), S};
 
   const int64_t chunks = (S + kChunk - 1) / kChunk;
 #pragma omp parallel
@@ -349,7 +347,7 @@ TypedLayerMFG<Id, T> sample_layer_typed(const TypedRows<Id, Off, T>& rows, const
                                              : own_picks.data.get();
   Buffer<Id> src(S + E);
   std::copy(dst, dst + S, src.data.get());
-  Relabel<Id> relabel{map.slots(), map.tag(), src.data.get(), S};
+  Relabel<Id> relabel{&map, src.data.get(), S};
   T* types = out.edge_types.data.get();
 
   const int64_t chunks = (S + kChunk - 1) / kChunk;
@@ -372,15 +370,14 @@ TypedLayerMFG<Id, T> sample_layer_typed(const TypedRows<Id, Off, T>& rows, const
 // Enter the seeds as local ids 0..S-1 (or throw, the map released, on a duplicate).
 template <typename Id>
 void enter_seeds(NodeMapPool& pool, std::unique_ptr<NodeMap>& map, const Id* seeds, int64_t num_seeds) {
-  uint64_t* m = map->slots();
-  const uint64_t tag = map->tag();
   for (int64_t i = 0; i < num_seeds; ++i) {
-    if ((m[seeds[i]] & kGenMask) == tag) {
+    bool inserted;
+    map->find_or_insert(static_cast<uint64_t>(seeds[i]), i, inserted, seeds);
+    if (!inserted) {
       pool.release(std::move(map));
       throw std::invalid_argument("seeds must be unique: node " + std::to_string(seeds[i]) +
                                   " appears more than once");
     }
-    m[seeds[i]] = tag | static_cast<uint64_t>(i);
   }
 }
 
@@ -392,7 +389,7 @@ std::vector<TypedLayerMFG<Id, T>> fused_sample_typed(const Off* indptr, const Id
                                                      const std::vector<int64_t>& fanouts,
                                                      const std::vector<uint64_t>& keys, int64_t num_types) {
   NodeMapPool& pool = NodeMapPool::global();
-  std::unique_ptr<NodeMap> map = pool.acquire(num_nodes);
+  std::unique_ptr<NodeMap> map = pool.acquire(num_nodes, num_seeds);
   enter_seeds(pool, map, seeds, num_seeds);
   std::vector<TypedLayerMFG<Id, T>> layers;
   const Id* dst = seeds;
@@ -418,7 +415,7 @@ std::vector<LayerMFG<Id>> fused_sample(const Off* indptr, const Id* indices, int
                                        const std::vector<uint64_t>& layer_keys, const int64_t* excluded,
                                        int64_t num_excluded) {
   NodeMapPool& pool = NodeMapPool::global();
-  std::unique_ptr<NodeMap> map = pool.acquire(num_nodes);
+  std::unique_ptr<NodeMap> map = pool.acquire(num_nodes, num_seeds);
   enter_seeds(pool, map, seeds, num_seeds);
 
   std::vector<LayerMFG<Id>> layers;

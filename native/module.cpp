@@ -15,6 +15,7 @@
 #include "activation.hpp"
 #include "aggregate.hpp"
 #include "fused_sample.hpp"
+#include "node_map.hpp"
 #include "rows.hpp"
 
 namespace nb = nanobind;
@@ -166,6 +167,10 @@ NB_MODULE(_native, m) {
   m.def("max_threads", []() { return omp_get_max_threads(); },
         "OpenMP's thread count for the next parallel region (OMP_NUM_THREADS).");
   m.def("set_num_threads", [](int n) { omp_set_num_threads(n); }, nb::arg("n"));
+  m.def("node_map_direct_limit", [](int64_t n) { return n < 0 ? direct_map_nodes.load() : direct_map_nodes.exchange(n); },
+        nb::arg("n") = -1,
+        "The largest graph (nodes) whose sampler map is a direct array (8 B per node); above it, a hash "
+        "table sized by the batch (native/node_map.hpp). n >= 0 sets it; returns the previous value.");
   def_sampling<int32_t, int32_t>(m);
   def_sampling<int32_t, int64_t>(m);
   def_sampling<int64_t, int64_t>(m);

@@ -31,7 +31,7 @@ LAYERS = [
     # 4: the distributed pieces and the model's parts
     ["fastsample.distributed", "fastsample.prefetch", "fastsample.block", "fastsample.typed_block", "fastsample.matmul",
      "fastsample.rgcn", "fastsample.link",
-     "fastsample.model"],
+     "fastsample.model", "fastsample.roofline"],
     # 5: the data path
     ["fastsample.loader", "fastsample.edge_loader"],
     # 6: inference over it

@@ -106,7 +106,12 @@ def test_hybrid_topology_is_per_machine_and_ranks_add_to_the_machine():
 def test_more_ranks_shrink_the_shard_but_not_the_node_map_or_the_step():
     a, b = _plan(**PAPERS, ranks=8), _plan(**PAPERS, ranks=64)
     assert b["per_rank"]["feature_shard"] < a["per_rank"]["feature_shard"] / 7.9
-    assert a["per_rank"]["node_map"] == b["per_rank"]["node_map"] == 8 * PAPERS["nodes"]
+    # above 8M nodes the sampler's map is a hash table sized by the batch (native/node_map.hpp):
+    # 8 B x the power of two >= twice the batch's input nodes, not 8 B x every node
+    inputs = a["mfgs"][0]["num_src"]
+    assert a["per_rank"]["node_map"] == b["per_rank"]["node_map"] == 8 * 2 ** math.ceil(math.log2(2 * inputs))
+    assert a["per_rank"]["node_map"] < 32 << 20
+    assert _plan(nodes=8 << 20, edges=10 ** 8, feature_dim=100, classes=10, ranks=8)["per_rank"]["node_map"] == 8 * (8 << 20)  # direct
     assert a["per_rank"]["step"]["activations"] == b["per_rank"]["step"]["activations"]
 
 

@@ -95,6 +95,34 @@ def test_identical_across_thread_counts_and_id_widths():
                 and np.array_equal(a.src_ids, b.src_ids), f"{k} with {threads} threads differs"
 
 
+@pytest.mark.skipif(not native_built(), reason="the native kernel's map")
+def test_the_hashed_node_map_gives_the_direct_maps_mfgs():
+    # Graphs above 8M nodes get a hash table sized by the batch instead of an array over
+    # every node (native/node_map.hpp); the limit is lowered here so that these take it.
+    # Tables grow within a call (from 4096 entries), are reused by later calls, and ids
+    # that are multiples of the table's size must not pile up in one run of slots.
+    from fastsample.native import lib
+
+    rng = np.random.default_rng(3)
+    dense = random_graph(rng, 20_000, 400_000, hubs=3, hub_degree=5000)
+    n = 1 << 22
+    strided = edges_to_csc(rng.integers(0, 512, 60_000) * 4096, rng.integers(0, 512, 60_000) * 4096, n,
+                           symmetric=False)
+    cases = [(dense, rng.permutation(20_000)[:2000], [10, 10, 5]), (dense, np.arange(7), [-1, -1]),
+             (strided, np.arange(0, n, 4096)[rng.permutation(512)[:100]], [5, 5, 5])]
+    direct = [sample(g, seeds, f, kernel="native") for g, seeds, f in cases]
+    before = lib.node_map_direct_limit(0)
+    try:
+        hashed = [sample(g, seeds, f, kernel="native") for g, seeds, f in cases for _ in range(2)]
+        with pytest.raises(ValueError, match="seeds must be unique: node 5 appears more than once"):
+            sample(dense, np.array([1, 5, 2, 5]), [3], kernel="native")
+    finally:
+        lib.node_map_direct_limit(before)
+    assert direct[0][0].num_src > 10_000  # the table grew several times in one call
+    for i, mfgs in enumerate(hashed):
+        assert all(mfg_equal(a, b) for a, b in zip(mfgs, direct[i // 2])), f"case {i // 2} differs"
+
+
 def chi2_critical(dof, z=3.09):
     """Wilson-Hilferty approximation of the chi-square quantile (z=3.09: p = 0.999)."""
     return dof * (1 - 2 / (9 * dof) + z * math.sqrt(2 / (9 * dof))) ** 3
