@@ -27,10 +27,11 @@ measured choice is kept on disk (`plan_for`: $XDG_CACHE_HOME/fastsample/matmul.j
 CPU, torch version, thread count and shape), so that runs on one host with one seed stay
 bitwise reproducible: two fresh measurements of engines within noise of each other could
 otherwise pick differently. A measurement made while something else used the core must not
-become that choice: it repeats until each engine's best two calls agree (else it is used
-once and not kept), and a kept plan is re-checked cheaply at every start-up and measured
-afresh only if its engine has become clearly slower (RECHECK_MARGIN). The start-up line
-says which happened.
+decide: it repeats until each engine's best two calls agree, else it keeps BLAS (the
+engine with no measurement), and a kept plan is re-checked cheaply at every start-up and
+replaced only when its engine has become clearly slower (RECHECK_MARGIN) and a fresh,
+steady measurement chooses otherwise (plan_for; a kept BLAS plan needs no re-check). The
+start-up line says which happened.
 """
 
 from __future__ import annotations
@@ -283,46 +284,66 @@ def _host_key(backend: str, precision: str, shape, threads: int) -> str:
 
 
 def recheck(plan: Plan, shape: tuple[int, int, int]) -> bool:
-    """Whether a cached plan still holds: each product's chosen engine against the others,
-    one quick round on a quarter of the rows (~0.05 s). False only when the chosen engine is
-    RECHECK_MARGIN slower than another: a plan measured under load must not stick, yet the
-    noise of one round must not flip runs that are meant to be bitwise alike."""
-    if plan.bf16 or not plan.measured:
+    """Whether a kept plan still holds: each product for which it chose another engine
+    than BLAS, timed against BLAS in one quick round on a quarter of the rows (~0.05 s).
+    False only when BLAS is now RECHECK_MARGIN faster: a choice made under load must not
+    stick, and the noise of one round must not flip runs meant to be bitwise alike (BLAS,
+    the engine with no measurement, needs no re-check)."""
+    ops = [op for op in OPS if plan.engines[op] != "blas"]
+    if plan.bf16 or not ops:
         return True
     rows, k, n = max(1, shape[0] // 4), shape[1], shape[2]
     gen = torch.Generator().manual_seed(0)
     z, w, g = (torch.randn(*s, generator=gen) for s in ((rows, k), (n, k), (rows, n)))
     args = {"forward": (z, w), "weight_grad": (g, z), "input_grad": (g, w)}
-    engines = ENGINES if onednn_available() else ("blas",)
-    for op in OPS:
+    for op in ops:
+        engines = {"blas", plan.engines[op]}
         speed = _gflops({e: lambda e=e: _IMPL[e, op](*args[op]) for e in engines}, 2.0 * rows * k * n, reps=2)
-        if max(speed.values()) > RECHECK_MARGIN * speed.get(plan.engines[op], 0.0):
+        if speed["blas"] > RECHECK_MARGIN * speed[plan.engines[op]]:
             return False
     return True
 
 
+def _clearly_slower(cached: Plan, fresh: Plan) -> bool:
+    """Whether a fresh measurement finds one of the kept plan's engines RECHECK_MARGIN
+    slower than the best for its product: engines within that of each other are a tie,
+    and a tie never replaces a kept plan (runs on one host must compute alike)."""
+    m = fresh.measured
+    for op in OPS:
+        speeds = {e: m[f"{op} {e}"] for e in ENGINES if f"{op} {e}" in m}
+        mine = speeds.get(cached.engines[op])
+        if mine is not None and max(speeds.values()) > RECHECK_MARGIN * mine:
+            return True
+    return False
+
+
 def plan_for(backend: str, precision: str, shape: tuple[int, int, int]) -> tuple[Plan, str]:
     """`choose`'s plan, measured once per host and settings and then read from
-    cache_file(); returns it and where it came from, for the start-up line: "set" (pinned),
-    "measured", "measured; unsteady, not cached" (something else used the core: the next
-    run measures again), "cached, re-checked" or "re-measured: the cached plan failed its
-    re-check" (`recheck`)."""
+    cache_file(); returns it and where it came from, for the start-up line.
+
+    Only a steady measurement can choose an engine other than BLAS, and only a steady one
+    can replace a kept plan: a kept plan is re-checked at every start-up (`recheck`), and
+    when its engine has become clearly slower it is measured afresh and replaced if that
+    measurement is steady and chooses otherwise. So load cannot make a choice stick, and
+    noise cannot make two runs on one host compute differently."""
     if backend != "auto":
         return choose(backend, precision, shape), "set"
     key, path = _host_key(backend, precision, shape, torch.get_num_threads()), cache_file()
-    source = "measured"
+    cached = None
     try:
         saved = json.loads(path.read_text()).get(key)
-        if saved is not None:
-            cached = Plan(**saved)
-            if recheck(cached, shape):
-                return cached, "cached, re-checked"
-            source = "re-measured: the cached plan failed its re-check"
+        cached = Plan(**saved) if saved is not None else None
     except (OSError, ValueError, TypeError, AttributeError):
         pass  # no cache, or an unreadable one: measure (and rewrite it)
+    if cached is not None and recheck(cached, shape):
+        return cached, "cached, re-checked"
     plan = choose(backend, precision, shape)
-    if not plan.steady:
-        return plan, "measured; unsteady (another load on the cores?), not cached"
+    if cached is not None:
+        if not (plan.steady and _clearly_slower(cached, plan)):
+            return cached, "cached (a re-check disagreed, a fresh measurement did not: kept)"
+        source = "re-measured: the cached plan failed its re-check"
+    else:
+        source = "measured" if plan.steady else "measured; unsteady (another load on the cores?): BLAS"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         try:

@@ -142,22 +142,38 @@ def slowed(f, seconds):
 def test_a_plan_measured_under_load_does_not_stick(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     shape = (256, 64, 32)
-    # a neighbour's load growing while BLAS's forward is timed: no two of its calls agree
-    calls = itertools.count()
     blas = matmul._IMPL["blas", "forward"]
-    monkeypatch.setitem(matmul._IMPL, ("blas", "forward"), lambda *a: (time.sleep(0.002 * next(calls)), blas(*a))[1])
+    onednn = matmul._IMPL["onednn", "forward"]
+    # load growing while the forward is timed: no two of its calls agree, so the
+    # measurement is unsteady and may not choose: BLAS, as with no measurement, kept so
+    # that the next runs compute alike
+    calls = itertools.count()
+    monkeypatch.setitem(matmul._IMPL, ("onednn", "forward"),
+                        lambda *a: (time.sleep(0.002 * next(calls)), onednn(*a))[1])
     plan, source = matmul.plan_for("auto", "fp32", shape)
-    assert not plan.steady and source.startswith("measured; unsteady") and not matmul.cache_file().exists()
-    assert plan.engines == dict.fromkeys(matmul.OPS, "blas")  # what an unsteady measurement may not decide
-    # a plan that was kept, then measured to be the wrong one: the start-up re-check finds it
-    monkeypatch.setitem(matmul._IMPL, ("blas", "forward"), blas)
+    assert not plan.steady and source.startswith("measured; unsteady") and plan.engines == dict.fromkeys(matmul.OPS, "blas")
+    assert matmul.plan_for("auto", "fp32", shape) == (plan, "cached, re-checked")
+    # a steady load on BLAS alone while another host's plan was measured: oneDNN chosen
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "other"))
+    monkeypatch.setitem(matmul._IMPL, ("onednn", "forward"), onednn)
+    monkeypatch.setitem(matmul._IMPL, ("blas", "forward"), slowed(blas, 0.02))
     monkeypatch.setattr(matmul, "SPREAD", 10.0)
     plan, source = matmul.plan_for("auto", "fp32", shape)
-    assert source == "measured" and plan.steady and plan.engines["forward"] == "blas"
-    monkeypatch.setitem(matmul._IMPL, ("blas", "forward"), slowed(blas, 0.02))  # now clearly slower
-    plan, source = matmul.plan_for("auto", "fp32", shape)
-    assert source == "re-measured: the cached plan failed its re-check" and plan.engines["forward"] == "onednn"
-    assert matmul.plan_for("auto", "fp32", shape) == (plan, "cached, re-checked")
+    assert source == "measured" and plan.engines["forward"] == "onednn"
+    # later, oneDNN clearly the slower: the start-up re-check fails, a steady measurement
+    # chooses BLAS, and it replaces the kept plan
+    monkeypatch.setitem(matmul._IMPL, ("blas", "forward"), blas)
+    monkeypatch.setitem(matmul._IMPL, ("onednn", "forward"), slowed(onednn, 0.02))
+    again, source = matmul.plan_for("auto", "fp32", shape)
+    assert source == "re-measured: the cached plan failed its re-check" and again.engines["forward"] == "blas"
+    # a re-check that fails while a fresh measurement is unsteady keeps the plan
+    monkeypatch.setitem(matmul._IMPL, ("onednn", "forward"), onednn)
+    matmul.cache_file().write_text(json.dumps({k: {**v, "engines": plan.engines} for k, v in
+                                               json.loads(matmul.cache_file().read_text()).items()}))
+    monkeypatch.setitem(matmul._IMPL, ("onednn", "forward"), slowed(onednn, 0.02))
+    monkeypatch.setattr(matmul, "SPREAD", 1.0)  # nothing is steady
+    kept, source = matmul.plan_for("auto", "fp32", shape)
+    assert kept.engines == plan.engines and source.startswith("cached (a re-check disagreed")
 
 
 def test_bad_names_are_refused():
