@@ -3,10 +3,10 @@
 //
 // Two layouts, one interface. Up to direct_map_nodes nodes (a table of at most 64 MiB) a
 // direct array indexed by the global id, 8 bytes an entry (tag | local id): the fastest,
-// and small. Above, a hash table:
-// open addressing with linear probing over a power-of-two table of (global id, tag | local
-// id) entries, at most half full. An entry counts only while its tag (a 32-bit
-// generation) is the map's current one; each call takes a fresh generation, so a map is
+// and small. Above, a hash table: open addressing with linear probing over a power-of-two
+// table of 8-byte slots (tag | local id), at most half full; a slot's global id is read
+// from the call's source list (hashed). In both, an entry counts only while its tag (a
+// 32-bit generation) is the map's current one; each call takes a fresh generation, so a map is
 // "cleared" in O(1) and its table is reused call after call (a pool, one map per call in
 // flight). Only when the generation wraps is the table zeroed.
 //
