@@ -32,13 +32,12 @@ import numpy as np
 _NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 
-def _size(n: int | None) -> str:
-    if n is None:
-        return "?"
+def format_bytes(b: float) -> str:
+    """A byte count for people: "512 B", "1.5 MiB" (DiskFull's message and the CLIs' reports)."""
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
+        if b < 1024 or unit == "TiB":
+            return f"{b:.1f} {unit}" if unit != "B" else f"{b:.0f} B"
+        b /= 1024
 
 
 class DiskFull(OSError):
@@ -50,9 +49,9 @@ class DiskFull(OSError):
                 free = shutil.disk_usage(folder).free
             except OSError:
                 pass
-        need = f" needs {_size(needed)}," if needed is not None else ""
+        need = f" needs {format_bytes(needed)}," if needed is not None else ""
         super().__init__(errno.ENOSPC, f"{folder}: no space left{' for ' + what if what else ''}:{need} "
-                         f"{_size(free)} free")
+                         f"{'?' if free is None else format_bytes(free)} free")
         self.folder, self.needed, self.what, self.free = Path(folder), needed, what, free
 
     def __str__(self) -> str:

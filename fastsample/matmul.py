@@ -195,12 +195,18 @@ def _measure(candidates: dict, flops: float, least: int = 3, most: int = 8) -> t
     return {name: flops / min(t) / 1e9 for name, t in times.items()}, steady
 
 
+def _operands(rows: int, k: int, n: int, seed: int = 0) -> dict:
+    """Random operands of each product of (rows, k) x (k, n) shape, as the model passes them:
+    {op: args} over Z (rows, k), W (n, k) and G (rows, n)."""
+    gen = torch.Generator().manual_seed(seed)
+    z, w, g = (torch.randn(*s, generator=gen) for s in ((rows, k), (n, k), (rows, n)))
+    return {"forward": (z, w), "weight_grad": (g, z), "input_grad": (g, w)}
+
+
 def throughput(plan: Plan, op: str, rows: int, k: int, n: int, reps: int = 3) -> float:
     """GFLOP/s of ``plan``'s ``op`` on a (rows, k) x (k, n) product (as the model calls it;
     the roofline's measure, fastsample/roofline.py): best of ``reps`` after a warm call."""
-    gen = torch.Generator().manual_seed(0)
-    z, w, g = (torch.randn(*s, generator=gen) for s in ((rows, k), (n, k), (rows, n)))
-    args = {"forward": (z, w), "weight_grad": (g, z), "input_grad": (g, w)}[op]
+    args = _operands(rows, k, n)[op]
     return _gflops({op: lambda: plan._run(op, *args)}, 2.0 * rows * k * n, reps)[op]
 
 
@@ -221,9 +227,8 @@ def choose(backend: str = "auto", precision: str = "fp32", shape: tuple[int, int
         return Plan(dict.fromkeys(OPS, backend), bf16=precision == "bf16", precision=precision)
     t0 = time.perf_counter()
     rows, k, n = shape
-    gen = torch.Generator().manual_seed(seed)
-    z, w, g = (torch.randn(*s, generator=gen) for s in ((rows, k), (n, k), (rows, n)))
-    args = {"forward": (z, w), "weight_grad": (g, z), "input_grad": (g, w)}
+    args = _operands(rows, k, n, seed)
+    (z, w), g = args["forward"], args["input_grad"][0]
     flops = 2.0 * rows * k * n
     engines = ENGINES if onednn_available() else ("blas",)
     measured, chosen, steady = {}, {}, True
@@ -293,9 +298,7 @@ def recheck(plan: Plan, shape: tuple[int, int, int]) -> bool:
     if plan.bf16 or not ops:
         return True
     rows, k, n = max(1, shape[0] // 4), shape[1], shape[2]
-    gen = torch.Generator().manual_seed(0)
-    z, w, g = (torch.randn(*s, generator=gen) for s in ((rows, k), (n, k), (rows, n)))
-    args = {"forward": (z, w), "weight_grad": (g, z), "input_grad": (g, w)}
+    args = _operands(rows, k, n)
     for op in ops:
         engines = {"blas", plan.engines[op]}
         speed = _gflops({e: lambda e=e: _IMPL[e, op](*args[op]) for e in engines}, 2.0 * rows * k * n, reps=2)

@@ -83,7 +83,7 @@ from fastsample import cli
 from fastsample import config as cfg
 from fastsample.choices import FEATURE_DTYPES
 from fastsample.allocator import available_memory
-from fastsample.data.summary import format_bytes
+from fastsample.atomic import format_bytes
 from fastsample.graph import id_dtype, offset_dtype
 from fastsample.job import JobShape, positive
 

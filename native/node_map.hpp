@@ -40,7 +40,6 @@ class NodeMap {
   }
   bool direct() const { return direct_; }
   int64_t capacity() const { return direct_ ? static_cast<int64_t>(slots_.size()) : static_cast<int64_t>(table_.size()); }
-  uint64_t tag() const { return tag_; }
 
   // Start a call: every entry becomes absent.
   void next_generation() {

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from fastsample.atomic import format_bytes
 from fastsample.graph import SPLITS, Dataset
 
 
@@ -86,14 +87,6 @@ def format_check(check: dict) -> str:
         return "check       every feature row is finite"
     return "check       " + "  ".join(
         f"{k}: {v['rows']:,} rows with NaN or inf (first: {', '.join(map(str, v['first']))})" for k, v in bad.items())
-
-
-def format_bytes(b: float) -> str:
-    """A byte count for people: "512 B", "1.5 MiB" (the CLIs' reports use it)."""
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if b < 1024 or unit == "TiB":
-            return f"{b:.1f} {unit}" if unit != "B" else f"{b:.0f} B"
-        b /= 1024
 
 
 def format_summary(s: dict) -> str:

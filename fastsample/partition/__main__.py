@@ -5,11 +5,10 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
-from fastsample.atomic import DiskFull
 from fastsample import cli
 from fastsample import config as cfg
 from fastsample.choices import PARTITION_METHODS, PARTITION_MODES
-from fastsample.data.summary import format_bytes
+from fastsample.atomic import DiskFull, format_bytes
 from fastsample.graph import DatasetError, read_meta
 from fastsample.partition.layout import PartitionError, partition_dataset
 

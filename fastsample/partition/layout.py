@@ -39,8 +39,7 @@ import numpy as np
 from tqdm import tqdm
 
 from fastsample.allocator import available_memory
-from fastsample.atomic import AtomicDirectory, allocated_memmap, check_space
-from fastsample.data.summary import format_bytes
+from fastsample.atomic import AtomicDirectory, allocated_memmap, check_space, format_bytes
 from fastsample.choices import MODES, PARTITION_METHODS, PARTITION_MODES
 from fastsample.edge_splits import load_edge_split
 from fastsample.graph import (SPLITS, CSCGraph, Dataset, DatasetError, expect_array, load_dataset, open_array,
@@ -179,7 +178,6 @@ def _check_space(ds, out: Path, mode: str) -> None:
     rows = (sum(f.nbytes for f in ds.features.values() if f is not None) if ds.typed else ds.features.nbytes)
     topology = g.indptr.nbytes + g.indices.nbytes + (g.type_per_edge.nbytes if g.typed else 0)
     need = rows + topology * (2 if mode == "both" else 1) + ds.labels.nbytes + g.num_nodes * 8 + (1 << 20)
-    out.parent.mkdir(parents=True, exist_ok=True)
     check_space(out.parent, need, out.name)
 
 
