@@ -249,7 +249,9 @@ class EdgeLoader:
         return g.indices.dtype
 
     def warm_up(self) -> None:
-        """Load the kernels before anything is timed (a key of its own). Collective in vanilla mode."""
+        """Load the kernels and fault the feature shard in before anything is timed (a key of
+        its own). Collective in vanilla mode."""
+        self.gather.warm_up()
         seeds = np.asarray(self.part.offsets[self.rank:self.rank + 1], dtype=self._id_dtype())
         seeds = seeds if self.part.offsets[self.rank + 1] > seeds[0] else seeds[:0]
         self.sampler.sample(seeds, self.fanouts, seed=self.seed ^ 0x3A3A3A, epoch=0, step=0)

@@ -356,9 +356,11 @@ class NodeLoader:
 
     def warm_up(self) -> None:
         """Load the kernels and touch the maps before anything is timed (samples one node
-        with a key of its own, so no batch's draws are used), and build the feature cache
-        if one was asked for and none is attached. Collective in vanilla mode, and with a cache."""
+        with a key of its own, so no batch's draws are used; faults the feature shards in),
+        and build the feature cache if one was asked for and none is attached. Collective
+        in vanilla mode, and with a cache."""
         self.sample(self.ids[:1], 0, seed=self.seed ^ 0x3A3A3A)
+        self.gather.warm_up()
         self._ensure_cache()
 
     def _ensure_cache(self) -> None:

@@ -15,7 +15,8 @@ projection, at width d_in, with no per-edge message tensors. Two paths:
     ~20x cheaper than torch's bernoulli_). Backward is one matmul for both weights (Z^T g), one for Z's gradient, and
     one native pass that scatters the mean's gradient to the sources, adds the self term,
     and applies the lower layer's ReLU/dropout mask (read off this layer's input, which is
-    that layer's output). No temporaries beyond Z and the gradients themselves.
+    that layer's output), summing the result's columns as it goes: the lower layer's bias
+    gradient. No temporaries beyond Z and the gradients themselves.
   * "torch": nn.Linear + a sparse CSR x dense product, the plain-PyTorch reference the
     tests compare against (also the path on GPUs and without the native module). On the
     CPU with the native module built it drops out with the native masks, so both paths
@@ -48,10 +49,15 @@ class _NativeSAGE(torch.autograd.Function):
     gradient of the lower layer's pre-activation, and that layer's backward takes it as is.
     So an activated output must feed exactly one _NativeSAGE with in_scale set, which is
     how GraphSAGE wires them and why this class is private.
+
+    `link` is None or (this layer's slot, the lower layer's slot or None): dicts of one
+    forward pass. The backward pass that makes the lower layer's output gradient (in_scale
+    set) also sums its columns in the same pass, and leaves them in the lower slot as that
+    layer's bias gradient, so it takes no pass of its own over its gradient (g.sum(0)).
     """
 
     @staticmethod
-    def forward(ctx, h, w_self, bias, w_neigh, block, drop, seed, in_scale):
+    def forward(ctx, h, w_self, bias, w_neigh, block, drop, seed, in_scale, link=None):
         d, n = h.shape[1], block.num_dst
         z = torch.empty(n, 2 * d, dtype=torch.float32)
         aggregate(block, h, z)  # z = [h[:n] | mean], in fp32 whatever h's width
@@ -64,6 +70,7 @@ class _NativeSAGE(torch.autograd.Function):
             _native.bias_relu_dropout(out, bias.detach(), drop, seed)
         ctx.save_for_backward(z, w, h if in_scale is not None else None)
         ctx.block, ctx.num_src, ctx.in_scale, ctx.plan, ctx.h_dtype = block, h.shape[0], in_scale, plan, h.dtype
+        ctx.link = link if link is not None else (None, None)
         return out
 
     @staticmethod
@@ -73,14 +80,20 @@ class _NativeSAGE(torch.autograd.Function):
         g = g.contiguous()
         grad_w = ctx.plan.weight_grad(g, z)  # (d_out, 2 d): [w_self | w_neigh]'s gradient
         grad_h = None
+        own, below = ctx.link
         if ctx.needs_input_grad[0]:
             gz = ctx.plan.input_grad(g, w)
             grad_h = torch.empty(ctx.num_src, d, dtype=torch.float32)
             scale = 1.0 if ctx.in_scale is None else ctx.in_scale
+            col_sum = torch.empty(d, dtype=torch.float32) if below is not None and ctx.in_scale is not None else None
             _native.mean_aggregate_backward(ctx.block.indptr, ctx.block.indices, gz[:, d:], gz[:, :d], mask,
-                                            scale, grad_h)
+                                            scale, grad_h, col_sum)
+            if col_sum is not None:
+                below["bias_grad"] = col_sum
             grad_h = grad_h.to(ctx.h_dtype)
-        return grad_h, grad_w[:, :d], g.sum(0), grad_w[:, d:], None, None, None, None
+        grad_bias = own.pop("bias_grad", None) if own is not None else None
+        return (grad_h, grad_w[:, :d], g.sum(0) if grad_bias is None else grad_bias, grad_w[:, d:],
+                None, None, None, None, None)
 
 
 def aggregate(block: Block, h: torch.Tensor, z: torch.Tensor) -> None:
@@ -205,11 +218,13 @@ class GraphSAGE(nn.Module):
     def _forward_native(self, blocks: list[Block], x: torch.Tensor) -> torch.Tensor:
         p = self.dropout.p if self.training else 0.0
         h, in_scale = x.contiguous(), None
+        slots = [{} for _ in self.layers]  # bias gradients handed down in backward (_NativeSAGE's link)
         for i, (layer, block) in enumerate(zip(self.layers, blocks)):
             drop = p if i < len(self.layers) - 1 else None
             seed = self._dropout_seed() if drop else 0
+            link = (slots[i], slots[i - 1] if in_scale is not None else None)
             h = _NativeSAGE.apply(h, layer.self_lin.weight, layer.self_lin.bias, layer.neigh_lin.weight, block,
-                                  drop, seed, in_scale)
+                                  drop, seed, in_scale, link)
             in_scale = None if drop is None else 1.0 / (1.0 - drop)
         return h
 

@@ -20,6 +20,7 @@ namespace fastsample {
 namespace {
 
 constexpr int64_t kAhead = 8;  // edges prefetched ahead: covers ~a memory latency of row sums
+constexpr int64_t kSumRows = 256;  // rows per partial column sum in the backward (a thread's unit of work)
 
 // 16-bit rows are widened as they are read and summed in fp32.
 struct Bf16 {  // bfloat16: the high half of a float
@@ -107,7 +108,7 @@ FS_CLONES void mean_aggregate_half(const int64_t* indptr, const int32_t* indices
 FS_CLONES void mean_aggregate_backward(const int64_t* indptr, const int32_t* indices, int64_t num_dst,
                              int64_t num_src, const float* grad_agg, int64_t agg_stride,
                              const float* grad_self, int64_t self_stride, int64_t width, const float* mask, float scale,
-                             float* grad_h) {
+                             float* grad_h, float* col_sum) {
   const int64_t E = indptr[num_dst];
   // transpose: for each source, the destinations it feeds, in destination order
   std::vector<int64_t> tptr(num_src + 1, 0);
@@ -122,26 +123,46 @@ FS_CLONES void mean_aggregate_backward(const int64_t* indptr, const int32_t* ind
     const int64_t d = indptr[i + 1] - indptr[i];
     inv[i] = d ? 1.0f / static_cast<float>(d) : 0.0f;
   }
-#pragma omp parallel for schedule(dynamic, 256)
-  for (int64_t u = 0; u < num_src; ++u) {
-    float* g = grad_h + u * width;
-    if (grad_self != nullptr && u < num_dst)
-      std::copy(grad_self + u * self_stride, grad_self + u * self_stride + width, g);
-    else
-      std::fill(g, g + width, 0.0f);
-    for (int64_t k = tptr[u]; k < tptr[u + 1]; ++k) {
-      const int32_t i = tdst[k];
-      if (k + kAhead < tptr[u + 1]) prefetch_lines(grad_agg + static_cast<int64_t>(tdst[k + kAhead]) * agg_stride, width);
-      const float* row = grad_agg + static_cast<int64_t>(i) * agg_stride;
-      const float s = inv[i];
+  const int64_t blocks = (num_src + kSumRows - 1) / kSumRows;
+  // one row of sums per block, in double: the sum is then as good as exact (torch's pairwise
+  // fp32 sum, which it replaces, is not), and adding in a row still in cache costs ~nothing
+  std::vector<double> partial(col_sum != nullptr ? blocks * width : 0, 0.0);
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t b = 0; b < blocks; ++b) {
+    for (int64_t u = b * kSumRows; u < std::min(num_src, (b + 1) * kSumRows); ++u) {
+      float* g = grad_h + u * width;
+      if (grad_self != nullptr && u < num_dst)
+        std::copy(grad_self + u * self_stride, grad_self + u * self_stride + width, g);
+      else
+        std::fill(g, g + width, 0.0f);
+      for (int64_t k = tptr[u]; k < tptr[u + 1]; ++k) {
+        const int32_t i = tdst[k];
+        if (k + kAhead < tptr[u + 1]) prefetch_lines(grad_agg + static_cast<int64_t>(tdst[k + kAhead]) * agg_stride, width);
+        const float* row = grad_agg + static_cast<int64_t>(i) * agg_stride;
+        const float s = inv[i];
 #pragma omp simd
-      for (int64_t f = 0; f < width; ++f) g[f] += s * row[f];
-    }
-    if (mask != nullptr) {
-      const float* m = mask + u * width;
+        for (int64_t f = 0; f < width; ++f) g[f] += s * row[f];
+      }
+      if (mask != nullptr) {
+        const float* m = mask + u * width;
 #pragma omp simd
-      for (int64_t f = 0; f < width; ++f) g[f] *= static_cast<float>(m[f] > 0.0f) * scale;  // no branch
+        for (int64_t f = 0; f < width; ++f) g[f] *= static_cast<float>(m[f] > 0.0f) * scale;  // no branch
+      }
+      if (col_sum != nullptr) {
+        double* p = partial.data() + b * width;
+#pragma omp simd
+        for (int64_t f = 0; f < width; ++f) p[f] += static_cast<double>(g[f]);
+      }
     }
+  }
+  if (col_sum != nullptr) {
+    std::vector<double> total(width, 0.0);
+    for (int64_t b = 0; b < blocks; ++b) {
+      const double* p = partial.data() + b * width;
+#pragma omp simd
+      for (int64_t f = 0; f < width; ++f) total[f] += p[f];
+    }
+    for (int64_t f = 0; f < width; ++f) col_sum[f] = static_cast<float>(total[f]);
   }
 }
 

@@ -20,9 +20,12 @@ void mean_aggregate_half(const int64_t* indptr, const int32_t* indices, int64_t 
 // and then, if mask: grad_h[u, f] = mask[u, f] > 0 ? scale * grad_h[u, f] : 0 (the backward
 // of ReLU followed by dropout with keep-scale `scale`, read off their output `mask`).
 // grad_agg and grad_self rows are *_stride apart; grad_h (num_src, width) is overwritten.
+// If col_sum (width): it is set to grad_h's column sums, taken while each row is still in
+// cache (the lower layer's bias gradient, which would otherwise be one more pass over
+// grad_h), in double, in blocks of rows summed in a fixed order: the same on any thread count.
 void mean_aggregate_backward(const int64_t* indptr, const int32_t* indices, int64_t num_dst,
                              int64_t num_src, const float* grad_agg, int64_t agg_stride,
                              const float* grad_self, int64_t self_stride, int64_t width, const float* mask, float scale,
-                             float* grad_h);
+                             float* grad_h, float* col_sum);
 
 }  // namespace fastsample

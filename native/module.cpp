@@ -136,6 +136,7 @@ using Rows16 = nb::ndarray<uint16_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>
 using ConstRows16 = nb::ndarray<const uint16_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
 // Row-strided views (a column block of a wider matrix); elements within a row contiguous.
 using ConstVec = nb::ndarray<const float, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+using Vec = nb::ndarray<float, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 using ConstStridedRows = nb::ndarray<const float, nb::ndim<2>, nb::device::cpu>;
 
 template <typename A>
@@ -204,20 +205,23 @@ NB_MODULE(_native, m) {
         "mean_aggregate over 16-bit rows h (bfloat16 bits if bf16, else float16, as uint16), summed in fp32");
   m.def("mean_aggregate_backward",
         [](In<int64_t> indptr, In<int32_t> indices, ConstStridedRows grad_agg, std::optional<ConstStridedRows> grad_self,
-           std::optional<ConstRows> mask, float scale, Rows grad_h) {
+           std::optional<ConstRows> mask, float scale, Rows grad_h, std::optional<Vec> col_sum) {
           const int64_t agg_stride = row_stride(grad_agg, "grad_agg");
           const int64_t self_stride = grad_self ? row_stride(*grad_self, "grad_self") : 0;
+          if (col_sum && col_sum->shape(0) != grad_h.shape(1))
+            throw nb::value_error("col_sum: one entry per column of grad_h");
           nb::gil_scoped_release release;
           mean_aggregate_backward(indptr.data(), indices.data(), indptr.shape(0) - 1, grad_h.shape(0),
                                   grad_agg.data(), agg_stride, grad_self ? grad_self->data() : nullptr,
                                   self_stride, grad_h.shape(1), mask ? mask->data() : nullptr, scale,
-                                  grad_h.data());
+                                  grad_h.data(), col_sum ? col_sum->data() : nullptr);
         },
         nb::arg("indptr").noconvert(), nb::arg("indices").noconvert(), nb::arg("grad_agg").noconvert(),
         nb::arg("grad_self").noconvert().none(),
         nb::arg("mask").noconvert().none(), nb::arg("scale"), nb::arg("grad_h").noconvert(),
+        nb::arg("col_sum").noconvert().none() = nb::none(),
         "grad_h = A^T grad_agg (+ grad_self on the first rows), masked where mask <= 0 and "
-        "scaled; see aggregate.cpp");
+        "scaled; col_sum, if given, = grad_h's column sums (fixed order); see aggregate.cpp");
   m.def("bias_relu_dropout",
         [](Rows x, ConstVec bias, double p, uint64_t seed) {
           if (bias.shape(0) != x.shape(1)) throw nb::value_error("bias: one entry per column of x");

@@ -2,6 +2,7 @@
 the same on one process as the trainer's data path."""
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ from fastsample.graph import load_dataset
 from fastsample.loader import NodeLoader
 from fastsample.partition import partition_dataset
 from fastsample.sampling import sample
+from conftest import make_small_dataset
 from helpers import mfg_equal
 
 
@@ -93,3 +95,42 @@ def test_average_gradients_on_one_rank_keeps_gradients_and_sums_extra():
     fresh = torch.nn.Linear(3, 2)  # no backward yet: counts as zero gradients
     assert average_gradients(fresh, LocalCommunicator()) is None
     assert all(torch.count_nonzero(p.grad) == 0 for p in fresh.parameters())
+
+
+def resident_kib(path) -> int:
+    """This process's resident KiB of its mappings of ``path`` (/proc/self/smaps)."""
+    total, inside = 0, False
+    for line in open("/proc/self/smaps"):
+        head = line.split()
+        if "-" in head[0] and len(head) >= 5 and ":" not in head[0]:  # a mapping's first line
+            inside = len(head) >= 6 and head[5] == str(path)
+        elif inside and head[0] == "Rss:":
+            total += int(head[1])
+    return total
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="needs /proc/self/smaps")
+def test_warm_up_faults_the_feature_shard_in_and_populate_skips_what_it_should(tmp_path):
+    """The first steps would otherwise fault the shard's pages in one by one (allocator.populate)."""
+    from fastsample.allocator import populate
+
+    file = tmp_path / "rows.npy"
+    np.save(file, np.random.default_rng(0).standard_normal((4096, 256)).astype(np.float32))  # 4 MiB
+    rows = np.load(file, mmap_mode="r")
+    assert resident_kib(file) == 0
+    assert not populate(rows, share=1e-9)  # larger than that share of the free memory: left alone
+    assert resident_kib(file) == 0
+    assert populate(rows[100:200])  # a view finds its file mapping
+    assert resident_kib(file) >= 4 * 1024
+    assert not populate(np.ones(4))  # not a mapping
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="needs /proc/self/smaps")
+def test_loader_warm_up_maps_the_whole_feature_shard(tmp_path):
+    data = make_small_dataset(tmp_path / "wide", num_nodes=2000, feature_dim=512)  # 4 MiB of features
+    loader = NodeLoader(data, fanouts=[3, 2], batch_size=4)
+    file = (data / "features.npy").resolve()
+    size_kib = file.stat().st_size // 1024
+    assert resident_kib(file) < size_kib // 2
+    loader.warm_up()
+    assert resident_kib(file) >= size_kib

@@ -97,3 +97,29 @@ def test_dropout_keep_bits_follow_the_documented_rule(p):
     lib.bias_relu_dropout(out, bias, p, seed)
     keep = _keep_bits(seed, p, np.arange(x.size)).reshape(x.shape)
     np.testing.assert_array_equal(out, np.maximum(x + bias, 0) * np.where(keep, np.float32(1 / (1 - p)), np.float32(0)))
+
+
+@pytest.mark.skipif(not native_built(), reason="the native module is not built")
+def test_backward_column_sums_are_the_gradients_sums_on_any_thread_count():
+    # The lower layer's bias gradient comes from the upper layer's backward pass (in
+    # double, in blocks of rows): it must be grad_h.sum(0), the same on 1 and 2 threads.
+    from fastsample.native import lib
+    from fastsample.sampling import get_num_threads, set_num_threads
+
+    rng = np.random.default_rng(3)
+    n = 3000  # several blocks of rows
+    graph = edges_to_csc(rng.integers(0, n, 40000), rng.integers(0, n, 40000), n, symmetric=True)
+    block = Block.from_mfg(sample(graph, rng.permutation(n)[:700], [6], kernel="numba")[0])
+    width = 24
+    g = torch.randn(block.num_dst, 2 * width)  # [grad_self | grad_agg]
+    mask = torch.from_numpy((rng.random((block.num_src, width)) > 0.4).astype(np.float32))
+    sums, before = [], get_num_threads()
+    for threads in (1, 2):
+        set_num_threads(threads)
+        grad_h, col_sum = torch.empty(block.num_src, width), torch.empty(width)
+        lib.mean_aggregate_backward(block.indptr, block.indices, g[:, width:], g[:, :width], mask, 2.0, grad_h,
+                                    col_sum)
+        torch.testing.assert_close(col_sum, grad_h.double().sum(0).float(), rtol=1e-6, atol=1e-6)
+        sums.append(col_sum)
+    set_num_threads(before)
+    assert block.num_src > 2 * 256 and torch.equal(sums[0], sums[1])

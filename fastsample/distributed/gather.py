@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from fastsample import bf16
+from fastsample.allocator import populate
 from fastsample.comm import Communicator
 from fastsample.partition import owner_of
 
@@ -53,6 +54,10 @@ class FeatureGather:
         self.lo = int(self.offsets[comm.rank])
         self.cache = None  # a FeatureCache, set by build_cache's caller
         self.rows_local = self.rows_cached = self.rows_remote = 0  # since construction
+
+    def warm_up(self) -> bool:
+        """Fault this rank's feature rows in now (allocator.populate), not in the first steps."""
+        return populate(self.shard)
 
     def uncacheable(self) -> list[tuple[int, int]]:
         """Id ranges a feature cache must not hold: this rank's own rows."""

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fastsample import bf16
+from fastsample.allocator import populate
 from fastsample.comm import Communicator
 from fastsample.typed_block import positions_by_type
 
@@ -124,6 +125,10 @@ class TypedGather:
         self._unpack(data, types[order], index[order], asked, out)
         return out, types, index, Route(types, index, np.flatnonzero(local), rows, order, asked, w_types, w_rows,
                                         wanted_counts)
+
+    def warm_up(self) -> bool:
+        """Fault this rank's feature rows of every type in now (allocator.populate)."""
+        return all([populate(s) for s in self.shards if s is not None])
 
     def uncacheable(self) -> list[tuple[int, int]]:
         """Id ranges a cache must not hold: this rank's own, and every rank's runs of types
