@@ -160,12 +160,12 @@ struct Relabel {
   int64_t next;
 
   void run(const Id* picked, int64_t lo, int64_t hi, int32_t* local) {
-    map->grow(next + (hi - lo), src, next);  // room for every pick of the chunk being new
+    map->grow(next + (hi - lo));  // room for every pick of the chunk being new
     for (int64_t e = lo; e < hi; ++e) {
       if (e + kAhead < hi) __builtin_prefetch(map->slot_ptr(static_cast<uint64_t>(picked[e + kAhead])), 1);
       const Id u = picked[e];
       bool inserted;
-      const int64_t id = map->find_or_insert(static_cast<uint64_t>(u), next, inserted, src);
+      const int64_t id = map->find_or_insert(static_cast<uint64_t>(u), next, inserted);
       src[next] = u;
       next += inserted;
       local[e] = static_cast<int32_t>(id);
@@ -372,7 +372,7 @@ template <typename Id>
 void enter_seeds(NodeMapPool& pool, std::unique_ptr<NodeMap>& map, const Id* seeds, int64_t num_seeds) {
   for (int64_t i = 0; i < num_seeds; ++i) {
     bool inserted;
-    map->find_or_insert(static_cast<uint64_t>(seeds[i]), i, inserted, seeds);
+    map->find_or_insert(static_cast<uint64_t>(seeds[i]), i, inserted);
     if (!inserted) {
       pool.release(std::move(map));
       throw std::invalid_argument("seeds must be unique: node " + std::to_string(seeds[i]) +

@@ -3,22 +3,23 @@
 //
 // Two layouts, one interface. Up to direct_map_nodes nodes (a table of at most 64 MiB) a
 // direct array indexed by the global id, 8 bytes an entry (tag | local id): the fastest,
-// and small. Above, a hash table: open addressing with linear probing over a power-of-two
-// table of 8-byte slots (tag | local id), at most half full; a slot's global id is read
-// from the call's source list (hashed). In both, an entry counts only while its tag (a
-// 32-bit generation) is the map's current one; each call takes a fresh generation, so a map is
-// "cleared" in O(1) and its table is reused call after call (a pool, one map per call in
-// flight). Only when the generation wraps is the table zeroed.
-//
-// The relabelling inserts the nodes of a call in order and never removes one, and a
-// node's local id is its position in the call's source list (fused_sample.cpp), so growing
-// the table rehashes from that list: no per-entry bookkeeping beyond the table itself.
+// and small. Its entries count only while their tag (a 32-bit generation) is the map's
+// current one; each call takes a fresh generation, so the array is "cleared" in O(1) (only
+// when the generation wraps is it zeroed). Above, a hash table: open addressing with
+// linear probing over a power-of-two table of 8-byte slots (global id + 1 | local id; 0 is
+// empty), at most half full, zeroed at each call (a few MiB: ~1 % of a call). A slot holds
+// its key, so a lookup reads nothing else: reading the key from the call's source list
+// instead (half-size slots) cost a second dependent load per lookup, 16-21 % of sampling
+// time on a 16M-node graph against the array, where this is within ~5 %. Global ids must
+// then fit 32 bits (below 2^32 - 1 nodes). Maps are reused call after call (a pool, one
+// map per call in flight).
 #pragma once
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <vector>
 
 namespace fastsample {
@@ -35,6 +36,8 @@ class NodeMap {
     if (direct_) {
       slots_.assign(num_nodes, 0);
     } else {
+      if (num_nodes >= int64_t{0xffffffff})
+        throw std::length_error("the native sampler's node map takes graphs of fewer than 2^32 - 1 nodes");
       resize(capacity_for(entries));
     }
   }
@@ -43,9 +46,9 @@ class NodeMap {
 
   // Start a call: every entry becomes absent.
   void next_generation() {
+    std::fill(table_.begin(), table_.end(), 0);
     if (++gen_ == 0) {
       std::fill(slots_.begin(), slots_.end(), 0);
-      std::fill(table_.begin(), table_.end(), 0);
       gen_ = 1;
     }
     tag_ = static_cast<uint64_t>(gen_) << 32;
@@ -57,11 +60,8 @@ class NodeMap {
   }
 
   // The local id of `key`; absent, it is entered as `next` (the caller's next free id) and
-  // `inserted` is set. `ids`: the global id of each local id so far (the call's sources;
-  // ids[next] is written by the caller afterwards). The caller keeps a hash table at most
-  // half full (grow).
-  template <typename Id>
-  int64_t find_or_insert(uint64_t key, int64_t next, bool& inserted, const Id* ids) {
+  // `inserted` is set. The caller keeps a hash table at most half full (grow).
+  int64_t find_or_insert(uint64_t key, int64_t next, bool& inserted) {
     if (direct_) {  // branch-free: whether a node is new is unpredictable
       const uint64_t x = slots_[key];
       inserted = (x & kGenMask) != tag_;
@@ -69,28 +69,26 @@ class NodeMap {
       slots_[key] = tag_ | static_cast<uint64_t>(id);
       return id;
     }
-    return hashed(key, next, inserted, ids);
+    return hashed(key, next, inserted);
   }
 
   // The low bits as they are, the high ones folded in: ids that are close (a partition's
   // relabelling makes neighbours' ids close) stay close in the table, as in a direct map.
   uint64_t slot_of(uint64_t key) const { return (key ^ (key >> bits_) ^ (key >> (2 * bits_))) & mask_; }
 
-  // A slot holds tag | local id, 8 bytes; the key is the local id's entry in `ids` (as
-  // Python's dict keeps an index table beside its entries), so the table is half the size.
-  template <typename Id>
-  int64_t hashed(uint64_t key, int64_t next, bool& inserted, const Id* ids) {
+  // A slot holds (key + 1) << 32 | local id, 8 bytes; 0 is an empty slot.
+  int64_t hashed(uint64_t key, int64_t next, bool& inserted) {
+    const uint64_t high = (key + 1) << 32;
     for (uint64_t s = slot_of(key);; s = (s + 1) & mask_) {
       const uint64_t e = table_[s];
-      if ((e & kGenMask) != tag_) {
-        table_[s] = tag_ | static_cast<uint64_t>(next);
+      if (e == 0) {
+        table_[s] = high | static_cast<uint64_t>(next);
         inserted = true;
         return next;
       }
-      const int64_t id = static_cast<uint32_t>(e);
-      if (static_cast<uint64_t>(ids[id]) == key) {
+      if ((e & kGenMask) == high) {
         inserted = false;
-        return id;
+        return static_cast<uint32_t>(e);
       }
     }
   }
@@ -98,16 +96,15 @@ class NodeMap {
   // Whether `entries` fit (a hash table: at most half full).
   bool fits(int64_t entries) const { return direct_ || 2 * entries <= capacity(); }
 
-  // Room for `entries`, keeping the current ones: the ids ids[0..count) with local ids
-  // 0..count-1 (the call's sources so far, in order).
-  template <typename Id>
-  void grow(int64_t entries, const Id* ids, int64_t count) {
+  // Room for `entries`, keeping the current ones (rehashed from the old table).
+  void grow(int64_t entries) {
     if (fits(entries)) return;
+    std::vector<uint64_t> old;
+    old.swap(table_);  // freed below: growing holds both tables only while it rehashes
     resize(capacity_for(entries));
-    gen_ = 1;
-    tag_ = uint64_t{1} << 32;
     bool inserted;
-    for (int64_t i = 0; i < count; ++i) hashed(static_cast<uint64_t>(ids[i]), i, inserted, ids);
+    for (const uint64_t e : old)
+      if (e != 0) hashed((e >> 32) - 1, static_cast<uint32_t>(e), inserted);
   }
 
  private:
@@ -118,7 +115,7 @@ class NodeMap {
   }
 
   void resize(int64_t capacity) {
-    table_ = std::vector<uint64_t>();  // freed first: growing never holds both tables
+    table_ = std::vector<uint64_t>();
     table_.assign(capacity, 0);
     bits_ = 0;
     while ((int64_t{1} << bits_) < capacity) ++bits_;
@@ -157,7 +154,7 @@ class NodeMapPool {
     }
     if (!m) m = std::make_unique<NodeMap>(num_nodes, entries);
     m->next_generation();
-    if (!m->fits(entries)) m->grow<int64_t>(entries, nullptr, 0);
+    m->grow(entries);
     return m;
   }
 
