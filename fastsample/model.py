@@ -63,6 +63,8 @@ class _NativeSAGE(torch.autograd.Function):
         aggregate(block, h, z)  # z = [h[:n] | mean], in fp32 whatever h's width
         w = torch.cat([w_self, w_neigh], 1)
         plan = matmul.current()
+        if plan.bf16:  # its products read Z in bf16: converted once, for forward and weight gradient (half the bytes kept)
+            z = z.to(torch.bfloat16)
         if drop is None:
             out = plan.forward(z, w, bias)
         else:  # bias, ReLU and dropout in one pass (a fused bias would first be copied everywhere)
