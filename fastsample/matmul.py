@@ -37,6 +37,7 @@ start-up line says which happened.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import tempfile
@@ -195,6 +196,29 @@ def _measure(candidates: dict, flops: float, least: int = 3, most: int = 8) -> t
     return {name: flops / min(t) / 1e9 for name, t in times.items()}, steady
 
 
+SHAPES = 64  # a timed call's rows: the shape's, less 0..SHAPES-1, a new count each call
+_ROW_ARGS = {"forward": (0,), "weight_grad": (0, 1), "input_grad": (0,)}  # the operands with a row per product row
+
+
+def _new_shapes(op: str, f, args: tuple):
+    """f(*args) as training calls it: with a row count it has not just seen. A layer's rows
+    differ every step, and oneDNN builds a primitive for each new shape (0.7-2.5 ms a call
+    at the medium model's shapes, 10-25 %); timed on one fixed shape, it looked that much
+    faster than it runs."""
+    calls, rows = itertools.count(), args[_ROW_ARGS[op][0]].shape[0]
+    cycle = max(1, min(SHAPES, rows))
+
+    def call():
+        m = rows - next(calls) % cycle
+        return f(*(a[:m] if i in _ROW_ARGS[op] else a for i, a in enumerate(args)))
+    return call
+
+
+def _flops(rows: int, k: int, n: int) -> float:
+    """A _new_shapes call's FLOPs, on average over its row counts."""
+    return 2.0 * (rows - (max(1, min(SHAPES, rows)) - 1) / 2) * k * n
+
+
 def _operands(rows: int, k: int, n: int, seed: int = 0) -> dict:
     """Random operands of each product of (rows, k) x (k, n) shape, as the model passes them:
     {op: args} over Z (rows, k), W (n, k) and G (rows, n)."""
@@ -206,8 +230,8 @@ def _operands(rows: int, k: int, n: int, seed: int = 0) -> dict:
 def throughput(plan: Plan, op: str, rows: int, k: int, n: int, reps: int = 3) -> float:
     """GFLOP/s of ``plan``'s ``op`` on a (rows, k) x (k, n) product (as the model calls it;
     the roofline's measure, fastsample/roofline.py): best of ``reps`` after a warm call."""
-    args = _operands(rows, k, n)[op]
-    return _gflops({op: lambda: plan._run(op, *args)}, 2.0 * rows * k * n, reps)[op]
+    call = _new_shapes(op, lambda *a: plan._run(op, *a), _operands(rows, k, n)[op])
+    return _gflops({op: call}, _flops(rows, k, n), reps)[op]
 
 
 def choose(backend: str = "auto", precision: str = "fp32", shape: tuple[int, int, int] = (4096, 512, 256),
@@ -233,7 +257,7 @@ def choose(backend: str = "auto", precision: str = "fp32", shape: tuple[int, int
     engines = ENGINES if onednn_available() else ("blas",)
     measured, chosen, steady = {}, {}, True
     for op in OPS:
-        speed, calm = _measure({e: lambda e=e: _IMPL[e, op](*args[op]) for e in engines}, flops)
+        speed, calm = _measure({e: _new_shapes(op, _IMPL[e, op], args[op]) for e in engines}, _flops(rows, k, n))
         steady &= calm
         measured.update({f"{op} {e}": s for e, s in speed.items()})
         best = max(speed, key=speed.get)
@@ -283,8 +307,10 @@ def cpu_summary() -> str:
 
 
 def _host_key(backend: str, precision: str, shape, threads: int) -> str:
-    info = _cpuinfo()  # model and flags: what decides which kernels run
-    cpu = hashlib.sha1(f"{info.get('model name')} {info.get('flags')}".encode()).hexdigest()[:12]
+    info = _cpuinfo()  # what decides which kernels run: two hosts named "AMD EPYC" with the same
+    # flags were a Zen 4 and a Zen 5 here, and one's plan was read on the other
+    cpu = hashlib.sha1(" ".join(str(info.get(f)) for f in ("model name", "cpu family", "model", "stepping", "flags"))
+                       .encode()).hexdigest()[:12]
     return f"{cpu} torch {torch.__version__} {backend} {precision} {threads} threads {'x'.join(map(str, shape))}"
 
 
@@ -301,7 +327,7 @@ def recheck(plan: Plan, shape: tuple[int, int, int]) -> bool:
     args = _operands(rows, k, n)
     for op in ops:
         engines = {"blas", plan.engines[op]}
-        speed = _gflops({e: lambda e=e: _IMPL[e, op](*args[op]) for e in engines}, 2.0 * rows * k * n, reps=2)
+        speed = _gflops({e: _new_shapes(op, _IMPL[e, op], args[op]) for e in engines}, _flops(rows, k, n), reps=2)
         if speed["blas"] > RECHECK_MARGIN * speed[plan.engines[op]]:
             return False
     return True

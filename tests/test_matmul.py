@@ -197,3 +197,27 @@ def test_onednn_engine_does_not_grow_with_new_shapes():
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert float(proc.stdout) < 100, f"grew {float(proc.stdout):.0f} MiB over 400 shapes"  # ~235 MiB unbounded
+
+
+def test_products_are_timed_on_new_shapes_as_training_calls_them(monkeypatch):
+    # oneDNN builds a primitive per new shape and training's rows differ every step: a
+    # measurement on one fixed shape hid that cost (10-25 % of the medium model's products)
+    seen = []
+    blas = matmul._IMPL["blas", "weight_grad"]
+    monkeypatch.setitem(matmul._IMPL, ("blas", "weight_grad"),
+                        lambda g, z: (seen.append((g.shape[0], z.shape[0])), blas(g, z))[1])
+    monkeypatch.setattr(matmul, "SPREAD", 10.0)
+    matmul.choose("auto", "fp32", (300, 16, 8))
+    assert all(a == b for a, b in seen) and len({a for a, _ in seen}) > 2 and max(a for a, _ in seen) == 300
+    seen.clear()
+    matmul.throughput(matmul.Plan(), "weight_grad", 300, 16, 8)
+    assert len({a for a, _ in seen}) > 2
+
+
+def test_the_cache_tells_cpus_of_one_name_and_flags_apart(monkeypatch):
+    base = {"model name": "AMD EPYC", "flags": "avx2 fma avx512f", "cpu family": "25", "model": "17", "stepping": "1"}
+    keys = set()
+    for other in ({}, {"cpu family": "26", "model": "2"}, {"stepping": "2"}):
+        monkeypatch.setattr(matmul, "_cpuinfo", lambda other=other: {**base, **other})
+        keys.add(matmul._host_key("auto", "fp32", (4096, 200, 256), 1))
+    assert len(keys) == 3
