@@ -7,6 +7,11 @@ partition for P ranks, launched on P ranks), and writes OUT atomically:
     OUT/part-R.npy    float32 (rows owned by rank R, output width): row k is node offsets[R] + k
     OUT/orig_ids.npy  the partition's map from its node ids to the dataset's
     OUT/index.json    num_parts, offsets, width, files, the checkpoint and partition used
+
+Typed data (the R-GCN): the outputs are the target type's nodes only, so part-R.npy's
+row k is node ranges[R][0] + k (index.json's "ranges" [lo, hi) per rank, and "node_type");
+featureless types start from the embedding shards saved beside the checkpoint
+(epoch-N.embed-R-of-P.pt), so the job has as many ranks as the training had.
 """
 
 from __future__ import annotations
@@ -58,7 +63,10 @@ def build_parser() -> cli.Parser:
 
 def main(argv=None) -> int:
     from fastsample.config import from_dict
+    from fastsample.distributed.embedding import ShardedEmbeddings
     from fastsample.trainer import TrainConfig, build_model, load_checkpoint
+    from fastsample.trainer.checkpoint import load_shard
+    from fastsample.trainer.trainer import typed_schema
 
     parser = build_parser()
     args = cli.parse(InferConfig, parser, argv)
@@ -74,24 +82,32 @@ def main(argv=None) -> int:
         # a vanilla-only partition holds each rank's own rows' in-edges: enough (inference.all_in_edges)
         layout = "vanilla" if read_partition_meta(args.data)["mode"] == "vanilla" else "hybrid"
         part = load_partition(args.data, comm.rank, comm.size, mode=layout)
-        if part.typed:
-            raise ValueError(f"{args.data}: typed data: python -m fastsample.infer writes one matrix over every node "
-                             "and does not take typed partitions yet; python -m fastsample.train --eval full "
-                             "evaluates them exactly")
         state = load_checkpoint(Path(args.checkpoint), "cpu")
         config = from_dict(TrainConfig, state["config"])
-        model = build_model(config, part.feature_dim, part.num_classes)
+        inputs = None
+        if part.typed:
+            in_dims = {t: config.embed_dim if f is None else int(f.shape[1]) for t, f in part.features.items()}
+            model = build_model(config, in_dims, part.num_classes, typed_schema(part))
+            featureless = [t for t, f in part.features.items() if f is None]
+            if featureless:
+                tables = ShardedEmbeddings(part.layout["type_runs"], comm.rank, comm.size, part.meta["node_types"],
+                                           featureless, config.embed_dim, config.embed_lr, config.seed)
+                load_shard(args.checkpoint, tables, comm.rank, comm.size)
+                inputs = tables.shards()
+        else:
+            model = build_model(config, part.feature_dim, part.num_classes)
         model.load_state_dict(state["model"])
         check_layerwise(model)
-        return part, model, config.model, config.hidden if config.task == "link" else part.num_classes
+        return part, model, inputs, config.model, config.hidden if config.task == "link" else part.num_classes
 
-    part, model, model_spec, out_width = cli.agreed(comm, PROG, build)
+    part, model, inputs, model_spec, out_width = cli.agreed(comm, PROG, build)
+    rows = _output_rows(part, comm.size)
     # only once every rank is ready, so that no failure elsewhere leaves it behind
     def target():
         if comm.rank != 0:
             return None
         # the whole output, before hours of inference: float32 rows of the model's width
-        need = part.num_nodes * out_width * 4 + part.num_nodes * 8 + (1 << 20)
+        need = sum(hi - lo for lo, hi in rows) * out_width * 4 + part.num_nodes * 8 + (1 << 20)
         check_space(Path(args.out).parent, need, Path(args.out).name)
         return AtomicDirectory(args.out, overwrite=args.overwrite)
 
@@ -100,7 +116,7 @@ def main(argv=None) -> int:
     # leaving the block removes the temporary directory unless it was committed
     with out if out is not None else contextlib.nullcontext():
         def write():
-            h = layerwise(model, part, comm, args.batch_size, progress=not args.quiet)
+            h = layerwise(model, part, comm, args.batch_size, progress=not args.quiet, inputs=inputs)
             np.save(tmp / f"part-{comm.rank}.npy", h)
             return h.shape[1]
 
@@ -111,11 +127,25 @@ def main(argv=None) -> int:
                      "dtype": "float32", "files": [f"part-{r}.npy" for r in range(comm.size)],
                      "orig_ids": "orig_ids.npy", "checkpoint": str(args.checkpoint), "partition": str(args.data),
                      "model": model_spec}
+            if part.typed:  # the target type's rows only: a range of ids per rank, not the offsets'
+                index.update(node_type=part.target_type, ranges=[list(r) for r in rows])
             (tmp / "index.json").write_text(json.dumps(index, indent=2) + "\n")
             out.commit()
-            print(f"{PROG}: {part.num_nodes:,} nodes x {width} written to {args.out} by {comm.size} ranks in "
+            what = f"{sum(hi - lo for lo, hi in rows):,} {part.target_type} nodes" if part.typed else \
+                f"{part.num_nodes:,} nodes"
+            print(f"{PROG}: {what} x {width} written to {args.out} by {comm.size} ranks in "
                   f"{time.perf_counter() - t0:.1f} s")
     return 0
+
+
+def _output_rows(part, num_parts: int) -> list[tuple[int, int]]:
+    """Each rank's output rows as [lo, hi) node ids: its nodes, or on typed data its nodes
+    of the target type (layerwise's rows)."""
+    if not part.typed:
+        return [(int(a), int(b)) for a, b in zip(part.offsets[:-1], part.offsets[1:])]
+    runs, types = part.layout["type_runs"], list(part.meta["node_types"])
+    T, t = len(types), types.index(part.target_type)
+    return [(int(runs[r * T + t]), int(runs[r * T + t + 1])) for r in range(num_parts)]
 
 
 if __name__ == "__main__":

@@ -2,6 +2,8 @@
 blocks whose per-relation edge lists are exactly the sampled typed edges; the same batches
 in hybrid and vanilla mode."""
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -204,3 +206,31 @@ def test_per_relation_fanouts_from_the_command_line(typed, tmp_path):
                           ("cites=2", "--relation-fanouts has 1 layers, --fanouts 2")):
         proc = run_module("fastsample.train", "--data", typed / "h", "--fanouts", "4,3", "--relation-fanouts", spec)
         assert proc.returncode == 2 and message in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
+
+
+@pytest.mark.mpi
+def test_infer_writes_the_target_types_outputs_the_full_evaluation_saw(typed, tmp_path):
+    # typed data: the R-GCN's outputs for the target type only, the featureless type's
+    # rows from the embedding shards saved beside the checkpoint
+    log, ck, out = tmp_path / "log.jsonl", tmp_path / "ck", tmp_path / "out"
+    proc = mpiexec(2, "-m", "fastsample.train", "--data", typed / "p2", "--fanouts", "4,3", "--batch-size", "64",
+                   "--hidden", "16", "--epochs", "1", "--threads", "1", "--eval", "full", "--eval-batch-size", "300",
+                   "--checkpoint-dir", ck, "--log-json", log, "--quiet", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert len(list(ck.glob("epoch-0.embed-*-of-2.pt"))) == 2  # the featureless type's table
+    proc = mpiexec(2, "-m", "fastsample.infer", "--data", typed / "p2", "--checkpoint", ck / "epoch-0.pt", "--out", out,
+                   "--batch-size", "300", "--quiet", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    ds = load_dataset(typed / "h")
+    lo = ds.graph.node_type_offset[ds.graph.node_types.index(ds.target_type)]
+    index = json.loads((out / "index.json").read_text())
+    assert index["node_type"] == ds.target_type and index["width"] == ds.num_classes
+    assert proc.stdout == f"python -m fastsample.infer: {len(ds.labels):,} paper nodes x {ds.num_classes} written to " \
+                          f"{out} by 2 ranks in " + proc.stdout.split(" ranks in ")[1]
+    h = np.concatenate([np.load(out / f) for f in index["files"]])
+    ids = np.concatenate([np.arange(a, b) for a, b in index["ranges"]])
+    assert h.shape == (len(ds.labels), ds.num_classes) and len(ids) == len(h)
+    pred = np.full(len(ds.labels), -1)
+    pred[np.load(out / "orig_ids.npy")[ids] - lo] = h.argmax(1)
+    test = np.asarray(ds.test) - lo
+    assert (pred >= 0).all() and float((pred[test] == ds.labels[test]).mean()) == json.loads(log.read_text())["test_acc"]

@@ -58,6 +58,26 @@ def load_checkpoint(path: str | Path, device="cpu") -> dict:
     return state
 
 
+def shard_path(checkpoint: str | Path, rank: int, num_parts: int) -> Path:
+    """Where rank ``rank`` of ``num_parts`` keeps its embedding shard of ``checkpoint``."""
+    checkpoint = Path(checkpoint)
+    return checkpoint.with_name(f"{checkpoint.name.removesuffix('.pt')}.embed-{rank}-of-{num_parts}.pt")
+
+
+def load_shard(checkpoint: str | Path, embeddings, rank: int, num_parts: int) -> None:
+    """Rank ``rank``'s embedding shard of ``checkpoint`` into ``embeddings`` (a
+    ShardedEmbeddings of this job's shape); a CheckpointError naming the shard file if it
+    is missing or not this job's."""
+    shard = shard_path(checkpoint, rank, num_parts)
+    if not shard.is_file():
+        raise CheckpointError(f"{shard}: missing: {Path(checkpoint).name} has no embedding shard for rank {rank} of "
+                              f"{num_parts} (saved by a job of another size?)")
+    try:
+        embeddings.load_state_dict(torch.load(shard, map_location="cpu", weights_only=True))
+    except Exception as e:
+        raise CheckpointError(f"{shard}: not this job's embedding shard ({type(e).__name__}: {e})") from None
+
+
 def _write(path: Path, state: dict) -> None:
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
@@ -95,7 +115,7 @@ class Checkpoints:
         if embeddings is not None and embeddings.tables:
             error = None
             try:
-                _write(self._shard_path(name, rank, comm.size if comm is not None else 1),
+                _write(shard_path(path, rank, comm.size if comm is not None else 1),
                        {"epoch": epoch, **embeddings.state_dict()})
             except OSError as e:
                 error = f"rank {rank}: {e}"
@@ -123,9 +143,6 @@ class Checkpoints:
         epoch-E.step-S.pt; never a temporary or a shard)."""
         return sorted((f for f in self.dir.glob("epoch-*.pt") if _NAME.fullmatch(f.name)),
                       key=lambda f: tuple(-x for x in _position(f)))
-
-    def _shard_path(self, name: str, rank: int, num_parts: int) -> Path:
-        return self.dir / f"{name}.embed-{rank}-of-{num_parts}.pt"
 
     def newest_readable(self, device="cpu") -> tuple[Path, dict, list[str]]:
         """(the newest checkpoint that loads, its contents, why each newer one was skipped)."""
@@ -156,15 +173,7 @@ class Checkpoints:
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         if embeddings is not None and embeddings.tables:
-            shard = self._shard_path(path.name.removesuffix(".pt"), rank, num_parts)
-            if not shard.is_file():
-                raise CheckpointError(f"{shard}: missing: {path.name} has no embedding shard for rank {rank} of "
-                                      f"{num_parts} (saved by a job of another size?)")
-            try:
-                saved_shard = torch.load(shard, map_location="cpu", weights_only=True)
-                embeddings.load_state_dict(saved_shard)
-            except Exception as e:
-                raise CheckpointError(f"{shard}: not this job's embedding shard ({type(e).__name__}: {e})") from None
+            load_shard(path, embeddings, rank, num_parts)
         start, step = (state["epoch"], int(state["step"])) if "step" in state else (state["epoch"] + 1, 0)
         if start >= self.config.epochs:
             raise CheckpointError(f"resume: {path.name} already ends epoch {state['epoch']}; epochs "
