@@ -63,10 +63,9 @@ def build_parser() -> cli.Parser:
 
 def main(argv=None) -> int:
     from fastsample.config import from_dict
-    from fastsample.distributed.embedding import ShardedEmbeddings
-    from fastsample.trainer import TrainConfig, build_model, load_checkpoint
+    from fastsample.trainer import TrainConfig, load_checkpoint
     from fastsample.trainer.checkpoint import load_shard
-    from fastsample.trainer.trainer import typed_schema
+    from fastsample.trainer.trainer import embeddings_for, model_for
 
     parser = build_parser()
     args = cli.parse(InferConfig, parser, argv)
@@ -84,30 +83,24 @@ def main(argv=None) -> int:
         part = load_partition(args.data, comm.rank, comm.size, mode=layout)
         state = load_checkpoint(Path(args.checkpoint), "cpu")
         config = from_dict(TrainConfig, state["config"])
-        inputs = None
-        if part.typed:
-            in_dims = {t: config.embed_dim if f is None else int(f.shape[1]) for t, f in part.features.items()}
-            model = build_model(config, in_dims, part.num_classes, typed_schema(part))
-            featureless = [t for t, f in part.features.items() if f is None]
-            if featureless:
-                tables = ShardedEmbeddings(part.layout["type_runs"], comm.rank, comm.size, part.meta["node_types"],
-                                           featureless, config.embed_dim, config.embed_lr, config.seed)
-                load_shard(args.checkpoint, tables, comm.rank, comm.size)
-                inputs = tables.shards()
-        else:
-            model = build_model(config, part.feature_dim, part.num_classes)
+        model = model_for(config, part)
+        tables = embeddings_for(config, part, comm.rank, comm.size)  # featureless types' rows, as trained
+        if tables is not None:
+            load_shard(args.checkpoint, tables, comm.rank, comm.size)
         model.load_state_dict(state["model"])
         check_layerwise(model)
+        inputs = tables.shards() if tables is not None else None
         return part, model, inputs, config.model, config.hidden if config.task == "link" else part.num_classes
 
     part, model, inputs, model_spec, out_width = cli.agreed(comm, PROG, build)
     rows = _output_rows(part, comm.size)
+    total = sum(hi - lo for lo, hi in rows)
     # only once every rank is ready, so that no failure elsewhere leaves it behind
     def target():
         if comm.rank != 0:
             return None
         # the whole output, before hours of inference: float32 rows of the model's width
-        need = sum(hi - lo for lo, hi in rows) * out_width * 4 + part.num_nodes * 8 + (1 << 20)
+        need = total * out_width * 4 + part.num_nodes * 8 + (1 << 20)
         check_space(Path(args.out).parent, need, Path(args.out).name)
         return AtomicDirectory(args.out, overwrite=args.overwrite)
 
@@ -131,8 +124,7 @@ def main(argv=None) -> int:
                 index.update(node_type=part.target_type, ranges=[list(r) for r in rows])
             (tmp / "index.json").write_text(json.dumps(index, indent=2) + "\n")
             out.commit()
-            what = f"{sum(hi - lo for lo, hi in rows):,} {part.target_type} nodes" if part.typed else \
-                f"{part.num_nodes:,} nodes"
+            what = f"{total:,} {part.target_type} nodes" if part.typed else f"{total:,} nodes"
             print(f"{PROG}: {what} x {width} written to {args.out} by {comm.size} ranks in "
                   f"{time.perf_counter() - t0:.1f} s")
     return 0

@@ -87,7 +87,7 @@ class _NativeSAGE(torch.autograd.Function):
             gz = ctx.plan.input_grad(g, w)
             grad_h = torch.empty(ctx.num_src, d, dtype=torch.float32)
             scale = 1.0 if ctx.in_scale is None else ctx.in_scale
-            col_sum = torch.empty(d, dtype=torch.float32) if below is not None and ctx.in_scale is not None else None
+            col_sum = torch.empty(d, dtype=torch.float32) if below is not None else None  # set with in_scale only
             _native.mean_aggregate_backward(ctx.block.indptr, ctx.block.indices, gz[:, d:], gz[:, :d], mask,
                                             scale, grad_h, col_sum)
             if col_sum is not None:

@@ -23,9 +23,9 @@
 // so fanouts stay full where the remaining degree allows. None excluded: exactly as before.
 //
 // Memory touched: the outputs and one node map (node_map.hpp: at most 64 MiB, a hash
-// table sized by the batch on larger graphs). Layer l's destinations are layer l+1's sources in the same
-// order, so the map stays valid across layers; it is never reset entry by entry
-// (generation tags).
+// table sized by the batch on larger graphs). Layer l's destinations are layer l+1's
+// sources in the same order, so the map stays valid across layers; it is cleared once per
+// call (the array by generation tags, the hash table zeroed).
 #include "fused_sample.hpp"
 
 #include <algorithm>

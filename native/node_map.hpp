@@ -115,7 +115,6 @@ class NodeMap {
   }
 
   void resize(int64_t capacity) {
-    table_ = std::vector<uint64_t>();
     table_.assign(capacity, 0);
     bits_ = 0;
     while ((int64_t{1} << bits_) < capacity) ++bits_;

@@ -82,6 +82,25 @@ def build_model(config: TrainConfig, in_dim, num_classes: int, schema: dict | No
     return model
 
 
+def model_for(config: TrainConfig, shard) -> torch.nn.Module:
+    """build_model for ``shard``'s data (a partition or dataset): its feature width and
+    classes, or on typed data each node type's width (a featureless type's: its embeddings')."""
+    if not shard.typed:
+        return build_model(config, shard.feature_dim, shard.num_classes)
+    in_dims = {t: config.embed_dim if f is None else int(f.shape[1]) for t, f in shard.features.items()}
+    return build_model(config, in_dims, shard.num_classes, typed_schema(shard))
+
+
+def embeddings_for(config: TrainConfig, shard, rank: int, num_parts: int) -> ShardedEmbeddings | None:
+    """This rank's learnable embedding tables of typed data's featureless node types
+    (fastsample/distributed/embedding.py); None where every type has features."""
+    featureless = [t for t, f in shard.features.items() if f is None] if shard.typed else []
+    if not featureless:
+        return None
+    return ShardedEmbeddings(shard.layout["type_runs"], rank, num_parts, shard.meta["node_types"], featureless,
+                             config.embed_dim, config.embed_lr, config.seed)
+
+
 def typed_schema(shard) -> dict:
     """What the R-GCN needs of typed data: its edge types and target type."""
     return {"edge_types": [tuple(e) for e in shard.meta["edge_types"]], "target_type": shard.target_type}
@@ -179,12 +198,7 @@ class Trainer:
         self.num_classes = self.shard.num_classes
         if c.precision == "bf16":  # once, for every loader
             self.shard = narrow_features(self.shard)
-        self.embeddings = None
-        featureless = [t for t, f in self.shard.features.items() if f is None] if self.shard.typed else []
-        if featureless:
-            self.embeddings = ShardedEmbeddings(self.shard.layout["type_runs"], self.rank, self.comm.size,
-                                                self.shard.meta["node_types"], featureless, c.embed_dim, c.embed_lr,
-                                                c.seed)
+        self.embeddings = embeddings_for(c, self.shard, self.rank, self.comm.size)
         common = dict(comm=self.comm, kernel=c.sampler, mode=c.mode, device=self.device, prefetch=c.prefetch,
                       precision=c.precision, embeddings=self.embeddings)
         fanouts = layer_fanouts(c)
@@ -215,11 +229,7 @@ class Trainer:
         c = self.config
         if model is None:
             torch.manual_seed(c.seed)  # identical initial weights on every rank
-            if self.shard.typed:
-                in_dims = {t: c.embed_dim if f is None else int(f.shape[1]) for t, f in self.shard.features.items()}
-                model = build_model(c, in_dims, self.num_classes, typed_schema(self.shard))
-            else:
-                model = build_model(c, self.shard.feature_dim, self.num_classes)
+            model = model_for(c, self.shard)
         self.model = model.to(self.device)
         self.roofline = Roofline(self.model, self.device)
         if c.eval == "full" or c.task == "link":
