@@ -1,9 +1,9 @@
 """Block: one layer's MFG as a model consumes it, the argument every model's forward takes.
 
-The model signature, the same for the built-in GraphSAGE and for a user's model
+The model signature, the same for the built-in models and for a user's model
 (``python -m fastsample.train --model FILE:build``)::
 
-    forward(blocks: list[Block], x: Tensor) -> Tensor
+    forward(blocks: list[Block], x) -> Tensor
 
 ``blocks[i]`` feeds GNN layer i, input layer first; ``x`` holds the input nodes' features
 (``blocks[0].num_src`` rows); the result has one row per seed (``blocks[-1].num_dst``).
@@ -11,6 +11,24 @@ Within a block the first ``num_dst`` source rows are the destinations themselves
 layer's destination input is ``h[:block.num_dst]``. For PyTorch Geometric layers::
 
     h = conv((h, h[:block.num_dst]), block.edge_index, size=block.size)
+
+A block is typed the same way whether the graph has one type or many: node types, and
+edge lists per relation (untyped data: one node type, one relation, whose edge list is
+the whole block). On typed data ``x`` is {node type: rows} and a heterogeneous model
+(PyG's ``HeteroConv``, ``to_hetero``, the built-in R-GCN) reads one feature matrix per
+node type and one edge list per relation, indexed within the types. Those follow from
+each source's node type and its position among the sources of that type; destinations
+keep their positions (they are the first sources), so layer i's output rows of type t
+are layer i + 1's input rows of type t, in order::
+
+    h_dict = x_dict                                   # batch.x: {node type: rows}
+    for conv, block in zip(convs, batch.blocks):
+        h_dict = conv(h_dict, block.edge_index_dict)  # PyG HeteroConv, per relation
+    logits = h_dict[target_type][:batch.blocks[-1].num_dst_dict[target_type]]
+
+``edge_index_dict[(src type, relation, dst type)]`` is (2, E_r) int64: row 0 the source's
+position among the sources of its type, row 1 the destination's among the destinations
+of its type; ``csc(relation)`` gives the same edges as CSC (the native kernels' input).
 """
 
 from __future__ import annotations
@@ -21,31 +39,99 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from fastsample.graph import EDGE, NODE
 from fastsample.sampling import MFG
+
+
+def positions_by_type(types: np.ndarray, num_types: int) -> tuple[np.ndarray, np.ndarray]:
+    """(each entry's position among the entries of its type, the count of each type)."""
+    if num_types == 1:  # the one-type case: positions are the entries' own
+        return np.arange(len(types), dtype=np.int64), np.array([len(types)], dtype=np.int64)
+    counts = np.bincount(types, minlength=num_types)
+    order = np.argsort(types, kind="stable")
+    pos = np.empty(len(types), dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(counts)])
+    pos[order] = np.arange(len(types)) - np.repeat(starts[:-1], counts)
+    return pos, counts
 
 
 @dataclass
 class Block:
-    """An MFG as tensors' companion: CSC over num_dst destinations, num_src sources."""
+    """An MFG as tensors' companion: CSC over num_dst destinations, num_src sources, and
+    its edges per relation (see the module doc)."""
 
     indptr: np.ndarray  # (num_dst + 1,) int64
     indices: np.ndarray  # (num_edges,) int32 local source positions
     num_dst: int
     num_src: int
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+    node_types: tuple[str, ...] = (NODE,)
+    edge_types: tuple[tuple[str, str, str], ...] = (EDGE,)
+    src_type: np.ndarray | None = None  # (num_src,) node type index of each source; None: all type 0
+    src_pos: np.ndarray | None = None  # (num_src,) its position among the sources of its type
+    num_src_dict: dict | None = None
+    num_dst_dict: dict | None = None
+    _csc: dict | None = None  # relation index -> (indptr over its destination type's dsts, source positions)
+    # the input layer's block on typed data: {node type: int64 tensor, each input node's index
+    # among all nodes of its type} (what an embedding table of a featureless type is indexed by)
+    input_index: dict | None = None
     _adj: torch.Tensor | None = None
     _edge_index: torch.Tensor | None = None
+    _edge_index_dict: dict | None = None
+
+    def __post_init__(self):
+        if self._csc is None:  # one relation: its edges are the block's
+            self._csc = {0: (self.indptr, self.indices)}
+            self.num_src_dict = {self.node_types[0]: self.num_src}
+            self.num_dst_dict = {self.node_types[0]: self.num_dst}
 
     @classmethod
-    def from_mfg(cls, mfg: MFG, device="cpu") -> "Block":
-        return cls(np.ascontiguousarray(mfg.indptr, dtype=np.int64),
-                   np.ascontiguousarray(mfg.indices, dtype=np.int32), mfg.num_dst, mfg.num_src,
-                   torch.device(device))
+    def from_mfg(cls, mfg: MFG, device="cpu", src_type: np.ndarray | None = None, node_types=None,
+                 edge_types=None) -> "Block":
+        """The block of ``mfg``; on typed data ``src_type`` is the node type index of each of
+        mfg.src_ids, and the MFG carries its edges' types."""
+        indptr = np.ascontiguousarray(mfg.indptr, dtype=np.int64)
+        indices = np.ascontiguousarray(mfg.indices, dtype=np.int32)
+        if src_type is None:
+            return cls(indptr, indices, mfg.num_dst, mfg.num_src, torch.device(device))
+        T = len(node_types)
+        src_pos, src_counts = positions_by_type(src_type, T)
+        dst_counts = np.bincount(src_type[:mfg.num_dst], minlength=T)
+        dst_of_edge = np.repeat(np.arange(mfg.num_dst, dtype=np.int64), np.diff(indptr))
+        index = {t: i for i, t in enumerate(node_types)}
+        csc = {}
+        for r, (_, _, d) in enumerate(edge_types):
+            e = np.flatnonzero(mfg.edge_types == r)  # grouped by destination, in destination order
+            dst = src_pos[dst_of_edge[e]]
+            ip = np.zeros(dst_counts[index[d]] + 1, dtype=np.int64)
+            np.cumsum(np.bincount(dst, minlength=dst_counts[index[d]]), out=ip[1:])
+            csc[r] = (ip, src_pos[indices[e]].astype(np.int32))
+        return cls(indptr, indices, mfg.num_dst, mfg.num_src, torch.device(device), tuple(node_types),
+                   tuple(tuple(e) for e in edge_types), np.asarray(src_type), src_pos,
+                   {t: int(c) for t, c in zip(node_types, src_counts)},
+                   {t: int(c) for t, c in zip(node_types, dst_counts)}, csc)
 
     @property
     def size(self) -> tuple[int, int]:
         """(num_src, num_dst), PyG's ``size`` of a bipartite message passing."""
         return self.num_src, self.num_dst
+
+    def csc(self, relation=0) -> tuple[np.ndarray, np.ndarray]:
+        """(indptr int64 over the relation's destinations, int32 source positions) of one
+        relation (its index or canonical triple), positions within the node types."""
+        r = relation if isinstance(relation, (int, np.integer)) else self.edge_types.index(tuple(relation))
+        return self._csc[int(r)]
+
+    def relation_size(self, relation) -> tuple[int, int]:
+        """(sources of the relation's source type, destinations of its destination type)."""
+        s, _, d = self.edge_types[relation] if isinstance(relation, (int, np.integer)) else tuple(relation)
+        return self.num_src_dict[s], self.num_dst_dict[d]
+
+    def relation_block(self, relation) -> "Block":
+        """One relation's edges as a block of their own (within the node types' positions)."""
+        s, _, d = self.edge_types[relation] if isinstance(relation, (int, np.integer)) else tuple(relation)
+        indptr, indices = self.csc(relation)
+        return Block(indptr, indices, self.num_dst_dict[d], self.num_src_dict[s], self.device)
 
     @property
     def edge_index(self) -> torch.Tensor:
@@ -53,9 +139,15 @@ class Block:
         position (0..num_src-1), row 1 the destination position (0..num_dst-1), edges
         grouped by destination."""
         if self._edge_index is None:
-            dst = np.repeat(np.arange(self.num_dst, dtype=np.int64), np.diff(self.indptr))
-            self._edge_index = torch.from_numpy(np.stack([self.indices.astype(np.int64), dst])).to(self.device)
+            self._edge_index = _edge_index(self.indptr, self.indices, self.device)
         return self._edge_index
+
+    @property
+    def edge_index_dict(self) -> dict:
+        """{canonical edge type: (2, E_r) int64} on the block's device (PyG's layout)."""
+        if self._edge_index_dict is None:
+            self._edge_index_dict = {et: _edge_index(*self._csc[r], self.device) for r, et in enumerate(self.edge_types)}
+        return self._edge_index_dict
 
     @property
     def adj(self) -> torch.Tensor:
@@ -76,3 +168,8 @@ class Block:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
             return self.adj @ h
+
+
+def _edge_index(indptr: np.ndarray, indices: np.ndarray, device) -> torch.Tensor:
+    dst = np.repeat(np.arange(len(indptr) - 1, dtype=np.int64), np.diff(indptr))
+    return torch.from_numpy(np.stack([indices.astype(np.int64), dst])).to(device)

@@ -42,12 +42,14 @@ import numpy as np
 from fastsample.atomic import AtomicDirectory, allocated_memmap, check_space
 from fastsample.choices import FEATURE_DTYPES
 
-__all__ = ["FORMAT_VERSION", "SPLITS", "FEATURE_DTYPES", "CSCGraph", "Dataset", "DatasetError", "DatasetWriter",
+__all__ = ["NODE", "EDGE", "FORMAT_VERSION", "SPLITS", "FEATURE_DTYPES", "CSCGraph", "Dataset", "DatasetError", "DatasetWriter",
            "id_dtype", "offset_dtype", "load_dataset", "read_meta", "write_dataset", "open_array", "expect_array",
            "read_json", "validate_csc", "validate_node_data", "check_types", "validate_typed_edges", "type_dtype",
            "TYPED_FORMAT_VERSION"]
 
 FORMAT_VERSION = 1  # a one-type dataset's; a typed one is TYPED_FORMAT_VERSION
+# the names of untyped data's one node type and one relation (the one-type case)
+NODE, EDGE = "_N", ("_N", "_E", "_N")
 TYPED_FORMAT_VERSION = 2
 SPLITS = ("train", "val", "test")
 LABEL_DTYPE = np.dtype(np.int64)
@@ -214,6 +216,16 @@ class Dataset:
         """The width of the features (typed: the target type's; 0 if it has none)."""
         f = self.features[self.target_type] if self.typed else self.features
         return 0 if f is None else int(f.shape[1])
+
+    @property
+    def node_type_names(self) -> tuple[str, ...]:
+        """The node types, in id order (untyped: the one type, NODE)."""
+        return tuple(self.meta.get("node_types") or (NODE,))
+
+    @property
+    def target_index(self) -> int:
+        """The index of the node type with labels and splits (untyped: 0)."""
+        return list(self.meta.get("node_types") or [None]).index(self.target_type)
 
     def label_offset(self) -> int:
         """The global id of labels' row 0 (typed: the target type's first node; else 0)."""
@@ -619,11 +631,10 @@ def write_dataset(path, graph: CSCGraph, features, labels, train, val, test, *,
     if n < 0:
         raise DatasetError(f"{arg('graph.indptr')}: empty; a graph of N nodes has N + 1 offsets")
     validate_csc(indptr, indices, n, name=lambda key: arg(f"graph.{key}"))
-    if (graph.typed or target_type is not None) and arrays:
-        raise DatasetError(f"{arg('arrays')}: typed datasets take no extra arrays yet")
     if graph.typed or target_type is not None:
         return _write_typed(path, graph, features, labels, {"train": train, "val": val, "test": test}, name=name,
-                            num_classes=int(num_classes), target_type=target_type, overwrite=overwrite, **extra)
+                            num_classes=int(num_classes), target_type=target_type, overwrite=overwrite, arrays=arrays,
+                            **extra)
     features, labels = np.asarray(features), np.asarray(labels)
     if features.dtype.name not in FEATURE_DTYPES or features.ndim != 2 or len(features) != n:
         raise DatasetError(f"{arg('features')}: {features.dtype} {features.shape}, expected {' or '.join(FEATURE_DTYPES)} "
@@ -646,7 +657,7 @@ def write_dataset(path, graph: CSCGraph, features, labels, train, val, test, *,
 
 
 def _write_typed(path, graph: CSCGraph, features, labels, splits, *, name, num_classes, target_type, overwrite,
-                 **extra) -> dict:
+                 arrays=None, **extra) -> dict:
     def arg(key):
         return f"write_dataset({key}=...)"
 
@@ -686,6 +697,8 @@ def _write_typed(path, graph: CSCGraph, features, labels, splits, *, name, num_c
         writer.save("labels", labels.astype(LABEL_DTYPE, copy=False))
         for k, v in splits.items():
             writer.save(k, v.astype(ids, copy=False))
+        for key, arr in (arrays or {}).items():
+            writer.save(key, arr)
         schema = {"node_types": graph.node_types, "node_type_offset": offsets, "edge_types": graph.edge_types,
                   "target_type": target_type}
         return writer.commit(name=name, num_classes=num_classes, schema=schema, **extra)

@@ -27,7 +27,7 @@ def main() -> None:
             ids = cache.ids
             assert np.all(np.diff(ids) > 0), "ids sorted and unique"
             assert not np.any((ids >= lo) & (ids < hi)), f"{mode} {policy}: caches rows rank {comm.rank} owns"
-            assert np.array_equal(cache.rows, reference[ids]), f"{mode} {policy}: rows differ from the owners'"
+            assert np.array_equal(cache.by_type[0].rows, reference[ids]), f"{mode} {policy}: rows differ from the owners'"
             # what the policy promised: no node left out scores higher than one kept
             if policy == "degree":
                 scores = np.bincount(orig_to_new_degree(ds, orig_ids), minlength=n)

@@ -6,7 +6,7 @@ import pytest
 
 from conftest import train_records
 from fastsample.data.synth import SynthConfig, write_synthetic
-from fastsample.distributed.cache import FeatureCache
+from fastsample.distributed.cache import CachedRows
 from fastsample.loader import NodeLoader
 from fastsample.partition import partition_dataset
 from helpers import REPO, assert_checks, mpiexec
@@ -76,7 +76,7 @@ def test_cache_holds_the_owners_rows_of_the_best_scored_nodes_and_never_owned_on
 
 
 def test_cache_lookup_and_bad_settings():
-    cache = FeatureCache(np.array([3, 9, 20]), np.zeros((3, 8), np.float32))
+    cache = CachedRows(np.array([3, 9, 20]), np.zeros((3, 8), np.float32))
     assert cache.lookup(np.array([9, 4, 20, 21, 3, 0])).tolist() == [1, -1, 2, -1, 0, -1]
 
 

@@ -50,7 +50,7 @@ def check_batch(batch, ds, orig=None):
         for r, (s, _, d) in enumerate(g.edge_types):
             ei = block.edge_index_dict[g.edge_types[r]].numpy()
             si, di = g.node_types.index(s), g.node_types.index(d)
-            assert block.size(r) == (block.num_src_dict[s], block.num_dst_dict[d])
+            assert block.relation_size(r) == (block.num_src_dict[s], block.num_dst_dict[d])
             got |= {(int(by_type[si][a]), int(by_type[di][b]), r) for a, b in ei.T}
         assert got == want
         assert block.num_dst_dict[ds.target_type] >= 0 and sum(block.num_dst_dict.values()) == mfg.num_dst

@@ -7,7 +7,7 @@ import sys
 import numpy as np
 
 from fastsample.comm import create
-from fastsample.distributed.typed_gather import TypedGather
+from fastsample.distributed import FeatureGather
 from fastsample.graph import load_dataset
 from fastsample.partition import load_partition
 from helpers import passed, run_worker
@@ -28,11 +28,12 @@ def main() -> None:
                 "own": np.arange(part.offsets[rank], part.offsets[rank + 1])[:40],
                 "none": np.empty(0, dtype=np.int64)}
 
-    gather = TypedGather(comm, runs, part.features)
+    gather = FeatureGather(comm, runs, part.features)
     everyone = [cases_of(r) for r in range(comm.size)]
     for name, ids in everyone[comm.rank].items():
         comm.counters.reset()
-        out, types, index = gather(ids)
+        got = gather.gather(ids)
+        out, types, index = got.rows, got.types, got.index
         c = comm.counters.reset()
         assert c.rounds == 2, c
         for t, tname in enumerate(part.graph.node_types):
@@ -60,7 +61,8 @@ def main() -> None:
     half = {t: None if f is None else np.asarray(f, dtype=np.float16) for t, f in part.features.items()}
     for keep in (False, True):
         ids = everyone[comm.rank]["mixed"]
-        out, types, index = TypedGather(comm, runs, half, keep_dtype=keep)(ids)
+        got = FeatureGather(comm, runs, half, keep_dtype=keep).gather(ids)
+        out, types, index = got.rows, got.types, got.index
         for t, tname in enumerate(part.graph.node_types):
             if half[tname] is None:
                 continue

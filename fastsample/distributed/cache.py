@@ -12,10 +12,10 @@ Which rows (``policy``):
              batches training will draw in that epoch, and later epochs draw from the
              same distribution.
 The cache is built collectively at start-up (NodeLoader.warm_up, which supplies the
-scores): each rank picks its ids, then fetches their rows with one gather. On typed data
-(TypedGather) it holds one FeatureCache per node type, each at its type's width and
-dtype; featureless types and learnable embedding rows (which change every step) are
-never cached.
+scores): each rank picks its ids, then fetches their rows with one gather. It holds the
+rows of each node type at that type's width and dtype (untyped data: one type);
+featureless types and learnable embedding rows (which change every step) are never
+cached.
 """
 
 from __future__ import annotations
@@ -28,11 +28,11 @@ from fastsample import bf16
 
 
 @dataclass(frozen=True)
-class FeatureCache:
-    """Sorted global ids (none owned by this rank) and their feature rows, in that order."""
+class CachedRows:
+    """Sorted global ids (none owned by this rank) of one node type and their rows, in that order."""
 
     ids: np.ndarray  # (C,) int64, sorted
-    rows: np.ndarray  # (C, F), the features' dtype
+    rows: np.ndarray  # (C, F), the shard's dtype
 
     @property
     def nbytes(self) -> int:
@@ -48,8 +48,8 @@ class FeatureCache:
 
 
 @dataclass(frozen=True)
-class TypedCache:
-    """Per node type (index in the gather's types) a FeatureCache of that type's rows."""
+class FeatureCache:
+    """Per node type (its index in the gather's types; untyped data: 0) the CachedRows of that type."""
 
     by_type: dict
 
@@ -97,7 +97,7 @@ def build_cache(gather, scores: np.ndarray, fraction: float) -> FeatureCache:
     ``scores`` among those this rank may cache (``gather.uncacheable()``: its own rows,
     which never cross the network, and on typed data rows without features or learnable
     ones) and would fetch (score > 0), their rows fetched through ``gather`` (a
-    FeatureGather or TypedGather; one collective fetch, as a step's). Collective: every
+    FeatureGather; one collective fetch, as a step's). Collective: every
     rank calls it."""
     if not 0 <= fraction < 1:
         raise ValueError(f"fraction must be in [0, 1) (got {fraction})")

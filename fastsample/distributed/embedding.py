@@ -3,7 +3,7 @@ as features are: rank r holds the rows of its own run of each such type (partiti
 type_runs), so the tables cost O(N/P) per rank, however large the type.
 
 Each step the loader's typed gather fetches the input nodes' rows in its two rounds, as
-if they were features (fastsample/distributed/typed_gather.py); the model reads them as
+if they were features (fastsample/distributed/gather.py); the model reads them as
 leaf tensors; after backward, ``step`` sends every row's gradient back to its owner (one
 all_to_all, the reverse of the gather's reply) and the owner updates only those rows
 with torch's SparseAdam. A row several ranks gathered gets their summed gradients; as

@@ -1,21 +1,35 @@
-"""Hybrid feature gather: the one per-step exchange of hybrid mode, in two rounds.
+"""The feature gather: the one per-step exchange of hybrid mode, in two rounds, for rows of
+every node type at once (untyped data is the one-type case).
 
-    round 1  bucket the requested ids by owner; all_to_all ids (counts ride along)
-             each owner slices the requested rows from its shard
-    round 2  all_to_all the rows back (sizes known from round 1: no count exchange)
-             scatter them into request order
+    round 1  the remote ids, ordered by (owner, node type), all_to_all (counts ride along);
+             each owner reads each id's type and row in its shard from the type runs
+    round 2  the rows back in the order asked (so grouped by (source, type)): both sides
+             know each id's type, so both know every segment's size, and the reply needs
+             no count exchange
 Rows this rank owns are copied from its own shard and never cross the communicator, and
-neither do rows in the rank's hot-feature cache (distributed/cache.py), when it has one.
+neither do rows in the rank's hot-feature cache (distributed/cache.py). The result is one
+matrix per node type, rows in the order the ids of that type come; ``index`` says where
+each id's row is (the one-type case: the ids' own order). A featureless type (no shard)
+gets None. Rows travel in the shards' dtype when they share one (every untyped gather:
+the native row copies and any backend's element types), else as bytes.
+
+Shards may be learnable (the rows of a sharded embedding table, fastsample/distributed/
+embedding.py): ``send_back`` returns each such row's gradient to its owner in one more
+all_to_all, the reverse of round 2 (both sides know its sizes from round 1).
+Ids come from a partition's relabelled graph, where each (rank, node type) owns one run of
+ids (the type runs: run i is type i mod T, of rank i // T; untyped: the owned ranges).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
 from fastsample import bf16
 from fastsample.allocator import populate
+from fastsample.block import NODE, positions_by_type
 from fastsample.comm import Communicator
-from fastsample.partition import owner_of
 
 from fastsample.native import lib as _native
 
@@ -36,63 +50,242 @@ def copy_rows(src: np.ndarray, rows: np.ndarray, dst: np.ndarray, dst_rows: np.n
         _native.copy_rows(src.view(view), np.ascontiguousarray(rows, dtype=np.int64), dst.view(view),
                           None if dst_rows is None else np.ascontiguousarray(dst_rows, dtype=np.int64))
         return
-    block = bf16.widen(src[rows]) if src.dtype != dst.dtype else src[rows]
+    block = np.asarray(src[rows])
+    if block.dtype != dst.dtype:
+        block = bf16.widen(block) if dst.dtype == np.float32 else block.astype(dst.dtype)
     if dst_rows is None:
         dst[: len(rows)] = block
     else:
         dst[dst_rows] = block
 
 
+@dataclass
+class Route:
+    """Where one gather's rows came from, for ``send_back``."""
+
+    types: np.ndarray  # each id's node type
+    index: np.ndarray  # each id's row in its type's output matrix
+    local: np.ndarray  # positions of the ids this rank owns
+    rows: np.ndarray  # each id's row in its owner's shard
+    order: np.ndarray  # positions of the remote ids, in the order asked (by owner, then type)
+    asked: np.ndarray  # ids asked of each rank
+    wanted_types: np.ndarray  # the owner's side: the types and shard rows others asked for,
+    wanted_rows: np.ndarray  # grouped by the asking rank
+    wanted_counts: np.ndarray
+
+
+@dataclass
+class Gathered:
+    """One gather's result: ``rows`` {node type: its ids' rows, or None}, each id's node type
+    index (``types``) and row in its type's matrix (``index``), and the ``route``."""
+
+    rows: dict
+    types: np.ndarray
+    index: np.ndarray
+    route: Route
+
+
 class FeatureGather:
-    def __init__(self, comm: Communicator, offsets: np.ndarray, shard: np.ndarray, keep_dtype: bool = False):
-        """shard: this rank's feature rows, ids offsets[rank]..offsets[rank+1]-1; the rows
-        come out as float32, or with keep_dtype in the shard's dtype (16-bit rows stay 16-bit)."""
-        self.comm = comm
-        self.out_dtype = shard.dtype if keep_dtype else np.dtype(np.float32)
-        self.offsets = np.asarray(offsets, dtype=np.int64)
-        self.shard = shard
-        self.lo = int(self.offsets[comm.rank])
-        self.cache = None  # a FeatureCache, set by build_cache's caller
+    """Gathers rows of global ids through ``comm``; collective (see the module doc).
+
+    Args:
+        comm: the job's communicator.
+        runs: (P * T + 1,) the type runs of the ids (untyped: the (P + 1,) owned ranges).
+        shards: {node type: this rank's rows of that type, or None} in node type order; or
+            one array, the rows of untyped data (``__call__`` then returns one matrix).
+        keep_dtype: rows come out in their stored dtype (16-bit stays 16-bit); else float32.
+        learnable: the types whose shards are learnable float32 tables (their rows'
+            gradients go back through send_back).
+    """
+
+    def __init__(self, comm: Communicator, runs: np.ndarray, shards, keep_dtype: bool = False, learnable=()):
+        self.comm, self.runs = comm, np.asarray(runs, dtype=np.int64)
+        self.single = not isinstance(shards, dict)
+        shards = {NODE: shards} if self.single else shards
+        self.types = list(shards)
+        self.shards = [shards[t] for t in self.types]
+        T = len(self.types)
+        if len(self.runs) != comm.size * T + 1:
+            raise ValueError(f"runs: {len(self.runs)} boundaries, expected ranks x types + 1 = {comm.size * T + 1}")
+        for i, (t, shard) in enumerate(zip(self.types, self.shards)):
+            rows = self.runs[comm.rank * T + i + 1] - self.runs[comm.rank * T + i]
+            if shard is not None and (shard.ndim != 2 or len(shard) != rows):
+                raise ValueError(f"shards[{t!r}]: {shard.shape}, expected ({rows}, width): this rank's {t} nodes")
+        self.row_bytes = np.array([0 if s is None else s.shape[1] * s.itemsize for s in self.shards], dtype=np.int64)
+        # the wire's element: the shards' dtype when they share one, else a byte
+        dtypes = {s.dtype for s in self.shards if s is not None}
+        self.unit = dtypes.pop() if len(dtypes) == 1 else np.dtype(np.uint8)
+        self.row_units = self.row_bytes // self.unit.itemsize
+        unknown = [t for t in learnable if t not in shards or shards[t] is None or shards[t].dtype != np.float32]
+        if unknown:
+            raise ValueError(f"learnable: {', '.join(map(str, unknown))}: not a float32 shard of this gather")
+        self.learnable = [t in learnable for t in self.types]
+        # the gradient round's float32 elements per row: learnable types only
+        self.grad_units = np.array([s.shape[1] if g else 0 for s, g in zip(self.shards, self.learnable)],
+                                   dtype=np.int64)
+        self.out_dtypes = [None if s is None else (s.dtype if keep_dtype else np.dtype(np.float32))
+                           for s in self.shards]
+        self.cache = None  # a FeatureCache (distributed/cache.py), set by build_cache's caller
         self.rows_local = self.rows_cached = self.rows_remote = 0  # since construction
 
+    def locate(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(owner rank, node type, row in the owner's shard of that type) of each id."""
+        run = np.searchsorted(self.runs, ids, side="right") - 1
+        rows = np.asarray(ids, dtype=np.int64) - self.runs[run]
+        T = len(self.types)
+        if T == 1:  # the runs are the owners
+            return run, np.zeros(len(run), dtype=np.int8), rows
+        return run // T, run % T, rows
+
+    def __call__(self, ids: np.ndarray):
+        """Rows of ``ids``: for a gather over one array, (len(ids), width) in the ids' order;
+        else as gather's ``rows``. Collective."""
+        got = self.gather(ids)
+        return got.rows[NODE] if self.single else got.rows
+
+    def gather(self, ids: np.ndarray) -> Gathered:
+        """The rows of the global ``ids`` (see the module doc). Collective."""
+        ids = np.asarray(ids)
+        owner, types, rows = self.locate(ids)
+        T = len(self.types)
+        index, counts = positions_by_type(types, T)  # each id's rank among the ids of its type
+        out = {name: None if dtype is None else np.empty((counts[t], self.shards[t].shape[1]), dtype=dtype)
+               for t, (name, dtype) in enumerate(zip(self.types, self.out_dtypes))}
+        local = owner == self.comm.rank
+        for t in range(T):
+            if self.shards[t] is not None:
+                at = self._of_type(local, types, t)
+                copy_rows(self.shards[t], rows[at], out[self.types[t]], index[at])
+        fetch = ~local
+        for t, cached in (self.cache.by_type.items() if self.cache is not None else ()):
+            at = self._of_type(fetch, types, t)
+            slot = cached.lookup(ids[at])
+            hit = slot >= 0
+            copy_rows(cached.rows, slot[hit], out[self.types[t]], index[at[hit]])
+            fetch[at[hit]] = False
+            self.rows_cached += int(hit.sum())
+        remote = np.flatnonzero(fetch)
+        self.rows_local += int(local.sum())
+        self.rows_remote += len(remote)
+        key = owner[remote] if T == 1 else owner[remote] * T + types[remote]
+        order = remote[np.argsort(key, kind="stable")]  # by owner, then type
+        asked = np.bincount(owner[order], minlength=self.comm.size)
+        wanted, wanted_counts = self.comm.all_to_all_v(ids[order], asked)
+        # the owner's side: the rows asked for, in the order asked
+        _, w_types, w_rows = self.locate(wanted)
+        reply = self._pack(w_types, w_rows, wanted_counts)
+        data, _ = self.comm.all_to_all_v(reply, self._segments(w_types, wanted_counts, self.row_units),
+                                         recv_counts=self._segments(types[order], asked, self.row_units))
+        self._unpack(data, types[order], index[order], asked, out)
+        return Gathered(out, types, index, Route(types, index, np.flatnonzero(local), rows, order, asked, w_types,
+                                                 w_rows, wanted_counts))
+
     def warm_up(self) -> bool:
-        """Fault this rank's feature rows in now (allocator.populate), not in the first steps."""
-        return populate(self.shard)
+        """Fault this rank's rows of every type in now (allocator.populate)."""
+        return all([populate(s) for s in self.shards if s is not None])
 
     def uncacheable(self) -> list[tuple[int, int]]:
-        """Id ranges a feature cache must not hold: this rank's own rows."""
-        return [(self.lo, int(self.offsets[self.comm.rank + 1]))]
+        """Id ranges a cache must not hold: this rank's own, and every rank's runs of types
+        without rows or with learnable ones (they change every step)."""
+        T, r = len(self.types), self.comm.rank
+        out = [(int(self.runs[r * T]), int(self.runs[(r + 1) * T]))]
+        for q in range(self.comm.size):
+            out += [(int(self.runs[q * T + t]), int(self.runs[q * T + t + 1])) for t in range(T)
+                    if self.shards[t] is None or self.learnable[t]]
+        return out
 
     def cache_rows(self, ids: np.ndarray):
-        """A FeatureCache of ``ids``' rows, fetched with one gather. Collective."""
-        from fastsample.distributed.cache import FeatureCache, as_stored
+        """A FeatureCache of ``ids``' rows (none uncacheable), fetched with one gather. Collective."""
+        from fastsample.distributed.cache import CachedRows, FeatureCache, as_stored
 
-        return FeatureCache(ids, as_stored(self(ids), self.shard.dtype))
+        got = self.gather(ids)
+        by_type = {}
+        for t, name in enumerate(self.types):
+            mine = got.types == t
+            if np.any(mine):
+                by_type[t] = CachedRows(ids[mine], as_stored(got.rows[name][got.index[mine]], self.shards[t].dtype))
+        return FeatureCache(by_type)
 
-    def __call__(self, ids: np.ndarray) -> np.ndarray:
-        """(len(ids), feature_dim) rows of the global ``ids``, in their order (see __init__)."""
-        ids = np.asarray(ids)
-        owner = owner_of(self.offsets, ids)
-        mine = owner == self.comm.rank
-        out = np.empty((len(ids), self.shard.shape[1]), dtype=self.out_dtype)
-        local = np.flatnonzero(mine)
-        copy_rows(self.shard, ids[local] - self.lo, out, local)
-        wanted = ~mine
-        if self.cache is not None and len(self.cache.ids):
-            slot = self.cache.lookup(ids)
-            cached = np.flatnonzero(wanted & (slot >= 0))
-            copy_rows(self.cache.rows, slot[cached], out, cached)
-            wanted[cached] = False
-            self.rows_cached += len(cached)
-
-        remote = np.flatnonzero(wanted)
-        self.rows_local += len(local)
-        self.rows_remote += len(remote)
-        order = remote[np.argsort(owner[remote], kind="stable")]
-        counts = np.bincount(owner[order], minlength=self.comm.size)
-        requested, requested_counts = self.comm.all_to_all_v(ids[order], counts)
-        rows = np.empty((len(requested), self.shard.shape[1]), dtype=self.shard.dtype)
-        copy_rows(self.shard, requested - self.lo, rows)
-        got, _ = self.comm.all_to_all_v(rows, requested_counts, recv_counts=counts)
-        copy_rows(got, np.arange(len(order)), out, order)
+    def send_back(self, route: Route, grads: dict) -> dict:
+        """Each learnable type's gradient rows, from this rank's gather (``grads``: {type:
+        (rows of its output matrix, width), or None for zeros}), summed at their owners.
+        Returns {type: (rows of this rank's shard, their gradient rows)}: the rows this rank
+        gathered itself first, then those other ranks did, by rank; a row asked for twice
+        appears twice. Collective: every rank calls it after every gather that had learnable
+        types, empty batches too."""
+        T = len(self.types)
+        g = [None] * T
+        for t, name in enumerate(self.types):
+            if self.learnable[t]:
+                width = self.shards[t].shape[1]
+                have = grads.get(name)
+                rows = int(np.sum(route.types == t))
+                g[t] = (np.zeros((rows, width), np.float32) if have is None
+                        else np.ascontiguousarray(np.asarray(have, dtype=np.float32)))
+                if g[t].shape != (rows, width):
+                    raise ValueError(f"grads[{name!r}]: {g[t].shape}, expected ({rows}, {width}): the gathered rows")
+        # the reverse of round 2: gradient rows in the order asked, to the owners
+        sent_types = route.types[route.order]
+        send = np.empty(int(self.grad_units[sent_types].sum()), dtype=np.float32)
+        for a, b, t, at in self._runs(sent_types, route.asked, self.grad_units):
+            if self.learnable[t]:
+                send[at:at + (b - a) * g[t].shape[1]] = g[t][route.index[route.order[a:b]]].ravel()
+        data, _ = self.comm.all_to_all_v(send, self._segments(sent_types, route.asked, self.grad_units),
+                                         recv_counts=self._segments(route.wanted_types, route.wanted_counts,
+                                                                    self.grad_units))
+        out = {}
+        for t, name in enumerate(self.types):
+            if not self.learnable[t]:
+                continue
+            width = self.shards[t].shape[1]
+            mine = route.local[route.types[route.local] == t]
+            rows, values = [route.rows[mine]], [g[t][route.index[mine]]]
+            for a, b, tt, at in self._runs(route.wanted_types, route.wanted_counts, self.grad_units):
+                if tt == t:
+                    rows.append(route.wanted_rows[a:b])
+                    values.append(data[at:at + (b - a) * width].reshape(b - a, width))
+            out[name] = (np.concatenate(rows), np.concatenate(values))
         return out
+
+    def _of_type(self, mask: np.ndarray, types: np.ndarray, t: int) -> np.ndarray:
+        """Positions where ``mask`` holds and the id is of type t (one type: where it holds)."""
+        return np.flatnonzero(mask if len(self.types) == 1 else mask & (types == t))
+
+    @staticmethod
+    def _segments(types: np.ndarray, per_rank: np.ndarray, row_units: np.ndarray) -> np.ndarray:
+        """Elements of each rank's segment of rows, the segments ``per_rank`` ids long."""
+        if len(row_units) == 1:
+            return per_rank * row_units[0]
+        total = np.concatenate([[0], np.cumsum(row_units[types])])
+        ends = np.cumsum(per_rank)
+        return total[ends] - total[ends - per_rank]
+
+    @staticmethod
+    def _runs(types: np.ndarray, per_rank: np.ndarray, row_units: np.ndarray):
+        """(first id, end id, type, first element) of each run of one type within one rank's
+        segment: the rows of a run lie back to back in the buffer (one type: one run)."""
+        if len(row_units) == 1:
+            return [(0, len(types), 0, 0)] if len(types) else []
+        cut = np.flatnonzero(np.diff(types)) + 1
+        bounds = np.unique(np.concatenate([[0], cut, np.cumsum(per_rank), [len(types)]]))
+        first = np.concatenate([[0], np.cumsum(row_units[types])])
+        return [(a, b, int(types[a]), int(first[a])) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+
+    def _rows_of(self, data: np.ndarray, t: int, at: int, n: int) -> np.ndarray:
+        """Type t's n rows in the wire buffer ``data`` from element ``at``, as its shard's dtype."""
+        shard = self.shards[t]
+        return data[at:at + n * int(self.row_units[t])].view(shard.dtype).reshape(n, shard.shape[1])
+
+    def _pack(self, types: np.ndarray, rows: np.ndarray, per_rank: np.ndarray) -> np.ndarray:
+        out = np.empty(int(self.row_units[types].sum()) if len(self.types) > 1 else len(rows) * int(self.row_units[0]),
+                       dtype=self.unit)
+        for a, b, t, at in self._runs(types, per_rank, self.row_units):
+            if self.row_units[t]:
+                copy_rows(self.shards[t], rows[a:b], self._rows_of(out, t, at, b - a))
+        return out
+
+    def _unpack(self, data: np.ndarray, types: np.ndarray, index: np.ndarray, per_rank: np.ndarray,
+                out: dict) -> None:
+        for a, b, t, at in self._runs(types, per_rank, self.row_units):
+            if self.row_units[t]:
+                copy_rows(self._rows_of(data, t, at, b - a), np.arange(b - a), out[self.types[t]], index[a:b])

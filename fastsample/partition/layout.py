@@ -343,6 +343,12 @@ class RankPartition(Dataset):
     def num_nodes(self) -> int:
         return int(self.offsets[-1])
 
+    @property
+    def type_runs(self) -> np.ndarray:
+        """(num_parts * T + 1,) int64: run i holds rank i // T's nodes of type i % T (the
+        owner, type and row of an id come from this one table); untyped: the owned ranges."""
+        return np.asarray(self.layout.get("type_runs", self.offsets), dtype=np.int64)
+
     def split_sizes(self, split: str) -> list[int]:
         """How many ``split`` nodes each part owns."""
         return [int(p[split]) for p in self.layout["parts"]]
