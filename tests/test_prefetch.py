@@ -79,7 +79,7 @@ from fastsample.distributed.gather import FeatureGather
 from fastsample.train import main
 
 calls = [0]
-real = FeatureGather.__call__
+real = FeatureGather.gather
 
 def failing(self, ids):
     calls[0] += 1
@@ -87,7 +87,7 @@ def failing(self, ids):
         raise MemoryError("injected failure in the prefetch thread")
     return real(self, ids)
 
-FeatureGather.__call__ = failing
+FeatureGather.gather = failing
 sys.exit(main(sys.argv[1:]))
 """
 
