@@ -34,6 +34,7 @@ from fastsample.choices import COMM_BACKENDS
 from fastsample.inference import check_layerwise, layerwise
 from fastsample.partition import load_partition, read_partition_meta
 from fastsample.sampling import set_num_threads
+from fastsample.tasks import task_for
 
 PROG = "python -m fastsample.infer"
 
@@ -90,7 +91,7 @@ def main(argv=None) -> int:
         model.load_state_dict(state["model"])
         check_layerwise(model)
         inputs = tables.shards() if tables is not None else None
-        return part, model, inputs, config.model, config.hidden if config.task == "link" else part.num_classes
+        return part, model, inputs, config.model, task_for(config).out_width(part.num_classes)
 
     part, model, inputs, model_spec, out_width = cli.agreed(comm, PROG, build)
     rows = _output_rows(part, comm.size)

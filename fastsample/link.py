@@ -46,6 +46,31 @@ class LinkModel(nn.Module):
         """The embeddings of the last block's destinations."""
         return self.encoder(blocks, x)
 
+    @property
+    def reads_16bit_input(self) -> bool:
+        return getattr(self.encoder, "reads_16bit_input", False)
+
+    def product_shape(self, rows: int):
+        """The encoder's widest product (fastsample/matmul.py's engine choice), if it says."""
+        shape_of = getattr(self.encoder, "product_shape", None)
+        return shape_of(rows) if shape_of is not None else None
+
+    def products(self, blocks, batch=None) -> list | None:
+        """A training step's matrix products (fastsample/roofline.py): the encoder's, and the
+        MLP scorer's over the batch's positive and negative pairs; None where the encoder
+        does not list its own."""
+        listed = getattr(self.encoder, "products", None)
+        if listed is None:
+            return None
+        out = list(listed(blocks, batch) if _takes_batch(listed) else listed(blocks))
+        if self.mlp is not None and batch is not None and len(batch):
+            k = batch.neg.shape[1]
+            for side, rows in (("pos", len(batch)), ("neg", len(batch) * k)):
+                for j, lin in enumerate(m for m in self.mlp if isinstance(m, nn.Linear)):
+                    n, d = lin.weight.shape
+                    out += [(f"score:{side}:{j}", op, rows, d, n) for op in ("forward", "weight_grad", "input_grad")]
+        return out
+
     def score(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         """Logits of the pairs (a[..., :], b[..., :]), broadcast over the leading dimensions."""
         if self.mlp is None:
@@ -59,6 +84,12 @@ class LinkModel(nn.Module):
 
     def layer(self, i: int, block, h):
         return self.encoder.layer(i, block, h)
+
+
+def _takes_batch(products) -> bool:
+    import inspect
+
+    return "batch" in inspect.signature(products).parameters
 
 
 def bce_loss(pos: torch.Tensor, neg: torch.Tensor) -> torch.Tensor:

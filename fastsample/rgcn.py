@@ -15,12 +15,13 @@ The last layer computes the target type only.
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import nn
 
+from fastsample import matmul
 from fastsample.block import Block
 from fastsample.native import lib as _native
-from fastsample.typed_block import TypedBlock
 
 
 class _NativeMean(torch.autograd.Function):
@@ -54,7 +55,7 @@ class RGCN(nn.Module):
         in_dims: {node type: its input width (an embedding's for a featureless type)} in node type order;
         hidden: width of the hidden layers; num_classes: the output width;
         num_layers: layers, one per block; edge_types: the canonical edge types;
-        target_type: the node type whose outputs are returned;
+        target_type: the node type whose outputs are returned (None: every type's, a link encoder);
         dropout: probability after each hidden layer.
     """
 
@@ -81,17 +82,49 @@ class RGCN(nn.Module):
     def num_layers(self) -> int:
         return len(self.layers)
 
-    def forward(self, blocks: list[TypedBlock], x: dict) -> torch.Tensor:
-        """The target type's logits for the last block's destinations of that type."""
+    def products(self, blocks: list[Block], batch=None) -> list[tuple[str, str, int, int, int]]:
+        """A training step's matrix products, (layer, op, rows, k, n) each (fastsample/roofline.py):
+        per layer and relation into a computed type, W_self over its destinations' rows and
+        W_neigh over their means: the forward, the weight gradient, and the input gradient
+        where the input takes one (above the input layer; there, a learnable embedding's)."""
+        learnable = {t for t, v in (batch.x.items() if batch is not None else ()) if v is not None and v.requires_grad}
+        out = []
+        for i, block in enumerate(blocks):
+            for e in self.edge_types:
+                s, _, d = e
+                if d not in self._computed(i):
+                    continue
+                conv, rows = self.layers[i]["__".join(e)], block.num_dst_dict[d]
+                for name, lin, grad in (("self", conv.self_lin, i > 0 or d in learnable),
+                                        ("neigh", conv.neigh_lin, i > 0 or s in learnable)):
+                    n, k = lin.weight.shape
+                    out += [(f"{i}:{':'.join(e)}:{name}", op, rows, k, n) for op in matmul.OPS[:3 if grad else 2]]
+        return out
+
+    def _computed(self, i: int) -> list[str]:
+        """The node types layer i computes: all of them, but only the target type at the last
+        layer (every type where the model has no target type: a link encoder's)."""
+        return [self.target_type] if i == len(self.layers) - 1 and self.target_type is not None else self.node_types
+
+    def forward(self, blocks: list[Block], x: dict) -> torch.Tensor:
+        """The target type's outputs for the last block's destinations of that type; without
+        a target type, every destination's, in their order (a link encoder's embeddings)."""
         h = self._inputs(x)
         last = len(self.layers) - 1
         for i, block in enumerate(blocks):
             h = self._conv(i, block, h)
             if i < last:
                 h = {t: self.dropout(torch.relu(v)) for t, v in h.items()}
-        return h[self.target_type]
+        if self.target_type is not None:
+            return h[self.target_type]
+        block = blocks[-1]
+        kinds = block.src_type[:block.num_dst]  # the destinations of each type come in their order
+        out = next(iter(h.values())).new_empty(block.num_dst, next(iter(h.values())).shape[1])
+        for k, t in enumerate(self.node_types):
+            out[torch.from_numpy(np.flatnonzero(kinds == k)).to(out.device)] = h[t]
+        return out
 
-    def layer(self, i: int, block: TypedBlock, h: dict) -> dict:
+    def layer(self, i: int, block: Block, h: dict) -> dict:
         """Layer i alone as in eval mode (ReLU below the last layer, no dropout), {node type:
         its destinations' rows}; the last layer gives the target type only. In eval mode
         forward is these in turn, which layer-wise inference (fastsample/inference.py) needs."""
@@ -105,18 +138,15 @@ class RGCN(nn.Module):
                              "embeddings)")
         return {t: x[t].float() for t in self.node_types}
 
-    def _conv(self, i: int, block: TypedBlock, h: dict) -> dict:
+    def _conv(self, i: int, block: Block, h: dict) -> dict:
         """Layer i before its activation: per destination type, the sum over its relations."""
         layer = self.layers[i]
-        wanted = [self.target_type] if i == len(self.layers) - 1 else self.node_types
-        out = {t: None for t in wanted}
+        out = {t: None for t in self._computed(i)}
         for r, e in enumerate(block.edge_types):
             s, _, d = e
             if d not in out:
                 continue
-            indptr, indices = block.csc(r)
-            rel = Block(indptr, indices, block.num_dst_dict[d], block.num_src_dict[s], block.device)
-            y = layer["__".join(e)](rel, h[s], h[d][:block.num_dst_dict[d]])
+            y = layer["__".join(e)](block.relation_block(r), h[s], h[d][:block.num_dst_dict[d]])
             out[d] = y if out[d] is None else out[d] + y
         width = layer["__".join(self.edge_types[0])].self_lin.out_features
         return {t: (v if v is not None else torch.zeros(block.num_dst_dict[t], width)) for t, v in out.items()}

@@ -1,8 +1,9 @@
 """The products' floor of an epoch: what its matrix products alone would take on this CPU.
 
-A model that lists its products (``products(blocks)``: (layer, op, rows, k, n) per product,
-2·rows·k·n FLOPs each, as the built-in GraphSAGE does) has them counted at every training
-step from the MFGs it actually ran. At the end of an epoch the products' throughput is
+A model that lists its products (``products(blocks)`` or ``products(blocks, batch)``:
+(layer, op, rows, k, n) per product, 2·rows·k·n FLOPs each, ``layer`` any label of the
+product's place, as the built-in models do; None: not listed) has them counted at every
+training step from the MFGs (and batch) it actually ran. At the end of an epoch the products' throughput is
 measured on this CPU, on the epoch's own shapes (each layer and op at its mean row count),
 with the engines and precision the model's products use (fastsample/matmul.py's plan),
 once per run; the floor is the epoch's FLOPs at those speeds. An epoch can only approach
@@ -12,6 +13,7 @@ what the ratio epoch / floor shows.
 
 from __future__ import annotations
 
+import inspect
 from collections import defaultdict
 
 import torch
@@ -28,7 +30,9 @@ class Roofline:
     """
 
     def __init__(self, model, device: torch.device | str = "cpu"):
-        self.enabled = callable(getattr(model, "products", None))
+        listed = getattr(model, "products", None)
+        self.enabled = callable(listed)
+        self.with_batch = self.enabled and "batch" in inspect.signature(listed).parameters
         self.model, self.measurable = model, torch.device(device).type == "cpu"
         self.gflops: dict[tuple[int, str], float] = {}  # measured once, on the first epoch's shapes
         self._reset()
@@ -39,11 +43,15 @@ class Roofline:
         self.steps = defaultdict(int)
         self.shape: dict[tuple[int, str], tuple[int, int]] = {}
 
-    def count(self, blocks) -> None:
+    def count(self, blocks, batch=None) -> None:
         """Add one training step's products (its forward and backward)."""
         if not self.enabled:
             return
-        for layer, op, m, k, n in self.model.products(blocks):
+        products = self.model.products(blocks, batch) if self.with_batch else self.model.products(blocks)
+        if products is None:  # the model does not list them after all (a link model's user encoder)
+            self.enabled = False
+            return
+        for layer, op, m, k, n in products:
             key = (layer, op)
             self.flop[key] += 2.0 * m * k * n
             self.rows[key] += m
@@ -69,6 +77,6 @@ class Roofline:
 
     def describe(self) -> str:
         """The measured throughput per layer and op, e.g. "layer 0 forward 78 weight_grad 80"."""
-        layers = sorted({layer for layer, _ in self.gflops})
+        layers = sorted({layer for layer, _ in self.gflops}, key=str)
         return "; ".join(f"layer {i} " + " ".join(f"{op} {g:.0f}" for (j, op), g in sorted(self.gflops.items())
                                                   if j == i) for i in layers)

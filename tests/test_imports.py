@@ -29,14 +29,15 @@ LAYERS = [
     # 3: partitioning
     ["fastsample.partition"],
     # 4: the distributed pieces and the model's parts
-    ["fastsample.distributed", "fastsample.prefetch", "fastsample.block", "fastsample.typed_block", "fastsample.matmul",
+    ["fastsample.distributed", "fastsample.prefetch", "fastsample.block", "fastsample.matmul",
      "fastsample.rgcn", "fastsample.link",
      "fastsample.model", "fastsample.roofline"],
     # 5: the data path
-    ["fastsample.loader", "fastsample.edge_loader"],
+    ["fastsample.loading", "fastsample.loader"],
     # 6: inference over it
     ["fastsample.inference"],
-    # 7: training as a library
+    # 7: tasks, and training as a library
+    ["fastsample.tasks"],
     ["fastsample.trainer"],
     # 8: command lines
     ["fastsample.cli", "fastsample.data.__main__", "fastsample.partition.__main__"],

@@ -137,8 +137,3 @@ class TrainConfig(JobShape):
                               f"{len(self.fanouts)}")
         if self.resume and not self.checkpoint_dir:
             raise ConfigError("resume", "needs a checkpoint_dir (--checkpoint-dir)")
-        if self.task == "link":
-            for name, unsupported in (("precision", self.precision != "fp32"), ("cache_fraction", self.cache_fraction),
-                                      ("prefetch", self.prefetch), ("relation_fanouts", self.relation_fanouts)):
-                if unsupported:
-                    raise ConfigError(name, f"{getattr(self, name)}: --task link does not take it yet")

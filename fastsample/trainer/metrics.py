@@ -34,7 +34,7 @@ class EpochRecord:
 
     epoch: int
     loss: float
-    train_acc: float
+    train_acc: float  # the task's train metric (train_metric): node accuracy, or link pair accuracy
     val_acc: float | None = None
     test_acc: float | None = None
     epoch_s: float = 0.0
@@ -61,6 +61,16 @@ class EpochRecord:
     # a resumed mid-epoch checkpoint's epoch starts at first_step; a preempted one is not complete
     first_step: int = 0
     complete: bool = True
+    train_metric: str = "acc"
+
+    def add(self, measured: dict) -> None:
+        """Set a task's evaluation fields ({val_acc, ...}; Hits@K ones go to ``hits``)."""
+        hits = {k: v for k, v in measured.items() if "_hits@" in k}
+        for key, value in measured.items():
+            if key not in hits:
+                setattr(self, key, value)
+        if hits:
+            self.hits = hits
 
     def to_json(self) -> str:
         record = dataclasses.asdict(self)
@@ -90,7 +100,7 @@ def report_line(r: EpochRecord, prefetch: bool = False) -> str:
     acc = "" if r.val_acc is None else f" val {r.val_acc:.4f} test {r.test_acc:.4f}"
     if r.val_auc is not None:
         acc = f" val auc {r.val_auc:.4f} mrr {r.val_mrr:.4f}  test auc {r.test_auc:.4f} mrr {r.test_mrr:.4f}"
-    return (f"epoch {r.epoch:3d}  loss {r.loss:.4f}  train {r.train_acc:.4f}{acc}  "
+    return (f"epoch {r.epoch:3d}  loss {r.loss:.4f}  train {r.train_metric} {r.train_acc:.4f}{acc}  "
             f"{seconds(r.epoch_s)} (sample {seconds(r.sample_s)} gather {seconds(r.gather_s)} "
             + (f"(waited {seconds(r.wait_s)}) " if prefetch else "") +
             f"compute {seconds(r.compute_s)} allreduce {seconds(r.allreduce_s)}"

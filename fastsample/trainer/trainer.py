@@ -18,7 +18,6 @@ import math
 import os
 import signal
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
@@ -30,15 +29,13 @@ from fastsample.roofline import Roofline
 from fastsample.comm import Communicator
 from fastsample.comm.agree import agree
 from fastsample.config import ConfigError, marked
-from fastsample.distributed import FeatureGather, average_gradients
+from fastsample.distributed import average_gradients
 from fastsample.distributed.embedding import ShardedEmbeddings
-from fastsample.edge_loader import EdgeBatch, EdgeLoader
-from fastsample.inference import check_layerwise, layerwise
-from fastsample.link import AUC_BINS, LinkModel, auc_from_histograms, bce_loss, rank_counts, score_histogram
-from fastsample.loader import Batch, NodeLoader, narrow_features, open_data
+from fastsample.loading import Batch, narrow_features, open_data
 from fastsample.model import GraphSAGE
 from fastsample.rgcn import RGCN
 from fastsample.sampling import fanout_matrix, layer_key, set_num_threads
+from fastsample.tasks import task_for
 from fastsample.trainer.checkpoint import Checkpoints
 from fastsample.trainer.config import TrainConfig, layer_fanouts
 from fastsample.trainer.metrics import TIMERS, EpochRecord, append_log, seconds
@@ -55,28 +52,28 @@ class Preempted(RuntimeError):
     """A stop was asked for (request_stop: SIGTERM, SIGUSR1) on some rank; every rank ended
     the same step, the state was saved to resume at the next one (raised on every rank alike)."""
 
-EVAL_SALT = 0x5EED  # eval draws its samples from a key space of its own
-
 
 def build_model(config: TrainConfig, in_dim, num_classes: int, schema: dict | None = None) -> torch.nn.Module:
     """The model ``config.model`` names (a checkpoint's config holds the same fields).
 
-    --task link: a LinkModel (fastsample/link.py) whose encoder is that model with
-    ``config.hidden`` outputs (the embeddings) in place of ``num_classes``.
+    The task (fastsample/tasks/) sets the model's output width and puts its head around
+    it (--task link: a LinkModel whose encoder has ``config.hidden`` outputs, the embeddings).
 
     Typed data (``schema``: typed_schema's) has ``in_dim`` {node type: input width (a
     featureless type's: its embeddings', config.embed_dim)} and gets the built-in R-GCN
     (fastsample/rgcn.py) in place of GraphSAGE; a user's factory is called with that dict
     as its in_dim."""
-    if config.task == "link":
-        encoder = build_model(replace(config, task="node"), in_dim, config.hidden, schema)
-        return LinkModel(encoder, config.hidden, config.scorer)
+    task = task_for(config)
+    return task.head(_encoder(config, in_dim, task.out_width(num_classes), schema))
+
+
+def _encoder(config: TrainConfig, in_dim, out_dim: int, schema: dict | None) -> torch.nn.Module:
     if config.model == "sage" and schema is not None:
-        return RGCN(in_dim, config.hidden, num_classes, config.layers, schema["edge_types"], schema["target_type"],
+        return RGCN(in_dim, config.hidden, out_dim, config.layers, schema["edge_types"], schema["target_type"],
                     dropout=config.dropout)
     if config.model == "sage":
-        return GraphSAGE(in_dim, config.hidden, num_classes, config.layers, config.dropout)
-    model = load_factory(config.model)(in_dim, num_classes, config)
+        return GraphSAGE(in_dim, config.hidden, out_dim, config.layers, config.dropout)
+    model = load_factory(config.model)(in_dim, out_dim, config)
     if not isinstance(model, torch.nn.Module):
         raise ConfigError("model", f"{config.model}: returned {type(model).__name__}, not a torch.nn.Module")
     return model
@@ -173,10 +170,10 @@ class Trainer:
         self.config, self.comm, self.rank = config, comm, comm.rank
         self.device = torch.device(config.device)
         self.reporter = reporter if reporter is not None else ConsoleReporter(config.quiet, bool(config.prefetch))
+        self.task = task_for(config)
         self._open_data()
         self._set_model(model, optimizer)
-        self.loss = loss if loss is not None else (bce_loss if config.task == "link"
-                                                   else torch.nn.functional.cross_entropy)
+        self.loss = loss if loss is not None else self.task.default_loss()
         self.checkpoints = Checkpoints(config.checkpoint_dir, config) if config.checkpoint_dir else None
         self.start_epoch, self.start_step, self.resumed = 0, 0, None
         self.stop_signal = 0  # set by request_stop (a signal handler); acted on at the end of a step
@@ -202,27 +199,13 @@ class Trainer:
         common = dict(comm=self.comm, kernel=c.sampler, mode=c.mode, device=self.device, prefetch=c.prefetch,
                       precision=c.precision, embeddings=self.embeddings)
         fanouts = layer_fanouts(c)
-        if c.task == "link":  # exact evaluation only: no val/test loaders
-            self.loaders = {"train": EdgeLoader(self.shard, fanouts, c.batch_size, "train", negatives=c.negatives,
-                                                negative_sampler=c.negative_sampler,
-                                                exclude=None if c.exclude == "auto" else c.exclude, shuffle=True,
-                                                seed=c.seed, comm=self.comm, kernel=c.sampler, mode=c.mode,
-                                                device=self.device, max_steps=c.max_steps)}
-            self.steps_per_epoch = len(self.loaders["train"])
-            return
         if c.relation_fanouts is not None:  # checked now, a start-up error, against the graph's relations
             topology = self.shard.graph if self.shard.graph is not None else self.shard.local_graph
             try:
                 fanout_matrix(topology, fanouts)
             except ValueError as e:
                 raise ConfigError("relation_fanouts", ": " + str(e).removeprefix("fanouts: ")) from None
-        # the training loader builds the feature cache when it warms up; eval shares it (prepare)
-        self.loaders = {"train": NodeLoader(self.shard, fanouts, c.batch_size, "train", shuffle=True, seed=c.seed,
-                                            max_steps=c.max_steps, cache_fraction=c.cache_fraction,
-                                            cache_policy=c.cache_policy, **common)}
-        for split in ("val", "test"):  # eval draws its samples from a key space of its own
-            self.loaders[split] = NodeLoader(self.shard, fanouts, c.batch_size, split, shuffle=False,
-                                             seed=c.seed + EVAL_SALT, **common)
+        self.loaders = self.task.loaders(self.shard, fanouts, common)
         self.steps_per_epoch = len(self.loaders["train"])
 
     def _set_model(self, model, optimizer) -> None:
@@ -232,8 +215,7 @@ class Trainer:
             model = model_for(c, self.shard)
         self.model = model.to(self.device)
         self.roofline = Roofline(self.model, self.device)
-        if c.eval == "full" or c.task == "link":
-            check_layerwise(self.model)
+        self.task.check_model(self.model)
         if optimizer is None:
             optimizer = torch.optim.Adam(self.model.parameters(), lr=c.lr, weight_decay=c.weight_decay)
         elif not isinstance(optimizer, torch.optim.Optimizer):
@@ -245,14 +227,12 @@ class Trainer:
         (``product_shape``, as the built-in GraphSAGE does): decided on rank 0, used by all."""
         c = self.config
         shape_of = getattr(self.model, "product_shape", None)
-        if shape_of is None or self.device.type != "cpu":
+        rows = c.batch_size * math.prod(f if f > 0 else 64 for f in c.fanouts[1:])  # layer 1's destinations
+        shape = shape_of(min(rows, 4096)) if shape_of is not None and self.device.type == "cpu" else None
+        if shape is None:
             self.matmul_note = "the model's own"
             return
-        if self.rank == 0:
-            rows = c.batch_size * math.prod(f if f > 0 else 64 for f in c.fanouts[1:])  # layer 1's destinations
-            plan, source = matmul.plan_for(c.matmul, c.precision, shape_of(min(rows, 4096)))
-        else:
-            plan = source = None
+        plan, source = matmul.plan_for(c.matmul, c.precision, shape) if self.rank == 0 else (None, None)
         plan, source = self.comm.broadcast_object((plan, source))
         matmul.use(plan)
         self.matmul_note = f"{plan.describe()} ({source})"
@@ -268,28 +248,17 @@ class Trainer:
 
     # ---------------------------------------------------------------- one step
 
-    def train_step(self, batch: Batch | EdgeBatch, epoch: int, step: int, timers: dict) -> tuple[float, float, float]:
-        """Returns this step's global (loss sum, correct, count) over all ranks."""
+    def train_step(self, batch: Batch, epoch: int, step: int, timers: dict) -> tuple[float, float, float]:
+        """Returns this step's global (loss sum, the task's train metric summed, count) over all ranks."""
         t0 = time.perf_counter()
         # dropout masks from the step's own seed: reproducible across modes, and on resume
         torch.manual_seed(layer_key(self.config.seed, epoch, step, self.rank, 0) & 0x7FFFFFFFFFFFFFFF)
         self.model.train()
         self.optimizer.zero_grad(set_to_none=False)
-        out = self.model(batch.blocks, self.input(batch))
-        self.roofline.count(batch.blocks)
-        if not len(batch):
-            stats = [0.0, 0.0, 0.0]
-        elif isinstance(batch, EdgeBatch):  # link: positives against the drawn negatives
-            pos, neg = self.model.score(out[batch.src], out[batch.dst]), self.model.score(out[batch.src, None],
-                                                                                           out[batch.neg])
-            loss = self.loss(pos, neg)
+        loss, stats = self.task.step(self.model, batch, self.input(batch), self.loss)
+        self.roofline.count(batch.blocks, batch)
+        if loss is not None:
             loss.backward()
-            right = float((pos > 0).sum() + (neg < 0).sum())
-            stats = [loss.detach().item() * len(batch), right / (1 + self.config.negatives), len(batch)]
-        else:
-            loss = self.loss(out, batch.y)
-            loss.backward()
-            stats = [loss.detach().item() * len(batch), float((out.argmax(1) == batch.y).sum()), len(batch)]
         t1 = time.perf_counter()
         # one bucket: gradients, the step's loss statistics, and which ranks' losses are not finite
         flags = np.zeros(self.comm.size + 1)
@@ -320,66 +289,6 @@ class Trainer:
         found = self.checkpoints.found()
         return f"the last good checkpoint is {found[0]}" if found else "no checkpoint was written yet"
 
-    @torch.no_grad()
-    def evaluate(self, split: str, epoch: int) -> float:
-        self.model.eval()
-        loader = self.loaders[split]
-        loader.set_epoch(epoch)
-        stats = np.zeros(2)
-        for batch in loader:
-            if len(batch):
-                pred = self.model(batch.blocks, self.input(batch)).argmax(1)
-                stats += [int((pred == batch.y).sum()), len(batch)]
-        self.comm.all_reduce(stats)
-        return float(stats[0] / max(stats[1], 1))
-
-    def evaluate_full(self) -> tuple[float, float]:
-        """Validation and test accuracy from exact layer-wise inference (one pass for both)."""
-        out = layerwise(self.model, self.shard, self.comm, self.config.eval_batch_size, self.device,
-                        progress=not self.config.quiet,
-                        inputs=self.embeddings.shards() if self.embeddings is not None else None)
-        pred, lo = out.argmax(1), self.loaders["val"].lo  # row 0: the first owned node with a label
-        stats = np.zeros(4)
-        for k, split in enumerate(("val", "test")):
-            ids = np.asarray(getattr(self.shard, split)) - lo
-            stats[2 * k:2 * k + 2] = [(pred[ids] == self.shard.labels[ids]).sum(), len(ids)]
-        self.comm.all_reduce(stats)
-        return float(stats[0] / max(stats[1], 1)), float(stats[2] / max(stats[3], 1))
-
-    @torch.no_grad()
-    def evaluate_link(self) -> dict:
-        """Exact link prediction measures on the held-out edges (fastsample/link.py): every
-        node embedded once (layer-wise), then each rank scores its share of the val and
-        test edges against their fixed negatives, in batches of --eval-batch-size edges."""
-        c, comm = self.config, self.comm
-        emb = layerwise(self.model, self.shard, comm, c.eval_batch_size, self.device, progress=not c.quiet)
-        gather = FeatureGather(comm, self.shard.offsets, emb)
-        split = self.loaders["train"].edges_split
-        out = {}
-        for name in ("val", "test"):
-            edges, negs = np.asarray(getattr(split, name)), np.asarray(getattr(split, f"{name}_neg"))
-            steps = max(comm.allgather_object(math.ceil(len(edges) / c.eval_batch_size)))
-            counts, hists = np.zeros(1 + len(c.hits)), np.zeros((2, AUC_BINS), dtype=np.int64)
-            for step in range(steps):  # the same count on every rank: the gather is collective
-                e = edges[step * c.eval_batch_size:(step + 1) * c.eval_batch_size]
-                k = negs[step * c.eval_batch_size:(step + 1) * c.eval_batch_size]
-                ids, inverse = np.unique(np.concatenate([e.ravel(), k.ravel()]).astype(np.int64), return_inverse=True)
-                h = torch.from_numpy(gather(ids)).to(self.device)
-                at = torch.from_numpy(inverse)
-                src, dst, neg = at[0:2 * len(e):2], at[1:2 * len(e):2], at[2 * len(e):].reshape(len(e), -1)
-                pos = self.model.score(h[src], h[dst]).float().cpu().numpy()
-                neg = self.model.score(h[src][:, None], h[neg]).float().cpu().numpy()
-                counts += rank_counts(pos, neg, c.hits)
-                hists += [score_histogram(pos), score_histogram(neg.ravel())]
-            total = np.concatenate([[len(edges)], counts])
-            comm.all_reduce(total)
-            comm.all_reduce(hists)
-            n = max(total[0], 1)
-            out[f"{name}_auc"] = auc_from_histograms(hists[0], hists[1])
-            out[f"{name}_mrr"] = float(total[1] / n)
-            out.update({f"{name}_hits@{K}": float(total[2 + i] / n) for i, K in enumerate(c.hits)})
-        return out
-
     # ---------------------------------------------------------------- the run
 
     def prepare(self) -> None:
@@ -403,8 +312,7 @@ class Trainer:
 
     def describe(self) -> str:
         c, comm = self.config, self.comm
-        task = "" if c.task == "node" else f"task link ({c.negatives} negatives, scorer {c.scorer}), "
-        return (f"fastsample.train: {self.shard.name} ({self.shard.num_nodes:,} nodes), {task}"
+        return (f"fastsample.train: {self.shard.name} ({self.shard.num_nodes:,} nodes), {self.task.describe()}"
                 f"{comm.size} ranks x {torch.get_num_threads()} threads, mode {c.mode}, sampler "
                 f"{self.loaders['train'].sampler.name}, backend {comm.name}, fanouts {list(c.fanouts)}, batch "
                 f"{c.batch_size}/rank ({c.batch_size * comm.size} global), {self.steps_per_epoch} steps/epoch, "
@@ -418,11 +326,9 @@ class Trainer:
             if self.resumed:
                 (self.reporter.warn if "skipped" in self.resumed else self.reporter.note)(
                     f"fastsample.train: {self.resumed}")
-            if self.steps_per_epoch == 1 and c.max_steps is None and c.task == "node":
-                most = max(self.shard.split_sizes("train"))
-                self.reporter.warn(f"fastsample.train: warning: an epoch is a single step (at most {most:,} training "
-                                   f"nodes per rank, --batch-size {c.batch_size}); the model gets one update per "
-                                   "epoch. Use a smaller --batch-size on small graphs (e.g. 32-64 for Cora).")
+            warning = self.task.warn_single_step(self)
+            if warning:
+                self.reporter.warn(warning)
         history = []
         for epoch in range(self.start_epoch, c.epochs):
             first = self.start_step if epoch == self.start_epoch else 0
@@ -430,16 +336,7 @@ class Trainer:
             if not record.complete:  # stopped mid-epoch: save the step to resume at, then end
                 self._preempted(epoch, first + len(record.step_losses), record)
             if c.eval_every and (epoch + 1) % c.eval_every == 0:
-                if c.task == "link":
-                    got = self.evaluate_link()
-                    for key in ("val_auc", "test_auc", "val_mrr", "test_mrr"):
-                        setattr(record, key, got.pop(key))
-                    record.hits = got
-                elif c.eval == "full":
-                    record.val_acc, record.test_acc = self.evaluate_full()
-                else:
-                    record.val_acc = self.evaluate("val", epoch)
-                    record.test_acc = self.evaluate("test", epoch)
+                record.add(self.task.evaluate(self, epoch))
             if self.checkpoints is not None:  # collective with embeddings: each rank saves its shard
                 self.checkpoints.save(epoch, self.model, self.optimizer, self.comm, self.embeddings)
             history.append(record)
@@ -494,6 +391,7 @@ class Trainer:
         traffic = comm.counters.reset()
         cached, remote, local = (loader.gather_counts()[k] - before[k] for k in ("cached", "remote", "local"))
         return EpochRecord(epoch=epoch, loss=totals[0] / max(totals[2], 1), train_acc=totals[1] / max(totals[2], 1),
+                           train_metric=self.task.train_metric,
                            epoch_s=epoch_s, **timers, products_flop=flop, products_floor_s=floor, bytes_sent=traffic.bytes_sent,
                            rounds_per_step=traffic.rounds / max(self.steps_per_epoch, 1),
                            net_modelled_s=traffic.modelled_s if c.net_model else None, step_losses=losses,

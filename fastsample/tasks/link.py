@@ -1,0 +1,112 @@
+"""Link prediction: a target relation's edges against drawn negatives.
+
+Training batches come from the one loader with edge seeds (fastsample/loading/seeds.py:
+negatives among the relation's destination type, the batch's edges and their reverses
+excluded while picking). The model is an encoder (the built-in model or the user's, its
+outputs ``--hidden`` wide: the embeddings) and a pair scorer (fastsample/link.py); the
+loss is binary cross-entropy over each batch's positives and negatives, and the epoch
+line's train column is the pair accuracy: the share of positives scored above 0 and
+negatives below it, each side weighted as one (0.5 at chance; it sits near k / (1 + k)
+while every pair scores below 0). Evaluation is exact: every node embedded once by
+layer-wise inference, then each held-out edge ranked against its fixed negatives (ROC-AUC,
+MRR, Hits@K over the target relation).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from fastsample.distributed import FeatureGather
+from fastsample.inference import check_layerwise, layerwise
+from fastsample.link import AUC_BINS, LinkModel, auc_from_histograms, bce_loss, rank_counts, score_histogram
+from fastsample.loading import EdgeLoader
+
+
+class LinkTask:
+    """See the module doc; ``config``: the run's TrainConfig."""
+
+    name = "link"
+    train_metric = "pair-acc"
+
+    def __init__(self, config):
+        self.config = config
+
+    def out_width(self, num_classes: int) -> int:
+        """The encoder's output width: the embeddings'."""
+        return self.config.hidden
+
+    def head(self, encoder: torch.nn.Module) -> torch.nn.Module:
+        """The trained model: the encoder and the pair scorer."""
+        return LinkModel(encoder, self.config.hidden, self.config.scorer)
+
+    def default_loss(self):
+        return bce_loss
+
+    def check_model(self, model) -> None:
+        check_layerwise(model)  # evaluation embeds every node layer-wise
+
+    def loaders(self, shard, fanouts, common: dict) -> dict:
+        """The training loader only: evaluation is exact (layer-wise)."""
+        c = self.config
+        return {"train": EdgeLoader(shard, fanouts, c.batch_size, "train", negatives=c.negatives,
+                                    negative_sampler=c.negative_sampler,
+                                    exclude=None if c.exclude == "auto" else c.exclude, shuffle=True, seed=c.seed,
+                                    max_steps=c.max_steps, cache_fraction=c.cache_fraction,
+                                    cache_policy=c.cache_policy, **common)}
+
+    def step(self, model, batch, x, loss_fn) -> tuple[torch.Tensor | None, list[float]]:
+        """(the loss, or None for an empty batch; [loss sum, pair accuracy sum, positive edges])."""
+        out = model(batch.blocks, x)
+        if not len(batch):
+            return None, [0.0, 0.0, 0.0]
+        pos = model.score(out[batch.src], out[batch.dst])
+        neg = model.score(out[batch.src, None], out[batch.neg])
+        loss = loss_fn(pos, neg)
+        right = float((pos > 0).sum()) + float((neg < 0).sum()) / neg.shape[1]  # each side weighted as one
+        return loss, [loss.detach().item() * len(batch), right / 2, len(batch)]
+
+    def describe(self) -> str:
+        c = self.config
+        return f"task link ({c.negatives} negatives, {c.negative_sampler}, scorer {c.scorer}), "
+
+    def warn_single_step(self, trainer) -> str | None:
+        return None
+
+    @torch.no_grad()
+    def evaluate(self, trainer, epoch: int) -> dict:
+        """Exact measures on the held-out edges: every node embedded once (layer-wise), then
+        each rank scores its share of the val and test edges against their fixed
+        negatives, in batches of --eval-batch-size edges."""
+        c, comm, model = self.config, trainer.comm, trainer.model
+        loader = trainer.loaders["train"]
+        emb = layerwise(model, trainer.shard, comm, c.eval_batch_size, trainer.device, progress=not c.quiet,
+                        inputs=trainer.embeddings.shards() if trainer.embeddings is not None else None)
+        gather = FeatureGather(comm, trainer.shard.type_runs, emb)
+        split = loader.source.edges_split
+        out = {}
+        for name in ("val", "test"):
+            edges, negs = np.asarray(getattr(split, name)), np.asarray(getattr(split, f"{name}_neg"))
+            steps = max(comm.allgather_object(math.ceil(len(edges) / c.eval_batch_size)))
+            counts, hists = np.zeros(1 + len(c.hits)), np.zeros((2, AUC_BINS), dtype=np.int64)
+            for step in range(steps):  # the same count on every rank: the gather is collective
+                e = edges[step * c.eval_batch_size:(step + 1) * c.eval_batch_size]
+                k = negs[step * c.eval_batch_size:(step + 1) * c.eval_batch_size]
+                ids, inverse = np.unique(np.concatenate([e.ravel(), k.ravel()]).astype(np.int64), return_inverse=True)
+                h = torch.from_numpy(gather(ids)).to(trainer.device)
+                at = torch.from_numpy(inverse)
+                src, dst, neg = at[0:2 * len(e):2], at[1:2 * len(e):2], at[2 * len(e):].reshape(len(e), -1)
+                pos = model.score(h[src], h[dst]).float().cpu().numpy()
+                neg = model.score(h[src][:, None], h[neg]).float().cpu().numpy()
+                counts += rank_counts(pos, neg, c.hits)
+                hists += [score_histogram(pos), score_histogram(neg.ravel())]
+            total = np.concatenate([[len(edges)], counts])
+            comm.all_reduce(total)
+            comm.all_reduce(hists)
+            n = max(total[0], 1)
+            out[f"{name}_auc"] = auc_from_histograms(hists[0], hists[1])
+            out[f"{name}_mrr"] = float(total[1] / n)
+            out.update({f"{name}_hits@{K}": float(total[2 + i] / n) for i, K in enumerate(c.hits)})
+        return out
