@@ -25,7 +25,8 @@ import numpy as np
 
 from fastsample.graph import CSCGraph, DatasetError, open_array
 
-__all__ = ["EdgeSplit", "EDGE_SPLITS", "load_edge_split", "make_edge_split", "edge_keys", "check_held_out"]
+__all__ = ["EdgeSplit", "EDGE_SPLITS", "load_edge_split", "make_edge_split", "edge_keys", "check_held_out",
+           "find_reverse", "relation_of"]
 
 EDGE_SPLITS = ("train", "val", "test")
 
@@ -98,12 +99,14 @@ def load_edge_split(folder, num_nodes: int, meta: dict, graph: CSCGraph | None =
 
 
 def check_held_out(split: EdgeSplit, graph: CSCGraph, files: dict, names: dict) -> None:
-    """No validation or test edge is a training edge or in the topology (either direction
-    of an undirected split); else a DatasetError naming ``files[split]`` and the edge."""
+    """No validation or test edge is a training edge or an edge of its relation in the
+    topology (either direction of an undirected split; on a typed graph, neither the
+    relation's edge nor its copy in the reverse relation); else a DatasetError naming
+    ``files[split]`` and the edge."""
     n = graph.num_nodes
     train = np.sort(edge_keys(split.train[:, 0], split.train[:, 1], n, split.undirected))
-    dst = np.repeat(np.arange(n, dtype=np.int64), np.diff(graph.indptr))
-    topology = np.sort(edge_keys(graph.indices, dst, n, split.undirected))
+    relation, reverse = relation_of(graph, split.meta)
+    topology = np.sort(_relation_keys(graph, relation, reverse, split.undirected))
     for name in ("val", "test"):
         e = np.asarray(getattr(split, name))
         keys = edge_keys(e[:, 0], e[:, 1], n, split.undirected)
@@ -115,18 +118,63 @@ def check_held_out(split: EdgeSplit, graph: CSCGraph, files: dict, names: dict) 
                                    "a model would train on what it is tested on")
 
 
-def make_edge_split(graph: CSCGraph, val_fraction: float, test_fraction: float, seed: int = 0,
-                    negatives: int = 100) -> tuple[CSCGraph, EdgeSplit]:
-    """Hold out a seeded random ``val_fraction`` and ``test_fraction`` of the edges.
+def relation_of(graph: CSCGraph, meta: dict) -> tuple[int, int | None]:
+    """(the split's relation, its reverse relation or None) as edge type indices (untyped: 0,
+    and 0 again where the graph is undirected)."""
+    if "relation" not in meta:
+        return 0, (0 if meta.get("undirected") else None)
+    reverse = meta.get("reverse")
+    return graph.relation(tuple(meta["relation"])), (graph.relation(tuple(reverse)) if reverse else None)
 
-    An undirected graph (every edge stored both ways) holds out both directions of an
-    edge together; every copy of a held-out edge leaves the topology; self-loops stay in
-    it and are never held out or trained on. Each held-out edge gets ``negatives``
-    destinations its source has no edge to (in the whole graph), drawn uniformly.
+
+def _edges(graph: CSCGraph, r: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(src, dst, positions in indices) of the edges of type r (untyped: every edge)."""
+    dst = np.repeat(np.arange(graph.num_nodes, dtype=np.int64), np.diff(graph.indptr))
+    at = np.arange(graph.num_edges) if graph.type_per_edge is None else np.flatnonzero(graph.type_per_edge == r)
+    return np.asarray(graph.indices, dtype=np.int64)[at], dst[at], at
+
+
+def _relation_keys(graph: CSCGraph, r: int, reverse: int | None, undirected: bool) -> np.ndarray:
+    """The keys of relation r's edges and of the reverse relation's edges read backwards."""
+    n = graph.num_nodes
+    src, dst, _ = _edges(graph, r)
+    keys = [edge_keys(src, dst, n, undirected)]
+    if reverse is not None and reverse != r:
+        rs, rd, _ = _edges(graph, reverse)
+        keys.append(edge_keys(rd, rs, n, undirected))
+    return np.concatenate(keys)
+
+
+def find_reverse(graph: CSCGraph, r: int) -> int | None:
+    """The edge type holding relation r's edges backwards: another relation from r's
+    destination type to its source type with exactly those edges (ogbn-mag's rev_writes),
+    else r itself where r's edges are symmetric (an undirected graph), else None."""
+    n = graph.num_nodes
+    src, dst, _ = _edges(graph, r)
+    forward = np.sort(edge_keys(src, dst, n))
+    candidates = [q for q, (s, _, d) in enumerate(graph.edge_types) if q != r and (s, d) == (
+        graph.edge_types[r][2], graph.edge_types[r][0])] if graph.type_per_edge is not None else []
+    for q in candidates:
+        qs, qd, _ = _edges(graph, q)
+        if np.array_equal(forward, np.sort(edge_keys(qd, qs, n))):
+            return q
+    return r if np.array_equal(forward, np.sort(edge_keys(dst, src, n))) else None
+
+
+def make_edge_split(graph: CSCGraph, val_fraction: float, test_fraction: float, seed: int = 0,
+                    negatives: int = 100, relation=None) -> tuple[CSCGraph, EdgeSplit]:
+    """Hold out a seeded random ``val_fraction`` and ``test_fraction`` of a relation's edges.
+
+    ``relation`` names the split's relation on a typed graph (CSCGraph.relation: a name or a
+    (src, relation, dst) triple); an untyped graph is its one relation. The relation's
+    reverse edges (find_reverse: another relation holding them, or the relation itself on
+    an undirected graph) leave the topology with the held-out edges; an undirected
+    relation's edge is held out in both directions at once. Every copy of a held-out edge
+    leaves the topology; self-loops stay in it and are never held out or trained on. Each
+    held-out edge gets ``negatives`` destinations of the relation's destination type that
+    its source has no edge of the relation to, drawn uniformly.
     Returns (the training topology, the split).
     """
-    if graph.typed:
-        raise DatasetError("link-split: typed graphs are not split yet")
     for name, f in (("val_fraction", val_fraction), ("test_fraction", test_fraction)):
         if not 0 <= f < 1:
             raise DatasetError(f"{name}: {f}, expected a fraction in [0, 1)")
@@ -134,12 +182,18 @@ def make_edge_split(graph: CSCGraph, val_fraction: float, test_fraction: float, 
         raise DatasetError(f"val_fraction + test_fraction = {val_fraction + test_fraction}: nothing left to train on")
     if negatives < 1:
         raise DatasetError(f"negatives: {negatives}, expected at least 1")
+    if (relation is None) != (graph.type_per_edge is None):
+        raise DatasetError("relation: required on a typed graph (SRC,REL,DST, e.g. author,writes,paper)" if relation is None
+                           else f"relation: {relation}: the graph has no edge types")
+    try:
+        r = 0 if relation is None else graph.relation(relation)
+    except KeyError as e:
+        raise DatasetError(f"relation: {e.args[0]}") from None
     n = graph.num_nodes
-    dst = np.repeat(np.arange(n, dtype=np.int64), np.diff(graph.indptr))
-    src = np.asarray(graph.indices, dtype=np.int64)
-    forward = edge_keys(src, dst, n)
-    all_keys = np.sort(forward)
-    undirected = bool(np.array_equal(all_keys, np.sort(edge_keys(dst, src, n))))
+    reverse = find_reverse(graph, r)
+    undirected = reverse == r
+    src, dst, at = _edges(graph, r)
+    all_keys = np.sort(edge_keys(src, dst, n))
     candidates = np.unique(edge_keys(src, dst, n, undirected)[src != dst])  # canonical, unique, no self-loops
     rng = np.random.default_rng(seed)
     order = rng.permutation(len(candidates))
@@ -147,25 +201,46 @@ def make_edge_split(graph: CSCGraph, val_fraction: float, test_fraction: float, 
     held = {"val": np.sort(candidates[order[:nv]]), "test": np.sort(candidates[order[nv:nv + nt]])}
     train = np.sort(candidates[order[nv + nt:]])
     out = np.sort(np.concatenate([held["val"], held["test"]]))
-    kept = ~_contains(out, edge_keys(src, dst, n, undirected))
-    indptr = np.concatenate([[0], np.cumsum(np.bincount(dst[kept], minlength=n))])
-    topology = CSCGraph(indptr.astype(graph.indptr.dtype), np.asarray(graph.indices)[kept])
+    kept = np.ones(graph.num_edges, dtype=bool)
+    kept[at[_contains(out, edge_keys(src, dst, n, undirected))]] = False
+    if reverse is not None and reverse != r:  # the held-out edges' copies in the reverse relation
+        rs, rd, rat = _edges(graph, reverse)
+        kept[rat[_contains(out, edge_keys(rd, rs, n))]] = False
+    all_dst = np.repeat(np.arange(n, dtype=np.int64), np.diff(graph.indptr))
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(all_dst[kept], minlength=n))])
+    types = {} if graph.type_per_edge is None else dict(
+        type_per_edge=np.asarray(graph.type_per_edge)[kept], node_type_offset=graph.node_type_offset,
+        node_types=graph.node_types, edge_types=graph.edge_types)
+    topology = CSCGraph(indptr.astype(graph.indptr.dtype), np.asarray(graph.indices)[kept], **types)
     pairs = lambda keys: np.stack([keys // n, keys % n], axis=1)
-    negs = {s: _negatives(pairs(held[s])[:, 0], negatives, n, all_keys, rng) for s in ("val", "test")}
+    lo, hi = _node_range(graph, r)
+    negs = {s: _negatives(pairs(held[s])[:, 0], negatives, lo, hi, n, all_keys, rng) for s in ("val", "test")}
+    meta = {"undirected": undirected, "negatives": int(negatives), "seed": int(seed),
+            "val_fraction": val_fraction, "test_fraction": test_fraction,
+            "edges": {"train": len(train), "val": nv, "test": nt}}
+    if relation is not None:
+        meta.update(relation=list(graph.edge_types[r]),
+                    reverse=None if reverse is None else list(graph.edge_types[reverse]))
     split = EdgeSplit(pairs(train), pairs(held["val"]), pairs(held["test"]), negs["val"], negs["test"],
-                      undirected=undirected,
-                      meta={"undirected": undirected, "negatives": int(negatives), "seed": int(seed),
-                            "val_fraction": val_fraction, "test_fraction": test_fraction,
-                            "edges": {"train": len(train), "val": nv, "test": nt}})
+                      undirected=undirected, meta=meta)
     return topology, split
 
 
-def _negatives(src: np.ndarray, k: int, n: int, edge_keys_sorted: np.ndarray, rng) -> np.ndarray:
-    """(len(src), k) destinations w != src with no edge src -> w, uniform, redrawn until so."""
-    out = rng.integers(0, n, size=(len(src), k))
+def _node_range(graph: CSCGraph, r: int) -> tuple[int, int]:
+    """The ids [lo, hi) of relation r's destination type (untyped: every node)."""
+    if graph.type_per_edge is None:
+        return 0, graph.num_nodes
+    t = graph.node_types.index(graph.edge_types[r][2])
+    return int(graph.node_type_offset[t]), int(graph.node_type_offset[t + 1])
+
+
+def _negatives(src: np.ndarray, k: int, lo: int, hi: int, n: int, edge_keys_sorted: np.ndarray, rng) -> np.ndarray:
+    """(len(src), k) destinations w in [lo, hi), w != src, with no edge src -> w (keys over n
+    nodes), uniform, redrawn until so."""
+    out = lo + rng.integers(0, hi - lo, size=(len(src), k))
     for _ in range(100):
         bad = (out == src[:, None]) | _contains(edge_keys_sorted, src[:, None] * n + out)
         if not bad.any():
             return out
-        out[bad] = rng.integers(0, n, size=int(bad.sum()))
+        out[bad] = lo + rng.integers(0, hi - lo, size=int(bad.sum()))
     raise DatasetError("link-split: could not draw negatives: sources with an edge to (nearly) every node")

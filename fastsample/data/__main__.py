@@ -108,14 +108,18 @@ def build_parser() -> argparse.ArgumentParser:
                         description="Copy DATASET to OUT with a seeded random fraction of its edges held out for "
                         "validation and test (removed from OUT's topology; an undirected graph's both directions "
                         "together), the rest kept as training positives, and NEGATIVES destinations per held-out "
-                        "edge that its source has no edge to (for MRR and Hits@K). See fastsample/edge_splits.py.")
-    ls.add_argument("dataset", help="dataset directory to split (untyped)")
+                        "edge that its source has no edge to (for MRR and Hits@K). A typed dataset splits one relation (--relation). "
+                        "See fastsample/edge_splits.py.")
+    ls.add_argument("dataset", help="dataset directory to split")
     ls.add_argument("out", help="dataset directory to write")
     ls.add_argument("--val-fraction", type=float, default=0.05, help="fraction of the edges for validation "
                     "(default: 0.05)")
     ls.add_argument("--test-fraction", type=float, default=0.1, help="fraction of the edges for test (default: 0.1)")
     ls.add_argument("--negatives", type=int, default=100, help="fixed negatives per held-out edge (default: 100)")
     ls.add_argument("--seed", type=int, default=0, help="the split's random seed (default: 0)")
+    ls.add_argument("--relation", metavar="SRC,REL,DST", help="typed datasets: the relation whose edges are split "
+                    "(e.g. author,writes,paper); its reverse relation's copies of held-out edges leave the topology "
+                    "too, and negatives are drawn among DST nodes")
 
     for cmd in (s, pl, og, ls):
         cmd.add_argument("--overwrite", action="store_true", help="replace an existing directory")
@@ -201,16 +205,18 @@ def _link_split(args) -> None:
     from fastsample.edge_splits import make_edge_split
 
     ds = load_dataset(args.dataset)
-    if ds.typed:
-        raise DatasetError(f"{args.dataset}: typed datasets are not split for link prediction yet")
+    relation = tuple(args.relation.split(",")) if args.relation else None
+    if relation is not None and len(relation) != 3:
+        raise DatasetError(f"--relation: {args.relation}: expected SRC,REL,DST (e.g. author,writes,paper)")
     try:
-        topology, split = make_edge_split(ds.graph, args.val_fraction, args.test_fraction, args.seed, args.negatives)
+        topology, split = make_edge_split(ds.graph, args.val_fraction, args.test_fraction, args.seed, args.negatives,
+                                          relation=relation)
     except DatasetError as e:
         raise _in_flags(e, {"val_fraction": "--val-fraction", "test_fraction": "--test-fraction",
-                            "negatives": "--negatives"}) from e
-    keep = {k: ds.meta[k] for k in ("symmetric", "self_loops") if k in ds.meta}
+                            "negatives": "--negatives", "relation": "--relation"}) from e
+    keep = {k: ds.meta[k] for k in ("symmetric", "self_loops", "reverse_relations") if k in ds.meta}
     write_dataset(args.out, topology, ds.features, ds.labels, ds.train, ds.val, ds.test, name=f"{ds.name}-link",
-                  num_classes=ds.num_classes, overwrite=args.overwrite,
+                  num_classes=ds.num_classes, target_type=ds.target_type, overwrite=args.overwrite,
                   arrays={f"link/{k}": v for k, v in split.arrays().items()}, link=split.meta,
                   source={"loader": "link-split", "dataset": str(args.dataset)}, **keep)
 
