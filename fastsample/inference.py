@@ -50,9 +50,9 @@ def all_in_edges(part, seeds: np.ndarray) -> MFG:
         (mfg,) = sample(part.graph, seeds, [-1])  # all neighbours: no draw, no key
         return mfg
     lo, g = int(part.offsets[part.rank]), part.local_graph
-    # all neighbours (per edge type on a typed graph): no draw, so the key is irrelevant
-    fanout, key = (np.full(g.num_edge_types, -1), np.zeros(g.num_edge_types, np.uint64)) if g.typed else (-1, 0)
-    (mfg,) = assemble(seeds, 1, part.num_nodes,
+    # all neighbours of every edge type: no draw, so the key is irrelevant
+    fanout, key = np.full(g.num_edge_types, -1), np.zeros(g.num_edge_types, np.uint64)
+    (mfg,) = assemble(seeds, 1, part.num_nodes, g,
                       lambda dst, _: sample_neighbors(g, dst, fanout, key, row_offset=lo))
     return mfg
 

@@ -17,8 +17,13 @@
 // (class Pipeline): destination i+kDepth has its positions chosen and its neighbour slots
 // prefetched while destination i is copied out, so many misses are in flight at once.
 //
+// Typed graphs: each node's in-edges are sorted by edge type, and each (node, edge type)
+// segment is sampled alone with its type's fanout and key (class TypedPipeline). An untyped
+// graph is the one-type case; it takes the leaner Pipeline, its hot path, and gives the
+// same picks as TypedPipeline would with R = 1.
+//
 // Excluded edges (link prediction: a batch's target edges): a sorted array of positions
-// in `indices`. A node's candidates are then its in-edges minus the excluded ones, in
+// in `indices`. A segment's candidates are then its in-edges minus the excluded ones, in
 // order, and the choice rule runs on those as on a whole list (choice.hpp: remap_positions),
 // so fanouts stay full where the remaining degree allows. None excluded: exactly as before.
 //
@@ -85,60 +90,82 @@ struct Excluded {
   }
 };
 
+// One segment's choice (a node's in-edges [start, start + degree), or one edge type's run
+// of them): its picks k, whether they are all the remaining in-edges, and the excluded
+// positions among them, ex[ex_lo..ex_hi).
+struct Segment {
+  int64_t start, degree, k, ex_lo, ex_hi;
+  bool all;
+};
+
+// The choice rule on a segment of node v: chosen positions (relative to start) to pos[0..k)
+// unless all are taken; the neighbour slots emit_segment reads next are prefetched.
+template <typename Id>
+inline Segment choose_segment(const Id* indices, const Excluded& ex, int64_t start, int64_t degree, int64_t fanout,
+                              uint64_t key, Id v, int64_t* pos) {
+  Segment g{start, degree, 0, 0, 0, false};
+  ex.range(start, start + degree, g.ex_lo, g.ex_hi);
+  const int64_t avail = degree - (g.ex_hi - g.ex_lo);
+  g.k = num_picks(avail, fanout);
+  g.all = g.k == avail;
+  const Id* nbrs = indices + start;
+  if (g.all) {
+    prefetch_lines(nbrs, degree);
+  } else {
+    choose_positions(node_key(key, v), avail, g.k, pos);
+    if (g.ex_hi > g.ex_lo) remap_positions(pos, g.k, ex.ex + g.ex_lo, g.ex_hi - g.ex_lo, start);
+    for (int64_t i = 0; i < g.k; ++i) __builtin_prefetch(nbrs + pos[i]);
+  }
+  return g;
+}
+
+// The segment's k picks to out[0..k).
+template <typename Id>
+inline void emit_segment(const Id* indices, const Excluded& ex, const Segment& g, const int64_t* pos, Id* out) {
+  const Id* nbrs = indices + g.start;
+  if (g.all && g.ex_hi == g.ex_lo) {
+    std::copy(nbrs, nbrs + g.k, out);
+  } else if (g.all) {  // every neighbour but the excluded
+    const int64_t* x = ex.ex + g.ex_lo;
+    for (int64_t p = 0, j = 0, n = 0; p < g.degree; ++p) {
+      if (j < g.ex_hi - g.ex_lo && x[j] - g.start == p) { ++j; continue; }
+      out[n++] = nbrs[p];
+    }
+  } else {
+    for (int64_t i = 0; i < g.k; ++i) out[i] = nbrs[pos[i]];
+  }
+}
+
+// An untyped graph's pick pass (see the top): one segment per node.
 template <typename Id, typename Off>
 class Pipeline {
  public:
+  static constexpr bool kTypes = false;  // its picks carry no edge types
+
   // Node v's neighbours are row v - row_offset of (indptr, indices); its key is v's own.
   Pipeline(const Off* indptr, const Id* indices, int64_t fanout, uint64_t key, int64_t row_offset = 0,
            Excluded excluded = {})
       : indptr_(indptr - row_offset), indices_(indices), fanout_(fanout), key_(key), ex_(excluded),
         width_(std::max<int64_t>(fanout, 1)), pos_(kDepth * width_) {}
 
-  // Sample destinations dst[lo..hi) into out[ip[lo]..ip[hi]).
-  void run(const Id* dst, int64_t lo, int64_t hi, const int64_t* ip, Id* out) {
+  // Sample destinations dst[lo..hi) into out[ip[lo]..ip[hi]) (TypedPipeline's signature;
+  // there are no types to write).
+  template <typename T>
+  void run(const Id* dst, int64_t lo, int64_t hi, const int64_t* ip, Id* out, T* /*no types*/) {
     for (int64_t i = lo; i < hi + kDepth - 1; ++i) {
       if (i + kDepth < hi) __builtin_prefetch(&indptr_[dst[i + kDepth]]);
-      if (i < hi) prepare(dst[i], slot_[i % kDepth], &pos_[(i % kDepth) * width_]);
+      if (i < hi) {
+        const Id v = dst[i];
+        const int64_t start = indptr_[v];
+        slot_[i % kDepth] = choose_segment(indices_, ex_, start, static_cast<int64_t>(indptr_[v + 1]) - start,
+                                           fanout_, key_, v, &pos_[(i % kDepth) * width_]);
+      }
       const int64_t j = i - kDepth + 1;  // the oldest prepared destination
-      if (j >= lo) emit(slot_[j % kDepth], &pos_[(j % kDepth) * width_], out + ip[j]);
+      if (j >= lo) emit_segment(indices_, ex_, slot_[j % kDepth], &pos_[(j % kDepth) * width_], out + ip[j]);
     }
   }
 
  private:
-  struct Slot { int64_t start, k, degree, ex_lo, ex_hi; bool all; };
-
-  void prepare(Id v, Slot& s, int64_t* pos) {
-    s.start = indptr_[v];
-    s.degree = static_cast<int64_t>(indptr_[v + 1]) - s.start;
-    ex_.range(s.start, s.start + s.degree, s.ex_lo, s.ex_hi);
-    const int64_t avail = s.degree - (s.ex_hi - s.ex_lo);
-    s.k = num_picks(avail, fanout_);
-    s.all = s.k == avail;
-    const Id* nbrs = indices_ + s.start;
-    if (s.all) {
-      prefetch_lines(nbrs, s.degree);
-    } else {
-      choose_positions(node_key(key_, v), avail, s.k, pos);
-      if (s.ex_hi > s.ex_lo) remap_positions(pos, s.k, ex_.ex + s.ex_lo, s.ex_hi - s.ex_lo, s.start);
-      for (int64_t i = 0; i < s.k; ++i) __builtin_prefetch(nbrs + pos[i]);
-    }
-  }
-
-  void emit(const Slot& s, const int64_t* pos, Id* out) const {
-    const Id* nbrs = indices_ + s.start;
-    if (s.all && s.ex_hi == s.ex_lo) {
-      std::copy(nbrs, nbrs + s.k, out);
-    } else if (s.all) {  // every neighbour but the excluded
-      const int64_t* ex = ex_.ex + s.ex_lo;
-      for (int64_t p = 0, j = 0, n = 0; p < s.degree; ++p) {
-        if (j < s.ex_hi - s.ex_lo && ex[j] - s.start == p) { ++j; continue; }
-        out[n++] = nbrs[p];
-      }
-    } else {
-      for (int64_t i = 0; i < s.k; ++i) out[i] = nbrs[pos[i]];
-    }
-  }
-
   const Off* indptr_;  // shifted by the row offset: indexed by node id
   const Id* indices_;
   int64_t fanout_;
@@ -146,7 +173,7 @@ class Pipeline {
   Excluded ex_;
   int64_t width_;
   std::vector<int64_t> pos_;
-  Slot slot_[kDepth];
+  Segment slot_[kDepth];
 };
 
 // Pass 4 over edges [lo, hi), in order: each pick's local id, a node new to the call
@@ -193,49 +220,16 @@ Buffer<int64_t> count_picks(const Off* indptr, const Id* dst, int64_t S, int64_t
   return out;
 }
 
-template <typename Id, typename Off>
-LayerMFG<Id> sample_layer(const Off* indptr, const Id* indices, const Id* dst, int64_t S,
-                          int64_t fanout, uint64_t key, NodeMap& map, Excluded ex) {
-  LayerMFG<Id> out;
-  out.num_dst = S;
-  out.indptr = count_picks(indptr, dst, S, fanout, 0, ex);
-  const int64_t* ip = out.indptr.data.get();
-  const int64_t E = ip[S];
-
-  out.indices = Buffer<int32_t>(E);
-  Buffer<Id> own_picks(sizeof(Id) == sizeof(int32_t) ? 0 : E);  // int32 ids: pick in place
-  Id* picked = sizeof(Id) == sizeof(int32_t) ? reinterpret_cast<Id*>(out.indices.data.get())
-                                             : own_picks.data.get();
-  Buffer<Id> src(S + E);
-  std::copy(dst, dst + S, src.data.get());
-  Relabel<Id> relabel{&map, src.data.get(), S};
-
-  const int64_t chunks = (S + kChunk - 1) / kChunk;
-#pragma omp parallel
-  {
-    Pipeline<Id, Off> pipe(indptr, indices, fanout, key, 0, ex);
-#pragma omp for ordered schedule(dynamic, 1)
-    for (int64_t c = 0; c < chunks; ++c) {
-      const int64_t lo = c * kChunk, hi = std::min(S, lo + kChunk);
-      pipe.run(dst, lo, hi, ip, picked);
-#pragma omp ordered
-      relabel.run(picked, ip[lo], ip[hi], out.indices.data.get());
-    }
-  }
-  src.size = relabel.next;
-  out.src_ids = std::move(src);
-  return out;
-}
-
 // A typed graph's rows for one layer: fanouts and keys per edge type. A node's in-edges
 // are sorted by type, so each (node, type) segment is a run, found by binary search.
 template <typename Id, typename Off, typename T>
 struct TypedRows {
-  const Off* indptr;
+  const Off* indptr;  // indexed by node id (shifted by a row offset)
   const Id* indices;
   const T* types;
   const int64_t* fanouts;
   const uint64_t* keys;
+  Excluded ex;
 
   int64_t run_end(int64_t s, int64_t e) const {
     return std::upper_bound(types + s + 1, types + e, types[s]) - types;
@@ -246,21 +240,41 @@ struct TypedRows {
     const int64_t e = indptr[v + 1];
     while (s < e) {
       const int64_t end = run_end(s, e);
-      c += num_picks(end - s, fanouts[types[s]]);
+      int64_t lo, hi;
+      ex.range(s, end, lo, hi);
+      c += num_picks(end - s - (hi - lo), fanouts[types[s]]);
       s = end;
     }
     return c;
   }
-
 };
+
+// Passes 1 and 2 on a typed graph.
+template <typename Id, typename Off, typename T>
+Buffer<int64_t> count_picks(const TypedRows<Id, Off, T>& rows, const Id* dst, int64_t S) {
+  Buffer<int64_t> out(S + 1);
+  int64_t* ip = out.data.get();
+  ip[0] = 0;
+#pragma omp parallel for schedule(dynamic, kChunk)
+  for (int64_t i = 0; i < S; ++i) {
+    if (i + 2 * kAhead < S) __builtin_prefetch(&rows.indptr[dst[i + 2 * kAhead]]);
+    if (i + kAhead < S) __builtin_prefetch(rows.types + rows.indptr[dst[i + kAhead]]);
+    ip[i + 1] = rows.count(dst[i]);
+  }
+  for (int64_t i = 0; i < S; ++i) ip[i + 1] += ip[i];
+  return out;
+}
 
 // The typed pick pass, software-pipelined as Pipeline: destination i + 2 kDepth has its
 // indptr entry prefetched, i + kDepth the first lines of its types and neighbours, i its
 // segments found and positions chosen (the chosen slots prefetched), and i - kDepth + 1,
-// the oldest, is copied out. A slot keeps each segment: start, picks, and whether all.
+// the oldest, is copied out. A slot keeps each segment and its type.
 template <typename Id, typename Off, typename T>
 class TypedPipeline {
  public:
+  static constexpr bool kTypes = true;
+
+  // width: the positions a node may need, one per pick of each segment not taken whole
   TypedPipeline(const TypedRows<Id, Off, T>& rows, int64_t width)
       : rows_(rows), width_(std::max<int64_t>(width, 1)), pos_(kDepth * width_) {}
 
@@ -279,71 +293,55 @@ class TypedPipeline {
   }
 
  private:
-  struct Segment { int64_t start, k; T type; bool all; };
+  struct TypedSegment {
+    Segment g;
+    T type;
+  };
 
-  void prepare(Id v, std::vector<Segment>& slot, int64_t* pos) {
+  void prepare(Id v, std::vector<TypedSegment>& slot, int64_t* pos) {
     slot.clear();
     int64_t s = rows_.indptr[v];
     const int64_t e = rows_.indptr[v + 1];
     while (s < e) {
       const int64_t end = rows_.run_end(s, e);
       const T r = rows_.types[s];
-      const int64_t d = end - s, k = num_picks(d, rows_.fanouts[r]);
-      const Id* nbrs = rows_.indices + s;
-      if (k == d) {
-        prefetch_lines(nbrs, k);
-      } else {
-        choose_positions(node_key(rows_.keys[r], v), d, k, pos);
-        for (int64_t i = 0; i < k; ++i) __builtin_prefetch(nbrs + pos[i]);
-        pos += k;
-      }
-      slot.push_back({s, k, r, k == d});
+      const Segment g = choose_segment(rows_.indices, rows_.ex, s, end - s, rows_.fanouts[r], rows_.keys[r], v, pos);
+      if (!g.all) pos += g.k;
+      slot.push_back({g, r});
       s = end;
     }
   }
 
-  void emit(const std::vector<Segment>& slot, const int64_t* pos, Id* out, T* out_types) const {
-    for (const Segment& g : slot) {
-      const Id* nbrs = rows_.indices + g.start;
-      if (g.all) {
-        std::copy(nbrs, nbrs + g.k, out);
-      } else {
-        for (int64_t i = 0; i < g.k; ++i) out[i] = nbrs[pos[i]];
-        pos += g.k;
-      }
-      std::fill(out_types, out_types + g.k, g.type);
-      out += g.k;
-      out_types += g.k;
+  void emit(const std::vector<TypedSegment>& slot, const int64_t* pos, Id* out, T* out_types) const {
+    for (const TypedSegment& t : slot) {
+      emit_segment(rows_.indices, rows_.ex, t.g, pos, out);
+      if (!t.g.all) pos += t.g.k;
+      std::fill(out_types, out_types + t.g.k, t.type);
+      out += t.g.k;
+      out_types += t.g.k;
     }
   }
 
-  const TypedRows<Id, Off, T>& rows_;
+  TypedRows<Id, Off, T> rows_;
   int64_t width_;
   std::vector<int64_t> pos_;
-  std::vector<Segment> slot_[kDepth];
+  std::vector<TypedSegment> slot_[kDepth];
 };
 
-template <typename Id, typename Off, typename T>
-TypedLayerMFG<Id, T> sample_layer_typed(const TypedRows<Id, Off, T>& rows, const Id* dst, int64_t S, int64_t width,
-                                        NodeMap& map) {
-  TypedLayerMFG<Id, T> out;
-  out.mfg.num_dst = S;
-  out.mfg.indptr = Buffer<int64_t>(S + 1);
-  int64_t* ip = out.mfg.indptr.data.get();
-  ip[0] = 0;
-#pragma omp parallel for schedule(dynamic, kChunk)
-  for (int64_t i = 0; i < S; ++i) {
-    if (i + 2 * kAhead < S) __builtin_prefetch(&rows.indptr[dst[i + 2 * kAhead]]);
-    if (i + kAhead < S) __builtin_prefetch(rows.types + rows.indptr[dst[i + kAhead]]);
-    ip[i + 1] = rows.count(dst[i]);
-  }
-  for (int64_t i = 0; i < S; ++i) ip[i + 1] += ip[i];
+// Passes 3 and 4 of one layer whose indptr (passes 1 and 2) is given: each thread's copy of
+// `proto` samples chunks of destinations, relabelled in chunk order (see the top).
+template <typename Id, typename T, typename Pipe>
+LayerMFG<Id, T> sample_layer(Buffer<int64_t> indptr, const Pipe& proto, const Id* dst, int64_t S, NodeMap& map) {
+  LayerMFG<Id, T> out;
+  out.num_dst = S;
+  out.indptr = std::move(indptr);
+  const int64_t* ip = out.indptr.data.get();
   const int64_t E = ip[S];
 
-  out.mfg.indices = Buffer<int32_t>(E);
-  out.edge_types = Buffer<T>(E);
+  out.indices = Buffer<int32_t>(E);
+  out.edge_types = Buffer<T>(Pipe::kTypes ? E : 0);
   Buffer<Id> own_picks(sizeof(Id) == sizeof(int32_t) ? 0 : E);  // int32 ids: pick in place
-  Id* picked = sizeof(Id) == sizeof(int32_t) ? reinterpret_cast<Id*>(out.mfg.indices.data.get())
+  Id* picked = sizeof(Id) == sizeof(int32_t) ? reinterpret_cast<Id*>(out.indices.data.get())
                                              : own_picks.data.get();
   Buffer<Id> src(S + E);
   std::copy(dst, dst + S, src.data.get());
@@ -353,18 +351,44 @@ TypedLayerMFG<Id, T> sample_layer_typed(const TypedRows<Id, Off, T>& rows, const
   const int64_t chunks = (S + kChunk - 1) / kChunk;
 #pragma omp parallel
   {
-    TypedPipeline<Id, Off, T> pipe(rows, width);
+    Pipe pipe(proto);
 #pragma omp for ordered schedule(dynamic, 1)
     for (int64_t c = 0; c < chunks; ++c) {
       const int64_t lo = c * kChunk, hi = std::min(S, lo + kChunk);
       pipe.run(dst, lo, hi, ip, picked, types);
 #pragma omp ordered
-      relabel.run(picked, ip[lo], ip[hi], out.mfg.indices.data.get());
+      relabel.run(picked, ip[lo], ip[hi], out.indices.data.get());
     }
   }
   src.size = relabel.next;
-  out.mfg.src_ids = std::move(src);
+  out.src_ids = std::move(src);
   return out;
+}
+
+// Pass 3 alone (the owner side of vanilla sampling: no relabelling).
+template <typename Id, typename T, typename Pipe>
+Picks<Id, T> pick_neighbors(Buffer<int64_t> indptr, const Pipe& proto, const Id* dst, int64_t S) {
+  Picks<Id, T> out;
+  out.indptr = std::move(indptr);
+  const int64_t* ip = out.indptr.data.get();
+  out.picked = Buffer<Id>(ip[S]);
+  out.types = Buffer<T>(Pipe::kTypes ? ip[S] : 0);
+  const int64_t chunks = (S + kChunk - 1) / kChunk;
+#pragma omp parallel
+  {
+    Pipe pipe(proto);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t c = 0; c < chunks; ++c)
+      pipe.run(dst, c * kChunk, std::min(S, (c + 1) * kChunk), ip, out.picked.data.get(), out.types.data.get());
+  }
+  return out;
+}
+
+// The positions a typed layer's node may need: one per pick of each edge type's segment.
+inline int64_t typed_width(const int64_t* fanouts, int64_t num_types) {
+  int64_t width = 0;
+  for (int64_t r = 0; r < num_types; ++r) width += std::max<int64_t>(fanouts[r], 0);
+  return width;
 }
 
 // Enter the seeds as local ids 0..S-1 (or throw, the map released, on a duplicate).
@@ -384,47 +408,30 @@ void enter_seeds(NodeMapPool& pool, std::unique_ptr<NodeMap>& map, const Id* see
 }  // namespace
 
 template <typename Id, typename Off, typename T>
-std::vector<TypedLayerMFG<Id, T>> fused_sample_typed(const Off* indptr, const Id* indices, const T* types,
-                                                     int64_t num_nodes, const Id* seeds, int64_t num_seeds,
-                                                     const std::vector<int64_t>& fanouts,
-                                                     const std::vector<uint64_t>& keys, int64_t num_types) {
-  NodeMapPool& pool = NodeMapPool::global();
-  std::unique_ptr<NodeMap> map = pool.acquire(num_nodes, num_seeds);
-  enter_seeds(pool, map, seeds, num_seeds);
-  std::vector<TypedLayerMFG<Id, T>> layers;
-  const Id* dst = seeds;
-  int64_t S = num_seeds;
-  const int64_t L = static_cast<int64_t>(fanouts.size()) / num_types;
-  for (int64_t l = L - 1; l >= 0; --l) {
-    const int64_t* f = fanouts.data() + l * num_types;
-    const TypedRows<Id, Off, T> rows{indptr, indices, types, f, keys.data() + l * num_types};
-    int64_t width = 0;  // positions a node may need: one per pick of each sampled (not whole) segment
-    for (int64_t r = 0; r < num_types; ++r) width += std::max<int64_t>(f[r], 0);
-    layers.push_back(sample_layer_typed(rows, dst, S, width, *map));
-    dst = layers.back().mfg.src_ids.data.get();
-    S = layers.back().mfg.src_ids.size;
-  }
-  pool.release(std::move(map));
-  return layers;
-}
-
-template <typename Id, typename Off>
-std::vector<LayerMFG<Id>> fused_sample(const Off* indptr, const Id* indices, int64_t num_nodes,
-                                       const Id* seeds, int64_t num_seeds,
-                                       const std::vector<int64_t>& fanouts,
-                                       const std::vector<uint64_t>& layer_keys, const int64_t* excluded,
-                                       int64_t num_excluded) {
+std::vector<LayerMFG<Id, T>> fused_sample(const Off* indptr, const Id* indices, const T* types, int64_t num_nodes,
+                                          const Id* seeds, int64_t num_seeds, const std::vector<int64_t>& fanouts,
+                                          const std::vector<uint64_t>& keys, int64_t num_types,
+                                          const int64_t* excluded, int64_t num_excluded) {
   NodeMapPool& pool = NodeMapPool::global();
   std::unique_ptr<NodeMap> map = pool.acquire(num_nodes, num_seeds);
   enter_seeds(pool, map, seeds, num_seeds);
 
-  std::vector<LayerMFG<Id>> layers;
+  std::vector<LayerMFG<Id, T>> layers;
   const Id* dst = seeds;
   int64_t S = num_seeds;
   const Excluded ex(excluded, num_excluded);
-  for (int64_t l = static_cast<int64_t>(fanouts.size()) - 1; l >= 0; --l) {
-    layers.push_back(sample_layer(indptr, indices, dst, S, fanouts[l], layer_keys[l], *map,
-                                  ex));
+  const int64_t R = num_types;
+  for (int64_t l = static_cast<int64_t>(fanouts.size()) / R - 1; l >= 0; --l) {
+    const int64_t* f = fanouts.data() + l * R;
+    const uint64_t* k = keys.data() + l * R;
+    if (types) {
+      const TypedRows<Id, Off, T> rows{indptr, indices, types, f, k, ex};
+      layers.push_back(sample_layer<Id, T>(count_picks(rows, dst, S), TypedPipeline<Id, Off, T>(rows, typed_width(f, R)),
+                                           dst, S, *map));
+    } else {
+      layers.push_back(sample_layer<Id, T>(count_picks(indptr, dst, S, f[0], 0, ex),
+                                           Pipeline<Id, Off>(indptr, indices, f[0], k[0], 0, ex), dst, S, *map));
+    }
     dst = layers.back().src_ids.data.get();
     S = layers.back().src_ids.size;
   }
@@ -432,73 +439,32 @@ std::vector<LayerMFG<Id>> fused_sample(const Off* indptr, const Id* indices, int
   return layers;
 }
 
-template <typename Id, typename Off>
-Picks<Id> sample_neighbors(const Off* indptr, const Id* indices, const Id* dst, int64_t S, int64_t fanout,
-                           uint64_t key, int64_t row_offset, const int64_t* excluded, int64_t num_excluded) {
-  Picks<Id> out;
-  const Excluded ex(excluded, num_excluded);
-  out.indptr = count_picks(indptr, dst, S, fanout, row_offset, ex);
-  const int64_t* ip = out.indptr.data.get();
-  out.picked = Buffer<Id>(ip[S]);
-  const int64_t chunks = (S + kChunk - 1) / kChunk;
-#pragma omp parallel
-  {
-    Pipeline<Id, Off> pipe(indptr, indices, fanout, key, row_offset, ex);
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t c = 0; c < chunks; ++c) pipe.run(dst, c * kChunk, std::min(S, (c + 1) * kChunk), ip, out.picked.data.get());
-  }
-  return out;
-}
-
 template <typename Id, typename Off, typename T>
-TypedPicks<Id, T> sample_neighbors_typed(const Off* indptr, const Id* indices, const T* types, const Id* dst,
-                                         int64_t S, const int64_t* fanouts, const uint64_t* keys,
-                                         int64_t num_types, int64_t row_offset) {
-  TypedPicks<Id, T> out;
-  const TypedRows<Id, Off, T> rows{indptr - row_offset, indices, types, fanouts, keys};  // indexed by node id
-  out.picks.indptr = Buffer<int64_t>(S + 1);
-  int64_t* ip = out.picks.indptr.data.get();
-  ip[0] = 0;
-#pragma omp parallel for schedule(dynamic, kChunk)
-  for (int64_t i = 0; i < S; ++i) ip[i + 1] = rows.count(dst[i]);
-  for (int64_t i = 0; i < S; ++i) ip[i + 1] += ip[i];
-  out.picks.picked = Buffer<Id>(ip[S]);
-  out.types = Buffer<T>(ip[S]);
-  int64_t width = 0;
-  for (int64_t r = 0; r < num_types; ++r) width += std::max<int64_t>(fanouts[r], 0);
-  const int64_t chunks = (S + kChunk - 1) / kChunk;
-#pragma omp parallel
-  {
-    TypedPipeline<Id, Off, T> pipe(rows, width);
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t c = 0; c < chunks; ++c)
-      pipe.run(dst, c * kChunk, std::min(S, (c + 1) * kChunk), ip, out.picks.picked.data.get(), out.types.data.get());
+Picks<Id, T> sample_neighbors(const Off* indptr, const Id* indices, const T* types, const Id* dst, int64_t S,
+                              const int64_t* fanouts, const uint64_t* keys, int64_t num_types, int64_t row_offset,
+                              const int64_t* excluded, int64_t num_excluded) {
+  const Excluded ex(excluded, num_excluded);
+  if (types) {
+    const TypedRows<Id, Off, T> rows{indptr - row_offset, indices, types, fanouts, keys, ex};  // indexed by node id
+    return pick_neighbors<Id, T>(count_picks(rows, dst, S),
+                                 TypedPipeline<Id, Off, T>(rows, typed_width(fanouts, num_types)), dst, S);
   }
-  return out;
+  return pick_neighbors<Id, T>(count_picks(indptr, dst, S, fanouts[0], row_offset, ex),
+                               Pipeline<Id, Off>(indptr, indices, fanouts[0], keys[0], row_offset, ex), dst, S);
 }
 
-#define FASTSAMPLE_INSTANTIATE(Id, Off)                                                        \
-  template std::vector<LayerMFG<Id>> fused_sample<Id, Off>(                                  \
-      const Off*, const Id*, int64_t, const Id*, int64_t, const std::vector<int64_t>&,       \
-      const std::vector<uint64_t>&, const int64_t*, int64_t);                            \
-  template Picks<Id> sample_neighbors<Id, Off>(const Off*, const Id*, const Id*, int64_t, int64_t, \
-                                               uint64_t, int64_t, const int64_t*, int64_t);
-FASTSAMPLE_INSTANTIATE(int32_t, int32_t)
-FASTSAMPLE_INSTANTIATE(int32_t, int64_t)
-FASTSAMPLE_INSTANTIATE(int64_t, int64_t)
-
-#define FASTSAMPLE_INSTANTIATE_TYPED(Id, Off, T)                                                  \
-  template std::vector<TypedLayerMFG<Id, T>> fused_sample_typed<Id, Off, T>(                    \
-      const Off*, const Id*, const T*, int64_t, const Id*, int64_t, const std::vector<int64_t>&, \
-      const std::vector<uint64_t>&, int64_t);                                                   \
-  template TypedPicks<Id, T> sample_neighbors_typed<Id, Off, T>(const Off*, const Id*, const T*, const Id*, \
-                                                                int64_t, const int64_t*, const uint64_t*,   \
-                                                                int64_t, int64_t);
-FASTSAMPLE_INSTANTIATE_TYPED(int32_t, int32_t, uint8_t)
-FASTSAMPLE_INSTANTIATE_TYPED(int32_t, int64_t, uint8_t)
-FASTSAMPLE_INSTANTIATE_TYPED(int64_t, int64_t, uint8_t)
-FASTSAMPLE_INSTANTIATE_TYPED(int32_t, int32_t, int16_t)
-FASTSAMPLE_INSTANTIATE_TYPED(int32_t, int64_t, int16_t)
-FASTSAMPLE_INSTANTIATE_TYPED(int64_t, int64_t, int16_t)
+#define FASTSAMPLE_INSTANTIATE(Id, Off, T)                                                                           \
+  template std::vector<LayerMFG<Id, T>> fused_sample<Id, Off, T>(                                                   \
+      const Off*, const Id*, const T*, int64_t, const Id*, int64_t, const std::vector<int64_t>&,                    \
+      const std::vector<uint64_t>&, int64_t, const int64_t*, int64_t);                                              \
+  template Picks<Id, T> sample_neighbors<Id, Off, T>(const Off*, const Id*, const T*, const Id*, int64_t,           \
+                                                     const int64_t*, const uint64_t*, int64_t, int64_t,             \
+                                                     const int64_t*, int64_t);
+FASTSAMPLE_INSTANTIATE(int32_t, int32_t, uint8_t)
+FASTSAMPLE_INSTANTIATE(int32_t, int64_t, uint8_t)
+FASTSAMPLE_INSTANTIATE(int64_t, int64_t, uint8_t)
+FASTSAMPLE_INSTANTIATE(int32_t, int32_t, int16_t)
+FASTSAMPLE_INSTANTIATE(int32_t, int64_t, int16_t)
+FASTSAMPLE_INSTANTIATE(int64_t, int64_t, int16_t)
 
 }  // namespace fastsample

@@ -31,102 +31,78 @@ nb::object to_numpy(Buffer<T>& buf) {
   return nb::cast(nb::ndarray<nb::numpy, T, nb::ndim<1>>(data, {static_cast<size_t>(buf.size)}, owner));
 }
 
-template <typename Id, typename Off>
-nb::list sample_fused(In<Off> indptr, In<Id> indices, In<Id> seeds, In<int64_t> fanouts, In<uint64_t> layer_keys,
-                      std::optional<In<int64_t>> excluded) {
-  std::vector<int64_t> f(fanouts.data(), fanouts.data() + fanouts.shape(0));
-  std::vector<uint64_t> k(layer_keys.data(), layer_keys.data() + layer_keys.shape(0));
-  std::vector<LayerMFG<Id>> layers;
-  {
-    nb::gil_scoped_release release;
-    layers = fused_sample<Id, Off>(indptr.data(), indices.data(), indptr.shape(0) - 1, seeds.data(),
-                                   seeds.shape(0), f, k, excluded ? excluded->data() : nullptr,
-                                   excluded ? excluded->shape(0) : 0);
-  }
-  nb::list out;
-  for (auto& l : layers)
-    out.append(nb::make_tuple(to_numpy(l.indptr), to_numpy(l.indices), to_numpy(l.src_ids), l.num_dst));
-  return out;
-}
-
-template <typename Id, typename Off>
-nb::tuple sample_neighbors_(In<Off> indptr, In<Id> indices, In<Id> dst, int64_t fanout, uint64_t key,
-                            int64_t row_offset, std::optional<In<int64_t>> excluded) {
-  Picks<Id> picks;
-  {
-    nb::gil_scoped_release release;
-    picks = sample_neighbors<Id, Off>(indptr.data(), indices.data(), dst.data(), dst.shape(0), fanout, key,
-                                      row_offset, excluded ? excluded->data() : nullptr,
-                                      excluded ? excluded->shape(0) : 0);
-  }
-  return nb::make_tuple(to_numpy(picks.indptr), to_numpy(picks.picked));
+// The kernels' view of the optional arguments: types None or empty is an untyped graph
+// (null), excluded None is none (null, 0).
+template <typename Id, typename T>
+const T* edge_types(const std::optional<In<T>>& types, const In<Id>& indices, int64_t num_types,
+                    int64_t entries) {
+  const bool given = types && types->shape(0) > 0;
+  if (given && types->shape(0) != indices.shape(0)) throw nb::value_error("types: one per entry of indices");
+  if (!given && num_types != 1 && indices.shape(0) > 0)
+    throw nb::value_error("types: an untyped graph (no types) has num_types 1");
+  if (num_types < 1 || entries % num_types != 0) throw nb::value_error("fanouts and keys: a multiple of num_types entries each");
+  return given ? types->data() : nullptr;
 }
 
 template <typename Id, typename Off, typename T>
-nb::list sample_fused_typed_(In<Off> indptr, In<Id> indices, In<T> types, In<Id> seeds, In<int64_t> fanouts,
-                             In<uint64_t> keys, int64_t num_types) {
-  if (types.shape(0) != indices.shape(0)) throw nb::value_error("types: one per entry of indices");
-  if (num_types < 1 || fanouts.shape(0) % num_types != 0 || keys.shape(0) != fanouts.shape(0))
-    throw nb::value_error("fanouts and keys: layers x num_types entries each");
+nb::list sample_fused_(In<Off> indptr, In<Id> indices, std::optional<In<T>> types, In<Id> seeds, In<int64_t> fanouts,
+                       In<uint64_t> keys, int64_t num_types, std::optional<In<int64_t>> excluded) {
+  if (keys.shape(0) != fanouts.shape(0)) throw nb::value_error("fanouts and keys: as many of each");
+  const T* t = edge_types<Id>(types, indices, num_types, fanouts.shape(0));
   std::vector<int64_t> f(fanouts.data(), fanouts.data() + fanouts.shape(0));
   std::vector<uint64_t> k(keys.data(), keys.data() + keys.shape(0));
-  std::vector<TypedLayerMFG<Id, T>> layers;
+  std::vector<LayerMFG<Id, T>> layers;
   {
     nb::gil_scoped_release release;
-    layers = fused_sample_typed<Id, Off, T>(indptr.data(), indices.data(), types.data(), indptr.shape(0) - 1,
-                                            seeds.data(), seeds.shape(0), f, k, num_types);
+    layers = fused_sample<Id, Off, T>(indptr.data(), indices.data(), t, indptr.shape(0) - 1, seeds.data(),
+                                      seeds.shape(0), f, k, num_types, excluded ? excluded->data() : nullptr,
+                                      excluded ? excluded->shape(0) : 0);
   }
   nb::list out;
   for (auto& l : layers)
-    out.append(nb::make_tuple(to_numpy(l.mfg.indptr), to_numpy(l.mfg.indices), to_numpy(l.mfg.src_ids),
-                              l.mfg.num_dst, to_numpy(l.edge_types)));
+    out.append(nb::make_tuple(to_numpy(l.indptr), to_numpy(l.indices), to_numpy(l.src_ids), l.num_dst,
+                              to_numpy(l.edge_types)));
   return out;
 }
 
 template <typename Id, typename Off, typename T>
-nb::tuple sample_neighbors_typed_(In<Off> indptr, In<Id> indices, In<T> types, In<Id> dst, In<int64_t> fanouts,
-                                  In<uint64_t> keys, int64_t row_offset) {
-  if (types.shape(0) != indices.shape(0)) throw nb::value_error("types: one per entry of indices");
-  if (fanouts.shape(0) != keys.shape(0) || fanouts.shape(0) < 1) throw nb::value_error("fanouts and keys: one per edge type");
-  TypedPicks<Id, T> picks;
+nb::tuple sample_neighbors_(In<Off> indptr, In<Id> indices, std::optional<In<T>> types, In<Id> dst,
+                            In<int64_t> fanouts, In<uint64_t> keys, int64_t num_types, int64_t row_offset,
+                            std::optional<In<int64_t>> excluded) {
+  if (keys.shape(0) != fanouts.shape(0) || static_cast<int64_t>(fanouts.shape(0)) != num_types)
+    throw nb::value_error("fanouts and keys: num_types entries each");
+  const T* t = edge_types<Id>(types, indices, num_types, fanouts.shape(0));
+  Picks<Id, T> picks;
   {
     nb::gil_scoped_release release;
-    picks = sample_neighbors_typed<Id, Off, T>(indptr.data(), indices.data(), types.data(), dst.data(), dst.shape(0),
-                                               fanouts.data(), keys.data(), fanouts.shape(0), row_offset);
+    picks = sample_neighbors<Id, Off, T>(indptr.data(), indices.data(), t, dst.data(), dst.shape(0), fanouts.data(),
+                                         keys.data(), num_types, row_offset, excluded ? excluded->data() : nullptr,
+                                         excluded ? excluded->shape(0) : 0);
   }
-  return nb::make_tuple(to_numpy(picks.picks.indptr), to_numpy(picks.picks.picked), to_numpy(picks.types));
+  return nb::make_tuple(to_numpy(picks.indptr), to_numpy(picks.picked), to_numpy(picks.types));
 }
 
+// Each graph dtype triple a CSCGraph can hold (graph.py: int32 or int64 ids, offsets at
+// least as wide; uint8 or int16 edge types). An untyped graph passes types=None (or an
+// empty array) and takes the first overload that fits its ids.
 template <typename Id, typename Off, typename T>
-void def_typed_sampling(nb::module_& m) {
-  m.def("sample_neighbors_typed", &sample_neighbors_typed_<Id, Off, T>, nb::arg("indptr").noconvert(),
-        nb::arg("indices").noconvert(), nb::arg("types").noconvert(), nb::arg("dst").noconvert(),
-        nb::arg("fanouts").noconvert(), nb::arg("keys").noconvert(), nb::arg("row_offset"),
-        "sample_neighbors_typed(indptr, indices, types, dst, fanouts, keys, row_offset) -> (mfg indptr, picked "
-        "global ids, their edge types): the typed choice rule for node dst[i] on row dst[i] - row_offset.");
-  m.def("sample_fused_typed", &sample_fused_typed_<Id, Off, T>, nb::arg("indptr").noconvert(),
-        nb::arg("indices").noconvert(), nb::arg("types").noconvert(), nb::arg("seeds").noconvert(),
-        nb::arg("fanouts").noconvert(), nb::arg("keys").noconvert(), nb::arg("num_types"),
-        "sample_fused_typed(indptr, indices, types, seeds, fanouts, keys, num_types) -> [(indptr, indices, "
-        "src_ids, num_dst, edge_types)] for layers L-1..0; fanouts and keys are (layers x num_types) flat. "
-        "Inputs are validated by fastsample.sampling.sample.");
-}
-
-// Each graph dtype pair a CSCGraph can hold (graph.py: int32 or int64 ids, offsets at least as wide).
-template <typename Id, typename Off>
 void def_sampling(nb::module_& m) {
-  m.def("sample_fused", &sample_fused<Id, Off>, nb::arg("indptr").noconvert(), nb::arg("indices").noconvert(),
-        nb::arg("seeds").noconvert(), nb::arg("fanouts").noconvert(), nb::arg("layer_keys").noconvert(),
+  m.def("sample_fused", &sample_fused_<Id, Off, T>, nb::arg("indptr").noconvert(), nb::arg("indices").noconvert(),
+        nb::arg("types").noconvert().none(), nb::arg("seeds").noconvert(), nb::arg("fanouts").noconvert(),
+        nb::arg("keys").noconvert(), nb::arg("num_types"), nb::arg("excluded").noconvert() = nb::none(),
+        "sample_fused(indptr, indices, types, seeds, fanouts, keys, num_types, excluded=None) -> [(indptr, indices, "
+        "src_ids, num_dst, edge_types)] for layers L-1..0 (top first). types: each in-edge's type (None or empty: "
+        "untyped, num_types 1, and edge_types come back empty); fanouts and keys: (layers x num_types) flat; "
+        "excluded: sorted int64 positions in indices no layer picks. Inputs are validated by "
+        "fastsample.sampling.sample.");
+  m.def("sample_neighbors", &sample_neighbors_<Id, Off, T>, nb::arg("indptr").noconvert(),
+        nb::arg("indices").noconvert(), nb::arg("types").noconvert().none(), nb::arg("dst").noconvert(),
+        nb::arg("fanouts").noconvert(), nb::arg("keys").noconvert(), nb::arg("num_types"), nb::arg("row_offset"),
         nb::arg("excluded").noconvert() = nb::none(),
-        "sample_fused(indptr, indices, seeds, fanouts, layer_keys, excluded=None) -> [(indptr, indices, src_ids, "
-        "num_dst)] for layers L-1..0 (top first); excluded: sorted int64 positions in indices no layer picks. "
-        "Inputs are validated by fastsample.sampling.sample.");
-  m.def("sample_neighbors", &sample_neighbors_<Id, Off>, nb::arg("indptr").noconvert(),
-        nb::arg("indices").noconvert(), nb::arg("dst").noconvert(), nb::arg("fanout"), nb::arg("key"),
-        nb::arg("row_offset"), nb::arg("excluded").noconvert() = nb::none(),
-        "sample_neighbors(indptr, indices, dst, fanout, key, row_offset, excluded=None) -> (mfg indptr, picked "
-        "global ids): the choice rule for node dst[i] on row dst[i] - row_offset, without relabelling; excluded: "
-        "sorted int64 positions in indices never picked.");
+        "sample_neighbors(indptr, indices, types, dst, fanouts, keys, num_types, row_offset, excluded=None) -> "
+        "(mfg indptr, picked global ids, their edge types (empty if untyped)): the choice rule for node dst[i] on "
+        "row dst[i] - row_offset, without relabelling; fanouts and keys: one per edge type; excluded: sorted int64 "
+        "positions in indices never picked.");
 }
 
 using Rows = nb::ndarray<float, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
@@ -172,15 +148,12 @@ NB_MODULE(_native, m) {
         nb::arg("n") = -1,
         "The largest graph (nodes) whose sampler map is a direct array (8 B per node); above it, a hash "
         "table sized by the batch (native/node_map.hpp). n >= 0 sets it; returns the previous value.");
-  def_sampling<int32_t, int32_t>(m);
-  def_sampling<int32_t, int64_t>(m);
-  def_sampling<int64_t, int64_t>(m);
-  def_typed_sampling<int32_t, int32_t, uint8_t>(m);
-  def_typed_sampling<int32_t, int64_t, uint8_t>(m);
-  def_typed_sampling<int64_t, int64_t, uint8_t>(m);
-  def_typed_sampling<int32_t, int32_t, int16_t>(m);
-  def_typed_sampling<int32_t, int64_t, int16_t>(m);
-  def_typed_sampling<int64_t, int64_t, int16_t>(m);
+  def_sampling<int32_t, int32_t, uint8_t>(m);
+  def_sampling<int32_t, int64_t, uint8_t>(m);
+  def_sampling<int64_t, int64_t, uint8_t>(m);
+  def_sampling<int32_t, int32_t, int16_t>(m);
+  def_sampling<int32_t, int64_t, int16_t>(m);
+  def_sampling<int64_t, int64_t, int16_t>(m);
 
   m.def("mean_aggregate",
         [](In<int64_t> indptr, In<int32_t> indices, ConstRows h, Rows out) {

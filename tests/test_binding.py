@@ -26,15 +26,22 @@ def test_the_binding_refuses_index_arrays_of_another_dtype():
     keys = np.arange(2, dtype=np.uint64)
     fanouts = np.array([2, 2], dtype=np.int64)
     seeds = np.array([1, 5], dtype=np.int64)
-    assert len(lib.sample_fused(indptr, indices, seeds, fanouts, keys)) == 2  # matched: accepted
-    for bad in [(indptr.astype(np.int32), indices, seeds),            # no (int64 ids, int32 offsets) kernel
-                (indptr, indices.astype(np.uint32), seeds.astype(np.uint32)),
-                (indptr, indices, seeds.astype(np.int32)),            # seeds must match the ids
-                (indptr, indices[::2], seeds)]:                       # not contiguous
+    assert len(lib.sample_fused(indptr, indices, None, seeds, fanouts, keys, 1)) == 2  # matched: accepted
+    types = np.zeros(len(indices), np.uint8)
+    assert len(lib.sample_fused(indptr, indices, types, seeds, fanouts, keys, 1)) == 2  # typed, one type
+    for bad in [(indptr.astype(np.int32), indices, None, seeds),            # no (int64 ids, int32 offsets) kernel
+                (indptr, indices.astype(np.uint32), None, seeds.astype(np.uint32)),
+                (indptr, indices, None, seeds.astype(np.int32)),            # seeds must match the ids
+                (indptr, indices[::2], None, seeds),                        # not contiguous
+                (indptr, indices, types.astype(np.int32), seeds)]:          # uint8 or int16 edge types only
         with pytest.raises(TypeError, match="incompatible function arguments"):
-            lib.sample_fused(*bad, fanouts, keys)
+            lib.sample_fused(*bad, fanouts, keys, 1)
     with pytest.raises(TypeError, match="incompatible function arguments"):
-        lib.sample_fused(indptr, indices, seeds, fanouts.astype(np.int32), keys)
+        lib.sample_fused(indptr, indices, None, seeds, fanouts.astype(np.int32), keys, 1)
+    with pytest.raises(ValueError, match="types: one per entry of indices"):
+        lib.sample_fused(indptr, indices, types[1:], seeds, fanouts, keys, 1)
+    with pytest.raises(ValueError, match="an untyped graph"):
+        lib.sample_fused(indptr, indices, None, seeds, fanouts, keys, 2)
     h = np.ones((4, 3), dtype=np.float64)  # float32 only
     with pytest.raises(TypeError, match="incompatible function arguments"):
         lib.mean_aggregate(np.array([0, 1], np.int64), np.array([0], np.int32), h, np.zeros((1, 3), np.float64))
@@ -68,7 +75,7 @@ def test_owner_side_choice_is_the_same_native_and_numba():
     for fanout in (2, 6, -1):
         a = sample_neighbors(g, nodes, fanout, 12345, row_offset=100, kernel="native")
         b = sample_neighbors(g, nodes, fanout, 12345, row_offset=100, kernel="numba")
-        assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+        assert all(np.array_equal(x, y) for x, y in zip(a, b))
     assert np.array_equal(np.diff(a[0]), [6, 6, 6, 6])
 
 

@@ -217,7 +217,7 @@ def test_sample_neighbors_refuses_nodes_outside_its_rows(kernel):
     from fastsample.sampling import sample_neighbors
 
     graph = CSCGraph(np.array([0, 1, 2, 3]), np.array([1, 2, 0]))  # 3 rows: nodes 10..12 with row_offset 10
-    ip, picked = sample_neighbors(graph, np.array([10, 12], dtype=graph.indices.dtype), -1, 0, 10, kernel)
-    assert picked.tolist() == [1, 0]
+    ip, picked, types = sample_neighbors(graph, np.array([10, 12], dtype=graph.indices.dtype), -1, 0, 10, kernel)
+    assert picked.tolist() == [1, 0] and len(types) == 0  # an untyped graph's picks carry no edge types
     with pytest.raises(ValueError, match=r"nodes span \[10, 13\], outside the graph's rows 10..12"):
         sample_neighbors(graph, np.array([10, 13], dtype=graph.indices.dtype), -1, 0, 10, kernel)

@@ -8,14 +8,15 @@ neighbours of nodes owned elsewhere:
              each owner picks their neighbours with the *requester's* key (same choice
              rule, so the same picks as hybrid sampling on the whole graph)
     round 2  all_to_all back, per owner: the pick counts of the requested nodes, then
-             the picks (then, on a typed graph, their edge types), in one int64 buffer
+             the picks, then their edge types (none on an untyped graph), in one int64 buffer
 then the requester assembles the layer in destination order and relabels as the fused
 kernels do. With the feature gather's 2 rounds that is 2L rounds for L layers (hybrid: 2).
 The picks are made by ``fastsample.sampling.sample_neighbors`` (native where built) and
 relabelled by ``fastsample.sampling.assemble``: the same code as hybrid sampling.
-Excluded edges (link prediction): every rank's (src, dst) pairs go to every rank once per
-step (one allgather), and each owner skips, for a requester, that requester's edges into
-the nodes it owns, so the picks are hybrid's.
+An untyped graph is the one-type case: fanouts and keys per edge type, R = 1.
+Excluded edges (link prediction): every rank's (src, dst) pairs, with their edge types
+where given, go to every rank once per step (one allgather), and each owner skips, for a
+requester, that requester's edges into the nodes it owns, so the picks are hybrid's.
 """
 
 from __future__ import annotations
@@ -32,13 +33,16 @@ from fastsample.sampling.rng import type_keys
 
 
 @numba.njit(nogil=True, cache=True)
-def _scatter_rows(out_indptr, rows, src_indptr, src_vals, out):
-    """out's segment for rows[k] <- src_vals[src_indptr[k]:src_indptr[k + 1]]."""
+def _scatter_rows(out_indptr, rows, src_indptr, picks, types, out, out_types):
+    """out's segment for rows[k] <- picks[src_indptr[k]:src_indptr[k + 1]], and out_types'
+    <- types' alike (on an untyped graph there are none: types and out_types are empty)."""
     for k in range(len(rows)):
         r = rows[k]
         n = src_indptr[k + 1] - src_indptr[k]
         for j in range(n):
-            out[out_indptr[r] + j] = src_vals[src_indptr[k] + j]
+            out[out_indptr[r] + j] = picks[src_indptr[k] + j]
+            if len(types):
+                out_types[out_indptr[r] + j] = types[src_indptr[k] + j]
 
 
 class VanillaSampler:
@@ -66,27 +70,25 @@ class VanillaSampler:
         self.kernel = "numba" if kernel == "twostep" else kernel  # twostep picks as numba does
         self.name = f"vanilla ({self.kernel})"
 
-    def _pick_local(self, nodes, fanout, key, excluded=None):
-        """(indptr, picks, edge types or None) of owned ``nodes``."""
+    def _pick_local(self, nodes, fanout, keys, excluded=None):
+        """(indptr, picks, edge types) of owned ``nodes``."""
         nodes = np.ascontiguousarray(nodes, dtype=self.local.indices.dtype)
-        out = sample_neighbors(self.local, nodes, fanout, key, self.lo, self.kernel, excluded)
-        return out if self.local.typed else (*out, None)
+        return sample_neighbors(self.local, nodes, fanout, keys, self.lo, self.kernel, excluded)
 
     def _keys(self, seed, epoch, step, rank, layer):
-        """The layer's key (per edge type on a typed graph) for ``rank``'s draws."""
-        key = layer_key(seed, epoch, step, rank, layer)
-        return type_keys([key], self.local.num_edge_types)[0] if self.local.typed else key
+        """The layer's key per edge type for ``rank``'s draws."""
+        return type_keys([layer_key(seed, epoch, step, rank, layer)], self.local.num_edge_types)[0]
 
     def _excluded(self, exclude) -> list:
         """Per rank, the positions in this rank's share of that rank's excluded edges
-        (collective: one allgather of the pairs); None without exclusion."""
+        (collective: one allgather of the (src, dst[, etypes]) arrays); None without exclusion."""
         if exclude is None:
             return [None] * self.comm.size
         hi = int(self.offsets[self.comm.rank + 1])
         out = []
-        for src, dst in self.comm.allgather_object(tuple(np.asarray(a, dtype=np.int64) for a in exclude)):
+        for src, dst, *etypes in self.comm.allgather_object(tuple(np.asarray(a, dtype=np.int64) for a in exclude)):
             mine = (dst >= self.lo) & (dst < hi)
-            out.append(edge_positions(self.local, src[mine], dst[mine], self.lo))
+            out.append(edge_positions(self.local, src[mine], dst[mine], *(t[mine] for t in etypes), row_offset=self.lo))
         return out
 
     def sample(self, seeds, fanouts, *, seed: int, epoch: int, step: int, exclude=None) -> list[MFG]:
@@ -95,17 +97,14 @@ class VanillaSampler:
         seeds = np.ascontiguousarray(seeds, dtype=self.local.indices.dtype)
         if self.own_seeds and len(seeds) and (owner_of(self.offsets, seeds) != comm.rank).any():
             raise ValueError(f"rank {comm.rank}: vanilla seeds must be owned by the rank")
-        matrix = fanout_matrix(self.local, fanouts)  # (layers, edge types)
-        fanouts = [matrix[layer] if self.local.typed else int(matrix[layer, 0]) for layer in range(len(matrix))]
-        typed = self.local.typed
+        fanouts = fanout_matrix(self.local, fanouts)  # (layers, edge types)
         top = len(fanouts) - 1 if self.own_seeds else None
 
         def pick(dst, layer):
             fanout = fanouts[layer]
             key = self._keys(seed, epoch, step, comm.rank, layer)
             if layer == top:  # own seeds: no communication
-                ip, picks, types = self._pick_local(dst, fanout, key, excluded[comm.rank])
-                return (ip, picks) if not typed else (ip, picks, types)
+                return self._pick_local(dst, fanout, key, excluded[comm.rank])
             owner = owner_of(self.offsets, dst)
             mine = np.flatnonzero(owner == comm.rank)
             remote = np.flatnonzero(owner != comm.rank)
@@ -118,8 +117,7 @@ class VanillaSampler:
                 start += n
                 ip, picks, types = self._pick_local(ids, fanout, self._keys(seed, epoch, step, source, layer),
                                                     excluded[source])
-                parts = [np.diff(ip), picks.astype(np.int64)] + ([types.astype(np.int64)] if typed else [])
-                replies.append(np.concatenate(parts))
+                replies.append(np.concatenate([np.diff(ip), picks.astype(np.int64), types.astype(np.int64)]))
                 reply_counts.append(len(replies[-1]))
             got, got_counts = comm.all_to_all_v(np.concatenate(replies), reply_counts)
 
@@ -138,17 +136,14 @@ class VanillaSampler:
             degree[remote] = remote_deg
             out_indptr = np.zeros(len(dst) + 1, dtype=np.int64)
             np.cumsum(degree, out=out_indptr[1:])
-            picked = np.empty(out_indptr[-1], dtype=dst.dtype)
-            _scatter_rows(out_indptr, mine, local_ip, local_picks, picked)
             remote_ip = np.zeros(len(remote) + 1, dtype=np.int64)
             np.cumsum(remote_deg, out=remote_ip[1:])
-            _scatter_rows(out_indptr, remote, remote_ip, np.concatenate(remote_picks).astype(dst.dtype), picked)
-            if not typed:
-                return out_indptr, picked
-            picked_types = np.empty(out_indptr[-1], dtype=self.local.type_per_edge.dtype)
-            _scatter_rows(out_indptr, mine, local_ip, local_types, picked_types)
-            _scatter_rows(out_indptr, remote, remote_ip, np.concatenate(remote_types).astype(picked_types.dtype),
-                          picked_types)
+            remote_types = np.concatenate(remote_types).astype(local_types.dtype)
+            picked = np.empty(out_indptr[-1], dtype=dst.dtype)
+            picked_types = np.empty(len(local_types) + len(remote_types), dtype=local_types.dtype)  # none: untyped
+            _scatter_rows(out_indptr, mine, local_ip, local_picks, local_types, picked, picked_types)
+            _scatter_rows(out_indptr, remote, remote_ip, np.concatenate(remote_picks).astype(dst.dtype), remote_types,
+                          picked, picked_types)
             return out_indptr, picked, picked_types
 
-        return assemble(seeds, len(fanouts), self.num_nodes, pick)
+        return assemble(seeds, len(fanouts), self.num_nodes, self.local, pick)

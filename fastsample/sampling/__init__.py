@@ -13,6 +13,9 @@ Kernels: "native" (C++/OpenMP, fused), "numba" (the same fused algorithm in Numb
 "twostep" (COO first, then compaction and COO->CSC: the conventional baseline), and
 "auto" (native when built, else numba).
 
+Typed graphs take fanouts per edge type (fanout_matrix); an untyped graph is the one-type
+case (R = 1): the same code, its MFGs without edge types.
+
 Link prediction: ``exclude`` (positions of edges in the graph's ``indices``, from
 ``edge_positions``) names edges no layer may pick; the kernels skip them while picking,
 so fanouts stay full where the remaining degree allows (rng.py, sampling/exclusion.py).
@@ -34,7 +37,7 @@ from fastsample.graph import CSCGraph
 from fastsample.sampling.exclusion import check_excluded, edge_positions
 from fastsample.sampling.mfg import MFG
 from fastsample.sampling.nodemap import node_map
-from fastsample.sampling.rng import layer_key, layer_keys, type_keys
+from fastsample.sampling.rng import kernel_types, layer_key, layer_keys, type_keys
 
 from fastsample.native import lib as _native
 
@@ -65,7 +68,7 @@ def fanout_matrix(graph: CSCGraph, fanouts) -> np.ndarray:
         if not isinstance(f, dict):
             out[layer] = f
             continue
-        if not graph.typed:
+        if not graph.edge_types:  # an untyped graph's one edge type has no name to map
             raise ValueError(f"fanouts: layer {layer} maps relations to fanouts, but the graph has no edge types")
         row = np.full(R, f.get("*", -2), dtype=np.int64)
         for name, k in f.items():
@@ -114,54 +117,36 @@ def sample(graph: CSCGraph, seeds, fanouts: Sequence[int], *, seed: int = 0, epo
     kernel = resolve_kernel(kernel)
     seeds, fanouts = _check(graph, seeds, fanouts)
     exclude = check_excluded(graph, exclude)
-    keys = layer_keys(seed, epoch, step, rank, len(fanouts))
-    if graph.typed:
-        return _sample_typed(graph, seeds, fanouts, type_keys(keys, graph.num_edge_types), kernel)
-    fanouts = np.ascontiguousarray(fanouts[:, 0])
+    keys = type_keys(layer_keys(seed, epoch, step, rank, len(fanouts)), graph.num_edge_types)
+    types = kernel_types(graph)
     if kernel == "native":
-        return _mfgs(_native.sample_fused(graph.indptr, graph.indices, seeds, fanouts, keys, exclude))
+        return _mfgs(_native.sample_fused(graph.indptr, graph.indices, types, seeds, fanouts.ravel(), keys.ravel(),
+                                          graph.num_edge_types, exclude), graph)
     from fastsample.sampling import numba_fused, twostep
 
     excluded = numba_fused.NO_EXCLUSION if exclude is None else exclude
+    layers = numba_fused.sample_layers if kernel == "numba" else twostep.sample_layers
     with node_map(graph.num_nodes) as m:
-        if kernel == "numba":
-            return _mfgs(numba_fused.sample_layers(graph.indptr, graph.indices, seeds, [int(f) for f in fanouts], keys,
-                                                   m, excluded))
-        return _mfgs(twostep.sample_layers(graph.indptr, graph.indices, seeds, [int(f) for f in fanouts], keys, m,
-                                           excluded=excluded))
-
-
-def _sample_typed(graph: CSCGraph, seeds, fanouts, keys, kernel: str) -> list[MFG]:
-    """Typed layers: each (node, edge type) segment alone, with its fanout and key (rng.py)."""
-    types = graph.type_per_edge
-    if kernel == "native":
-        return _mfgs(_native.sample_fused_typed(graph.indptr, graph.indices, types, seeds, fanouts.ravel(),
-                                                keys.ravel(), fanouts.shape[1]))
-    from fastsample.sampling import numba_fused, twostep
-
-    with node_map(graph.num_nodes) as m:
-        if kernel == "numba":
-            return _mfgs(numba_fused.sample_layers_typed(graph.indptr, graph.indices, types, seeds, fanouts, keys, m))
-        return _mfgs(twostep.sample_layers(graph.indptr, graph.indices, seeds, fanouts, keys, m, types))
+        return _mfgs(layers(graph.indptr, graph.indices, types, seeds, fanouts, keys, m, excluded), graph)
 
 
 def sample_neighbors(graph: CSCGraph, nodes: np.ndarray, fanout, key, row_offset: int = 0,
-                     kernel: str = "auto", exclude=None) -> tuple[np.ndarray, ...]:
+                     kernel: str = "auto", exclude=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One layer's choice for ``nodes``, not relabelled: the choice rule with layer key ``key``.
-
-    On a typed graph ``fanout`` and ``key`` are per edge type ((R,) int64 and uint64: a
-    fanout_matrix row and rng.type_keys' row), and the picks' edge types come third.
 
     Args:
         graph: the neighbour lists; node v's are row ``v - row_offset`` (a rank's share of a
             partitioned topology has its owned range's rows, sources global).
         nodes: the destinations, ``graph.indices``' dtype.
-        fanout: neighbours per node (-1: all).
-        key: the layer key (``layer_key(seed, epoch, step, rank, layer)``).
+        fanout: neighbours per node (-1: all), per edge type: a fanout_matrix row ((R,)
+            int64); an int on an untyped graph (R = 1).
+        key: the layer key per edge type (a row of rng.type_keys: (R,) uint64); an int on
+            an untyped graph (``layer_key(seed, epoch, step, rank, layer)``).
         kernel: "native" where built, else Numba ("auto"); both choose the same.
-        exclude: sorted positions in graph.indices never picked (untyped graphs), or None.
+        exclude: sorted positions in graph.indices never picked, or None.
     Returns:
-        (indptr int64 (len(nodes) + 1,), picked global ids in CSC order).
+        (indptr int64 (len(nodes) + 1,), picked global ids in CSC order, their edge types:
+        empty on an untyped graph).
     """
     kernel = resolve_kernel(kernel)
     if len(nodes) and (int(nodes.min()) < row_offset or int(nodes.max()) >= row_offset + graph.num_nodes):
@@ -169,40 +154,40 @@ def sample_neighbors(graph: CSCGraph, nodes: np.ndarray, fanout, key, row_offset
         raise ValueError(f"nodes span [{int(nodes.min())}, {int(nodes.max())}], outside the graph's rows "
                          f"{row_offset}..{row_offset + graph.num_nodes - 1}")
     exclude = check_excluded(graph, exclude)
-    if graph.typed:
-        fanout = np.ascontiguousarray(fanout, dtype=np.int64)
-        key = np.ascontiguousarray(key, dtype=np.uint64)
-        if kernel == "native":
-            return _native.sample_neighbors_typed(graph.indptr, graph.indices, graph.type_per_edge, nodes, fanout, key,
-                                                  int(row_offset))
-        from fastsample.sampling import numba_fused
-
-        return numba_fused.sample_csc_typed(graph.indptr, graph.indices, graph.type_per_edge, nodes, fanout, key,
-                                            max(int(fanout.max()), 1), row_offset)
+    R = graph.num_edge_types
+    fanout = np.ascontiguousarray(np.reshape(fanout, -1), dtype=np.int64)
+    key = np.ascontiguousarray(np.reshape(np.asarray(key, dtype=np.uint64), -1))
+    if len(fanout) != R or len(key) != R:
+        raise ValueError(f"sample_neighbors: fanout and key need one entry per edge type ({R}; got {len(fanout)} "
+                         f"and {len(key)})")
+    types = kernel_types(graph)
     if kernel == "native":
-        return _native.sample_neighbors(graph.indptr, graph.indices, nodes, int(fanout), int(key), int(row_offset),
+        return _native.sample_neighbors(graph.indptr, graph.indices, types, nodes, fanout, key, R, int(row_offset),
                                         exclude)
     from fastsample.sampling import numba_fused
 
-    return numba_fused.sample_csc(graph.indptr, graph.indices, nodes, fanout, np.uint64(key), max(fanout, 1),
+    return numba_fused.sample_csc(graph.indptr, graph.indices, types, nodes, fanout, key, max(int(fanout.max()), 1),
                                   row_offset, numba_fused.NO_EXCLUSION if exclude is None else exclude)
 
 
-def assemble(seeds: np.ndarray, num_layers: int, num_nodes: int,
-             pick: Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]]) -> list[MFG]:
+def assemble(seeds: np.ndarray, num_layers: int, num_nodes: int, graph: CSCGraph,
+             pick: Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray, np.ndarray]]) -> list[MFG]:
     """MFGs from a per-layer choice made elsewhere: ``pick(dst, layer)`` returns
-    ``sample_neighbors``' (indptr, picked global ids) for destinations ``dst``; the layers
-    are relabelled exactly as the fused kernels do. Returns the MFGs, input layer first."""
+    ``sample_neighbors``' (indptr, picked global ids, edge types) for destinations ``dst``
+    from ``graph`` (a rank's share of the topology: num_nodes is the whole one's); the
+    layers are relabelled exactly as the fused kernels do. Returns the MFGs, input layer first."""
     from fastsample.sampling import numba_fused
 
     with node_map(num_nodes) as m:
-        return _mfgs(numba_fused.relabel_layers(seeds, num_layers, pick, m))
+        return _mfgs(numba_fused.relabel_layers(seeds, num_layers, pick, m), graph)
 
 
-def _mfgs(layers) -> list[MFG]:
-    """The kernels' layers (top first, as tuples; typed ones end with the edge types) as
-    MFGs, input layer first."""
-    return [MFG(*layer) for layer in reversed(layers)]
+def _mfgs(layers, graph: CSCGraph) -> list[MFG]:
+    """The kernels' layers (top first, tuples ending with the edge types) as MFGs, input
+    layer first. The one place the untyped case differs: its MFGs' edge_types are None
+    (downstream code reads that as "untyped"), where the kernels gave none (empty)."""
+    untyped = graph.type_per_edge is None
+    return [MFG(ip, ix, src, n, None if untyped else types) for ip, ix, src, n, types in reversed(layers)]
 
 
 @runtime_checkable
@@ -210,7 +195,9 @@ class Sampler(Protocol):
     """What a loader needs to turn a step's seeds into MFGs (the RNG contract fixes the draws:
     every implementation returns the same MFGs for the same key). ``sample`` is collective
     where the implementation communicates (vanilla). ``exclude``: (src, dst) global ids of
-    edges no layer may pick, or None (link prediction; then given on every rank)."""
+    edges no layer may pick, every copy of each, or (src, dst, etypes) for only the copies
+    of edge type etypes[i] (edge_positions); None: none (link prediction; then given on
+    every rank)."""
 
     name: str
 

@@ -2,6 +2,7 @@
 
 Per layer, from the top (the seeds) down:
   1. count:   picks per destination = min(degree, fanout)           parallel over dst
+              (typed: summed over its (node, edge type) segments)
   2. offsets: exclusive prefix sum -> the MFG's indptr
   3. sample:  the choice rule writes chosen neighbours (global ids)  parallel over dst
               straight into the CSC slots
@@ -18,8 +19,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from fastsample.sampling.rng import (BITSET_WORDS, excluded_range, num_picks, pick_excluding, pick_segment,
-                                     segment_end)
+from fastsample.sampling.rng import BITSET_WORDS, excluded_range, num_picks, pick_excluding, segment
 
 _CHUNK = 256  # destinations per parallel task; one scratch buffer per task
 
@@ -47,35 +47,15 @@ NO_EXCLUSION = np.empty(0, dtype=np.int64)
 
 
 @numba.njit(nogil=True, cache=True, parallel=True)
-def sample_csc(indptr, indices, dst, fanout, key, max_pick, row_offset=0, excluded=NO_EXCLUSION):
-    """Passes 1-3: (mfg indptr, chosen global source ids in CSC order). Node dst[i]'s
-    neighbours are row dst[i] - row_offset of (indptr, indices); ``excluded``: sorted
-    positions in ``indices`` never picked (rng.py)."""
-    n = len(dst)
-    counts = np.empty(n + 1, dtype=np.int64)
-    counts[0] = 0
-    for i in numba.prange(n):
-        v = dst[i] - row_offset
-        lo, hi = excluded_range(excluded, indptr[v], indptr[v + 1])
-        counts[i + 1] = num_picks(indptr[v + 1] - indptr[v] - (hi - lo), fanout)
-    out_indptr = np.cumsum(counts)
-    picked = np.empty(out_indptr[-1], dtype=indices.dtype)
-    for c in numba.prange((n + _CHUNK - 1) // _CHUNK):
-        scratch = np.empty(max_pick, dtype=np.int64)
-        bits = np.empty(BITSET_WORDS, dtype=np.uint64)
-        for i in range(c * _CHUNK, min(n, (c + 1) * _CHUNK)):
-            v = dst[i] - row_offset
-            pick_excluding(indices, indptr[v], indptr[v + 1] - indptr[v], dst[i], fanout, key, scratch, bits,
-                           picked, out_indptr[i], excluded)
-    return out_indptr, picked
+def sample_csc(indptr, indices, types, dst, fanouts, keys, max_pick, row_offset, excluded):
+    """Passes 1-3: (mfg indptr, chosen global source ids in CSC order, their edge types).
 
-
-@numba.njit(nogil=True, cache=True, parallel=True)
-def sample_csc_typed(indptr, indices, types, dst, fanouts, keys, max_pick, row_offset=0):
-    """sample_csc on a typed graph: each (node, edge type) segment of node dst[i]'s
-    in-edges (sorted by type: ``types`` is aligned with ``indices``) is sampled alone, with
-    fanouts[r] and keys[r] for type r. Returns (mfg indptr, chosen global source ids, their
-    edge types), a destination's picks in edge-type order."""
+    Node dst[i]'s neighbours are row dst[i] - row_offset of (indptr, indices). ``types``
+    (aligned with ``indices``; a node's in-edges sorted by type) splits them into (node,
+    edge type) segments, each sampled alone with fanouts[r] and keys[r] for type r; empty
+    for an untyped graph: one segment per node, fanouts and keys of length 1, and no edge
+    types come back. ``excluded``: sorted positions in ``indices`` never picked
+    (rng.py). ``max_pick``: at least the largest fanout (scratch per segment)."""
     n = len(dst)
     counts = np.empty(n + 1, dtype=np.int64)
     counts[0] = 0
@@ -83,13 +63,14 @@ def sample_csc_typed(indptr, indices, types, dst, fanouts, keys, max_pick, row_o
         v = dst[i] - row_offset
         s, e, c = indptr[v], indptr[v + 1], 0
         while s < e:
-            end = segment_end(types, s, e)
-            c += num_picks(end - s, fanouts[types[s]])
+            end, r = segment(types, s, e)
+            lo, hi = excluded_range(excluded, s, end)
+            c += num_picks(end - s - (hi - lo), fanouts[r])
             s = end
         counts[i + 1] = c
     out_indptr = np.cumsum(counts)
     picked = np.empty(out_indptr[-1], dtype=indices.dtype)
-    picked_types = np.empty(out_indptr[-1], dtype=types.dtype)
+    picked_types = np.empty(out_indptr[-1] if len(types) else 0, dtype=types.dtype)
     for c in numba.prange((n + _CHUNK - 1) // _CHUNK):
         scratch = np.empty(max_pick, dtype=np.int64)
         bits = np.empty(BITSET_WORDS, dtype=np.uint64)
@@ -97,10 +78,11 @@ def sample_csc_typed(indptr, indices, types, dst, fanouts, keys, max_pick, row_o
             v = dst[i] - row_offset
             s, e, at = indptr[v], indptr[v + 1], out_indptr[i]
             while s < e:
-                end = segment_end(types, s, e)
-                r = types[s]
-                k = pick_segment(indices, s, end - s, dst[i], fanouts[r], keys[r], scratch, bits, picked, at)
-                picked_types[at:at + k] = r
+                end, r = segment(types, s, e)
+                k = pick_excluding(indices, s, end - s, dst[i], fanouts[r], keys[r], scratch, bits, picked, at,
+                                   excluded)
+                if len(picked_types):
+                    picked_types[at:at + k] = r
                 at += k
                 s = end
     return out_indptr, picked, picked_types
@@ -126,28 +108,20 @@ def relabel(dst, picked, m):
     return local, src[:nxt].copy()
 
 
-def sample_layers(indptr, indices, seeds, fanouts, keys, m, excluded=NO_EXCLUSION):
-    """All layers, top first: [(indptr, indices, src_ids, num_dst)] for layers L-1 .. 0."""
+def sample_layers(indptr, indices, types, seeds, fanouts, keys, m, excluded=NO_EXCLUSION):
+    """All layers, top first: [(indptr, indices, src_ids, num_dst, edge_types)] for layers
+    L-1 .. 0; fanouts and keys (L, R), per layer and edge type (sample_csc: types)."""
     def pick(dst, layer):
-        return sample_csc(indptr, indices, dst, fanouts[layer], keys[layer], max(fanouts[layer], 1), 0, excluded)
-
-    return relabel_layers(seeds, len(fanouts), pick, m)
-
-
-def sample_layers_typed(indptr, indices, types, seeds, fanouts, keys, m):
-    """Typed: fanouts and keys are (L, R), per layer and edge type. [(indptr, indices,
-    src_ids, num_dst, edge_types)] for layers L-1 .. 0."""
-    def pick(dst, layer):
-        return sample_csc_typed(indptr, indices, types, dst, fanouts[layer], keys[layer],
-                                max(int(fanouts[layer].max()), 1))
+        return sample_csc(indptr, indices, types, dst, fanouts[layer], keys[layer], max(int(fanouts[layer].max()), 1),
+                          0, excluded)
 
     return relabel_layers(seeds, len(fanouts), pick, m)
 
 
 def relabel_layers(seeds, num_layers, pick, m):
     """Layers num_layers-1 .. 0 from ``pick(dst, layer)`` -> (mfg indptr, global picks,
-    *extra), relabelled (pass 4), each layer (indptr, local, src_ids, num_dst, *extra);
-    ``pick`` may find the neighbour lists anywhere (vanilla sampling)."""
+    their edge types), relabelled (pass 4), each layer (indptr, local, src_ids, num_dst,
+    edge_types); ``pick`` may find the neighbour lists anywhere (vanilla sampling)."""
     dup = seed_map(seeds, m)
     if dup >= 0:
         raise ValueError(f"seeds must be unique: node {seeds[dup]} appears more than once")
@@ -155,9 +129,9 @@ def relabel_layers(seeds, num_layers, pick, m):
     dst = seeds
     try:
         for layer in range(num_layers - 1, -1, -1):
-            out_indptr, picked, *extra = pick(dst, layer)
+            out_indptr, picked, types = pick(dst, layer)
             local, src = relabel(dst, picked, m)
-            layers.append((out_indptr, local, src, len(dst), *extra))
+            layers.append((out_indptr, local, src, len(dst), types))
             dst = src
     finally:
         reset_map(dst, m)

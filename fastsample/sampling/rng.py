@@ -15,9 +15,11 @@ segment is sampled alone with its type's fanout and key. A one-type graph has on
 type 0, whose key is the layer key: its samples are those of the untyped rule, bitwise.
 
 Excluded edges (link prediction: a batch's target edges, given as positions in the
-graph's ``indices``): a node's candidates are its in-edges minus the excluded ones, in
-order, and the rule below runs on those d' = d - x as on a whole list, its chosen ranks
-mapped back to positions (remap_positions). With none excluded nothing changes.
+graph's ``indices``): a segment's candidates (a node's in-edges; on a typed graph, one
+(node, edge type) segment of them) are its positions minus the excluded ones, in order,
+and the rule below runs on those d' = d - x as on a whole list, with the segment's fanout
+and key, its chosen ranks mapped back to positions (remap_positions). With none excluded
+nothing changes.
 
 A node with degree d <= fanout (or fanout == -1) keeps all its neighbours. Otherwise
 Robert Floyd's algorithm picks a uniform k-subset of the positions 0..d-1 with exactly k
@@ -214,10 +216,23 @@ def pick_excluding(indices, start, degree, node, fanout, key, scratch, bits, out
     return k
 
 
+UNTYPED = np.empty(0, dtype=np.uint8)
+
+
+def kernel_types(graph) -> np.ndarray:
+    """A CSCGraph's edge types as every kernel takes them: each in-edge's type, aligned with
+    ``indices``, or none (empty) on an untyped graph, the one-type case (``segment``)."""
+    return graph.type_per_edge if graph.type_per_edge is not None else UNTYPED
+
+
 @numba.njit(inline="always")
-def segment_end(types, s, e):
-    """The end of the run of edge type types[s] that starts at s, within [s, e) (a node's
-    in-edges are sorted by type there): the first position whose type is greater."""
+def segment(types, s, e):
+    """(end, edge type) of the segment that starts at s within [s, e), a node's in-edges:
+    the run of type types[s] (sorted by type there; its end is the first position whose
+    type is greater). An untyped graph (``types`` empty) is the one-type case: the whole
+    list, of type 0."""
+    if len(types) == 0:
+        return e, 0
     r = types[s]
     lo, hi = s + 1, e
     while lo < hi:
@@ -226,4 +241,4 @@ def segment_end(types, s, e):
             lo = mid + 1
         else:
             hi = mid
-    return lo
+    return lo, np.int64(r)

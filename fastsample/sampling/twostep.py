@@ -15,21 +15,16 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from fastsample.sampling.numba_fused import NO_EXCLUSION, reset_map, sample_csc, sample_csc_typed, seed_map
-
-_UNTYPED = np.empty(0, dtype=np.uint8)
+from fastsample.sampling.numba_fused import NO_EXCLUSION, reset_map, sample_csc, seed_map
 
 
-def sample_coo(indptr, indices, seeds, fanout, key, types=None, excluded=NO_EXCLUSION):
+def sample_coo(indptr, indices, types, seeds, fanouts, keys, excluded=NO_EXCLUSION):
     """Step 1: (src, dst, edge types) of the sampled edges, global ids, grouped by
-    destination (edge types: empty for an untyped graph; else fanout and key are per edge
-    type). The picks come from the same pass as the fused kernel's (one choice rule); the
-    destination column is what makes it COO."""
-    if types is None:
-        offsets, src = sample_csc(indptr, indices, seeds, fanout, key, max(fanout, 1), 0, excluded)
-        etypes = _UNTYPED
-    else:
-        offsets, src, etypes = sample_csc_typed(indptr, indices, types, seeds, fanout, key, max(int(fanout.max()), 1))
+    destination; fanouts and keys per edge type, edge types empty for an untyped graph
+    (numba_fused.sample_csc). The picks come from the same pass as the fused kernel's (one
+    choice rule); the destination column is what makes it COO."""
+    offsets, src, etypes = sample_csc(indptr, indices, types, seeds, fanouts, keys, max(int(fanouts.max()), 1), 0,
+                                      excluded)
     return src, np.repeat(seeds, np.diff(offsets)), etypes
 
 
@@ -74,10 +69,9 @@ def coo_to_csc(lsrc, ldst, num_dst, etypes):
     return indptr, out, out_types
 
 
-def sample_layers(indptr, indices, seeds, fanouts, keys, m, types=None, excluded=NO_EXCLUSION):
-    """All layers, top first: [(indptr, indices, src_ids, num_dst)] for layers L-1 .. 0;
-    typed (``types`` aligned with ``indices``; fanouts and keys (L, R)): each with its
-    edge types too."""
+def sample_layers(indptr, indices, types, seeds, fanouts, keys, m, excluded=NO_EXCLUSION):
+    """All layers, top first: [(indptr, indices, src_ids, num_dst, edge_types)] for layers
+    L-1 .. 0; fanouts and keys (L, R), per layer and edge type (numba_fused.sample_csc)."""
     layers = []
     dst = seeds
     for layer in range(len(fanouts) - 1, -1, -1):
@@ -85,13 +79,13 @@ def sample_layers(indptr, indices, seeds, fanouts, keys, m, types=None, excluded
         if dup >= 0:
             raise ValueError(f"seeds must be unique: node {dst[dup]} appears more than once")
         try:
-            coo_src, coo_dst, coo_types = sample_coo(indptr, indices, dst, fanouts[layer], keys[layer], types,
+            coo_src, coo_dst, coo_types = sample_coo(indptr, indices, types, dst, fanouts[layer], keys[layer],
                                                      excluded)
             lsrc, ldst, src_ids = compact(dst, coo_src, coo_dst, m)
         finally:
             reset_map(dst, m)
         reset_map(src_ids[len(dst):], m)
         out_indptr, out_indices, out_types = coo_to_csc(lsrc, ldst, len(dst), coo_types)
-        layers.append((out_indptr, out_indices, src_ids, len(dst)) + ((out_types,) if types is not None else ()))
+        layers.append((out_indptr, out_indices, src_ids, len(dst), out_types))
         dst = src_ids
     return layers
