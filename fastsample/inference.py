@@ -59,9 +59,9 @@ def all_in_edges(part, seeds: np.ndarray) -> MFG:
 
 @torch.no_grad()
 def layerwise(model, data, comm: Communicator | None = None, batch_size: int = 4096, device="cpu",
-              progress: bool = False, inputs: dict | None = None) -> np.ndarray:
-    """The model's output for every node of the target type this rank owns, with all
-    neighbours (exact).
+              progress: bool = False, inputs: dict | None = None, every_type: bool = False):
+    """The model's output for every node of the target type this rank owns (``every_type``:
+    for every node it owns), with all neighbours (exact).
 
     Args:
         model: a module with ``num_layers`` and ``layer(i, block, h)`` (see the module doc).
@@ -73,9 +73,12 @@ def layerwise(model, data, comm: Communicator | None = None, batch_size: int = 4
         progress: a bar on rank 0 (drawn only on a terminal).
         inputs: typed data: {node type: this rank's input rows} for the featureless types
             (their embedding shards); the features serve the others.
+        every_type: the last layer computes every node type (a link encoder's embeddings),
+            not only the target type.
     Returns:
         float32 (owned nodes of the target type, output width): row k is the k-th of them
-        (untyped data: node ``offsets[rank] + k``).
+        (untyped data: node ``offsets[rank] + k``); with ``every_type`` on typed data
+        {node type: (its owned nodes, output width)}.
     """
     check_layerwise(model)
     if batch_size < 1:
@@ -92,7 +95,8 @@ def layerwise(model, data, comm: Communicator | None = None, batch_size: int = 4
     target = part.target_index
     # the nodes each layer computes, a contiguous range per rank: all of its own, then its target type's
     ranges = [[(int(runs[q * T]), int(runs[(q + 1) * T])) for q in range(comm.size)]] * (model.num_layers - 1)
-    ranges.append([(int(runs[q * T + target]), int(runs[q * T + target + 1])) for q in range(comm.size)])
+    ranges.append([(int(runs[q * T]), int(runs[(q + 1) * T])) if every_type else
+                   (int(runs[q * T + target]), int(runs[q * T + target + 1])) for q in range(comm.size)])
     steps = [max(math.ceil((b - a) / batch_size) for a, b in lo_hi) for lo_hi in ranges]  # the same on every rank
     was_training = model.training
     model.eval()
@@ -125,4 +129,4 @@ def layerwise(model, data, comm: Communicator | None = None, batch_size: int = 4
     finally:
         bar.close()
         model.train(was_training)
-    return h if gather.single else h[node_types[target]]
+    return h if gather.single or every_type else h[node_types[target]]

@@ -84,6 +84,18 @@ class Gathered:
     index: np.ndarray
     route: Route
 
+    def in_order(self) -> np.ndarray:
+        """Every id's row, in the ids' order, as one matrix (the types' rows equally wide)."""
+        if len(self.rows) == 1:
+            return next(iter(self.rows.values()))
+        first = next(r for r in self.rows.values() if r is not None)
+        out = np.empty((len(self.types), first.shape[1]), dtype=first.dtype)
+        for t, rows in enumerate(self.rows.values()):
+            mine = np.flatnonzero(self.types == t)
+            if len(mine):
+                out[mine] = rows[self.index[mine]]
+        return out
+
 
 class FeatureGather:
     """Gathers rows of global ids through ``comm``; collective (see the module doc).

@@ -38,6 +38,10 @@ class LinkTask:
         """The encoder's output width: the embeddings'."""
         return self.config.hidden
 
+    def encoder_target(self, target_type):
+        """A typed encoder's output type: none, every type's rows (the endpoints are of any)."""
+        return None
+
     def head(self, encoder: torch.nn.Module) -> torch.nn.Module:
         """The trained model: the encoder and the pair scorer."""
         return LinkModel(encoder, self.config.hidden, self.config.scorer)
@@ -83,7 +87,8 @@ class LinkTask:
         c, comm, model = self.config, trainer.comm, trainer.model
         loader = trainer.loaders["train"]
         emb = layerwise(model, trainer.shard, comm, c.eval_batch_size, trainer.device, progress=not c.quiet,
-                        inputs=trainer.embeddings.shards() if trainer.embeddings is not None else None)
+                        inputs=trainer.embeddings.shards() if trainer.embeddings is not None else None,
+                        every_type=True)
         gather = FeatureGather(comm, trainer.shard.type_runs, emb)
         split = loader.source.edges_split
         out = {}
@@ -95,7 +100,7 @@ class LinkTask:
                 e = edges[step * c.eval_batch_size:(step + 1) * c.eval_batch_size]
                 k = negs[step * c.eval_batch_size:(step + 1) * c.eval_batch_size]
                 ids, inverse = np.unique(np.concatenate([e.ravel(), k.ravel()]).astype(np.int64), return_inverse=True)
-                h = torch.from_numpy(gather(ids)).to(trainer.device)
+                h = torch.from_numpy(gather.gather(ids).in_order()).to(trainer.device)
                 at = torch.from_numpy(inverse)
                 src, dst, neg = at[0:2 * len(e):2], at[1:2 * len(e):2], at[2 * len(e):].reshape(len(e), -1)
                 pos = model.score(h[src], h[dst]).float().cpu().numpy()

@@ -29,6 +29,10 @@ class NodeTask:
         """The model's output width: one logit per class."""
         return num_classes
 
+    def encoder_target(self, target_type):
+        """A typed encoder's output type: the labelled one."""
+        return target_type
+
     def head(self, encoder: torch.nn.Module) -> torch.nn.Module:
         """The trained model around the built encoder: the encoder itself."""
         return encoder

@@ -64,13 +64,13 @@ def build_model(config: TrainConfig, in_dim, num_classes: int, schema: dict | No
     (fastsample/rgcn.py) in place of GraphSAGE; a user's factory is called with that dict
     as its in_dim."""
     task = task_for(config)
-    return task.head(_encoder(config, in_dim, task.out_width(num_classes), schema))
+    return task.head(_encoder(config, task, in_dim, task.out_width(num_classes), schema))
 
 
-def _encoder(config: TrainConfig, in_dim, out_dim: int, schema: dict | None) -> torch.nn.Module:
+def _encoder(config: TrainConfig, task, in_dim, out_dim: int, schema: dict | None) -> torch.nn.Module:
     if config.model == "sage" and schema is not None:
-        return RGCN(in_dim, config.hidden, out_dim, config.layers, schema["edge_types"], schema["target_type"],
-                    dropout=config.dropout)
+        return RGCN(in_dim, config.hidden, out_dim, config.layers, schema["edge_types"],
+                    task.encoder_target(schema["target_type"]), dropout=config.dropout)
     if config.model == "sage":
         return GraphSAGE(in_dim, config.hidden, out_dim, config.layers, config.dropout)
     model = load_factory(config.model)(in_dim, out_dim, config)
@@ -301,8 +301,9 @@ class Trainer:
         train = self.loaders["train"]
         train.warm_up()  # builds the feature cache, with --cache-fraction
         if train.cache is not None:
-            for split in ("val", "test"):
-                self.loaders[split].attach_cache(train.cache)
+            for name, loader in self.loaders.items():
+                if loader is not train:
+                    loader.attach_cache(train.cache)
             sizes = comm.allgather_object(train.cache.nbytes)
             if self.rank == 0:
                 self.reporter.note(f"fastsample.train: feature cache ({c.cache_policy}): {len(train.cache.ids):,} "

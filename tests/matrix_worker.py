@@ -1,0 +1,65 @@
+"""Run under mpiexec by test_data_path.py: on 2 ranks, the Trainer over every cell of
+{node, link} x {untyped, typed} x {hybrid, vanilla} x {native, numba, twostep}. In each
+data and task, every mode and kernel gives bitwise the same per-step losses; in every
+cell --cache-fraction 0.2 and --prefetch 1 give bitwise the losses without them and
+--precision bf16 trains (finite losses). Typed link batches use no edge the exclusion
+rule names, in any layer. One line per (task, data) that passed (helpers.passed)."""
+
+import dataclasses
+import math
+import sys
+
+import numpy as np
+
+from fastsample.comm import create
+from fastsample.sampling import resolve_kernel
+from fastsample.trainer import TrainConfig, Trainer
+from fastsample.trainer.report import Reporter
+from helpers import passed, run_worker
+
+KERNELS = ["numba", "twostep"] + (["native"] if resolve_kernel("auto") == "native" else [])
+
+
+def losses(config, comm) -> list[float]:
+    return [x for r in Trainer(config, comm, reporter=Reporter()).run() for x in r.step_losses]
+
+
+def check_exclusion(trainer) -> None:
+    """No layer of a typed link batch holds a positive edge of the relation, or its reverse."""
+    loader = trainer.loaders["train"]
+    source, g = loader.source, loader.part.graph if loader.part.graph is not None else loader.part.local_graph
+    loader.set_epoch(0)
+    for batch in loader:
+        banned = {(int(s), int(d), source.relation) for s, d in batch.edges}
+        banned |= {(int(d), int(s), source.reverse) for s, d in batch.edges}
+        for m in batch.mfgs:
+            dst = np.repeat(m.src_ids[:m.num_dst], np.diff(m.indptr))
+            used = set(zip(m.src_ids[m.indices].tolist(), dst.tolist(), m.edge_types.tolist()))
+            assert not used & banned, "an excluded edge was sampled"
+
+
+def main() -> None:
+    root = sys.argv[1]
+    comm = create("mpi")
+    for task in ("node", "link"):
+        for data in ("untyped", "typed"):
+            base = TrainConfig(data=f"{root}/{data}-{task}-2", task=task, fanouts=(4, 3), batch_size=48, hidden=8,
+                               epochs=1, max_steps=3, eval_every=0, quiet=True, threads=1, matmul="blas",
+                               negatives=2, embed_dim=8)
+            want = losses(base, comm)
+            assert want and all(math.isfinite(x) for x in want), want
+            for mode in ("hybrid", "vanilla"):
+                for kernel in KERNELS:
+                    cell = dataclasses.replace(base, mode=mode, sampler=kernel)
+                    for extra in ({}, {"cache_fraction": 0.2, "cache_policy": "degree"}, {"prefetch": 1}):
+                        got = losses(dataclasses.replace(cell, **extra), comm)
+                        assert got == want, (task, data, mode, kernel, extra, got, want)
+                    bf16 = losses(dataclasses.replace(cell, precision="bf16"), comm)
+                    assert len(bf16) == len(want) and all(math.isfinite(x) for x in bf16), bf16
+                    if task == "link" and data == "typed":
+                        check_exclusion(Trainer(cell, comm, reporter=Reporter()))
+            passed(comm.rank, f"{task}-{data}")
+
+
+if __name__ == "__main__":
+    run_worker(main)
