@@ -58,15 +58,6 @@ def test_every_mode_and_kernel_trains_alike_and_resume_continues_bitwise(linked,
     assert resumed[0]["test_auc"] == runs[("hybrid", "numba")][1]["test_auc"]
 
 
-def test_what_link_does_not_take_yet_says_so(linked):
-    for flags, message in ((["--precision", "bf16"], "--precision bf16: --task link does not take it yet"),
-                           (["--prefetch", "1"], "--prefetch 1: --task link does not take it yet")):
-        proc = run_module("fastsample.train", "--data", linked / "l", *ARGS, *flags)
-        assert proc.returncode == 2 and message in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
-    proc = run_module("fastsample.train", "--data", linked / "g", *ARGS, "--epochs", "1")
-    assert proc.returncode != 0 and "no edge split" in proc.stderr and "link-split" in proc.stderr, proc.stderr
-
-
 @pytest.mark.mpi
 @pytest.mark.slow
 def test_cora_link_prediction_beats_the_graph_autoencoders(planetoid_dir, tmp_path):
