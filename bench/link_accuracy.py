@@ -1,4 +1,4 @@
-"""Link prediction through the trainer: the built-in GraphSAGE encoder against a
+"""Link prediction through the trainer: the built-in encoder (GraphSAGE; R-GCN on typed data) against a
 feature-only MLP encoder (bench/mlp_encoder.py) on the same link-split partition, same
 flags and seeds; reported: test ROC-AUC and MRR at the best validation AUC, per seed
 and the mean.
@@ -51,7 +51,7 @@ def main() -> None:
     print(f"{args.data}: {args.ranks} ranks, fanouts {args.fanouts}, batch {args.batch_size} edges/rank, hidden "
           f"{args.hidden}, {args.epochs} epochs, lr {args.lr}, {args.negatives} negatives, scorer {args.scorer}, "
           f"seeds {seeds}", flush=True)
-    for name, model in (("GraphSAGE encoder", None), ("MLP encoder (own features)", f"{HERE / 'mlp_encoder.py'}:build")):
+    for name, model in (("built-in encoder", None), ("MLP encoder (own features)", f"{HERE / 'mlp_encoder.py'}:build")):
         best = [run(args, s, model) for s in seeds]
         auc = [b["test_auc"] for b in best]
         mrr = [b["test_mrr"] for b in best]

@@ -23,7 +23,7 @@ _LAZY = {
     "PartitionError": "fastsample.partition", "partition_dataset": "fastsample.partition",
     "load_partition": "fastsample.partition",
     "CommError": "fastsample.comm", "Communicator": "fastsample.comm",
-    "NodeLoader": "fastsample.loader",
+    "NodeLoader": "fastsample.loader", "EdgeLoader": "fastsample.loader",
     "GraphSAGE": "fastsample.model",
     "average_gradients": "fastsample.distributed",
     "layerwise": "fastsample.inference",

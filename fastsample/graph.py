@@ -214,8 +214,13 @@ class Dataset:
     @property
     def feature_dim(self) -> int:
         """The width of the features (typed: the target type's; 0 if it has none)."""
-        f = self.features[self.target_type] if self.typed else self.features
+        f = self.shards[self.node_type_names[self.target_index]]
         return 0 if f is None else int(f.shape[1])
+
+    @property
+    def shards(self) -> dict:
+        """{node type: its feature rows, or None where featureless} (untyped: {NODE: features})."""
+        return self.features if isinstance(self.features, dict) else {NODE: self.features}
 
     @property
     def node_type_names(self) -> tuple[str, ...]:

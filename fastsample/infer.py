@@ -120,9 +120,9 @@ def main(argv=None) -> int:
             index = {"num_parts": comm.size, "offsets": [int(o) for o in part.offsets], "width": int(width),
                      "dtype": "float32", "files": [f"part-{r}.npy" for r in range(comm.size)],
                      "orig_ids": "orig_ids.npy", "checkpoint": str(args.checkpoint), "partition": str(args.data),
-                     "model": model_spec}
-            if part.typed:  # the target type's rows only: a range of ids per rank, not the offsets'
-                index.update(node_type=part.target_type, ranges=[list(r) for r in rows])
+                     "model": model_spec,
+                     # the target type's rows (untyped: every node): a range of ids per rank
+                     "node_type": part.target_type, "ranges": [list(r) for r in rows]}
             (tmp / "index.json").write_text(json.dumps(index, indent=2) + "\n")
             out.commit()
             what = f"{total:,} {part.target_type} nodes" if part.typed else f"{total:,} nodes"
@@ -132,12 +132,9 @@ def main(argv=None) -> int:
 
 
 def _output_rows(part, num_parts: int) -> list[tuple[int, int]]:
-    """Each rank's output rows as [lo, hi) node ids: its nodes, or on typed data its nodes
-    of the target type (layerwise's rows)."""
-    if not part.typed:
-        return [(int(a), int(b)) for a, b in zip(part.offsets[:-1], part.offsets[1:])]
-    runs, types = part.layout["type_runs"], list(part.meta["node_types"])
-    T, t = len(types), types.index(part.target_type)
+    """Each rank's output rows as [lo, hi) node ids: its nodes of the target type
+    (layerwise's rows; untyped data: all of its nodes)."""
+    runs, T, t = part.type_runs, len(part.node_type_names), part.target_index
     return [(int(runs[r * T + t]), int(runs[r * T + t + 1])) for r in range(num_parts)]
 
 

@@ -279,7 +279,7 @@ class Loader:
         """{type: shard} of the tables, each a featureless type's rows of this rank."""
         if embeddings is None:
             return {}
-        features = self.part.features if isinstance(self.part.features, dict) else {NODE: self.part.features}
+        features = self.part.shards
         runs, T = self.part.type_runs, len(features)
         shards = embeddings.shards()
         for t, shard in shards.items():
@@ -346,8 +346,9 @@ class Loader:
         """The MFGs around ``seeds`` for (seed, this epoch, step, this rank), without the
         edges ``exclude`` names. Collective in vanilla mode."""
         seed = self.seed if seed is None else seed
+        excluding = {} if exclude is None else {"exclude": exclude}  # a user's node-task sampler may not take it
         return self.sampler.sample(np.asarray(seeds).astype(self.id_dtype, copy=False), self.fanouts, seed=seed,
-                                   epoch=self.epoch, step=step, exclude=exclude)
+                                   epoch=self.epoch, step=step, **excluding)
 
     def batch(self, seeds: StepSeeds | np.ndarray, step: int) -> Batch:
         """The batch of a step's ``seeds`` at ``step``: a StepSeeds, or the seed source's

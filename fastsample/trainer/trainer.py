@@ -91,7 +91,7 @@ def model_for(config: TrainConfig, shard) -> torch.nn.Module:
 def embeddings_for(config: TrainConfig, shard, rank: int, num_parts: int) -> ShardedEmbeddings | None:
     """This rank's learnable embedding tables of typed data's featureless node types
     (fastsample/distributed/embedding.py); None where every type has features."""
-    featureless = [t for t, f in shard.features.items() if f is None] if shard.typed else []
+    featureless = [t for t, f in shard.shards.items() if f is None]
     if not featureless:
         return None
     return ShardedEmbeddings(shard.layout["type_runs"], rank, num_parts, shard.meta["node_types"], featureless,
