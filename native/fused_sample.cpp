@@ -100,8 +100,10 @@ struct Segment {
 
 // The choice rule on a segment of node v: chosen positions (relative to start) to pos[0..k)
 // unless all are taken; the neighbour slots emit_segment reads next are prefetched.
+// Both are forced inline: GCC left them out of line, a call per destination on the hot
+// path, where the pipelines had them inline before.
 template <typename Id>
-inline Segment choose_segment(const Id* indices, const Excluded& ex, int64_t start, int64_t degree, int64_t fanout,
+__attribute__((always_inline)) inline Segment choose_segment(const Id* indices, const Excluded& ex, int64_t start, int64_t degree, int64_t fanout,
                               uint64_t key, Id v, int64_t* pos) {
   Segment g{start, degree, 0, 0, 0, false};
   ex.range(start, start + degree, g.ex_lo, g.ex_hi);
@@ -121,7 +123,7 @@ inline Segment choose_segment(const Id* indices, const Excluded& ex, int64_t sta
 
 // The segment's k picks to out[0..k).
 template <typename Id>
-inline void emit_segment(const Id* indices, const Excluded& ex, const Segment& g, const int64_t* pos, Id* out) {
+__attribute__((always_inline)) inline void emit_segment(const Id* indices, const Excluded& ex, const Segment& g, const int64_t* pos, Id* out) {
   const Id* nbrs = indices + g.start;
   if (g.all && g.ex_hi == g.ex_lo) {
     std::copy(nbrs, nbrs + g.k, out);

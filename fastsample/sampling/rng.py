@@ -175,7 +175,10 @@ def pick_segment(indices, start, degree, node, fanout, key, scratch, bits, out, 
 
 @numba.njit(inline="always")
 def excluded_range(ex, start, end):
-    """[lo, hi) of the sorted excluded positions ``ex`` that fall in [start, end)."""
+    """[lo, hi) of the sorted excluded positions ``ex`` that fall in [start, end); with none
+    excluded (most calls) no search: a typed node asks once per edge type."""
+    if len(ex) == 0:
+        return 0, 0
     return np.searchsorted(ex, start), np.searchsorted(ex, end)
 
 
