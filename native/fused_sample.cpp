@@ -156,18 +156,32 @@ class Pipeline {
   void run(const Id* dst, int64_t lo, int64_t hi, const int64_t* ip, Id* out, T* /*no types*/) {
     for (int64_t i = lo; i < hi + kDepth - 1; ++i) {
       if (i + kDepth < hi) __builtin_prefetch(&indptr_[dst[i + kDepth]]);
-      if (i < hi) {
-        const Id v = dst[i];
-        const int64_t start = indptr_[v];
-        slot_[i % kDepth] = choose_segment(indices_, ex_, start, static_cast<int64_t>(indptr_[v + 1]) - start,
-                                           fanout_, key_, v, &pos_[(i % kDepth) * width_]);
-      }
+      if (i < hi) prepare(dst[i], slot_[i % kDepth], &pos_[(i % kDepth) * width_]);
       const int64_t j = i - kDepth + 1;  // the oldest prepared destination
       if (j >= lo) emit_segment(indices_, ex_, slot_[j % kDepth], &pos_[(j % kDepth) * width_], out + ip[j]);
     }
   }
 
  private:
+  // choose_segment's work written in place into the slot (returning the Segment by value
+  // measured slower on this hot path)
+  void prepare(Id v, Segment& s, int64_t* pos) {
+    s.start = indptr_[v];
+    s.degree = static_cast<int64_t>(indptr_[v + 1]) - s.start;
+    ex_.range(s.start, s.start + s.degree, s.ex_lo, s.ex_hi);
+    const int64_t avail = s.degree - (s.ex_hi - s.ex_lo);
+    s.k = num_picks(avail, fanout_);
+    s.all = s.k == avail;
+    const Id* nbrs = indices_ + s.start;
+    if (s.all) {
+      prefetch_lines(nbrs, s.degree);
+    } else {
+      choose_positions(node_key(key_, v), avail, s.k, pos);
+      if (s.ex_hi > s.ex_lo) remap_positions(pos, s.k, ex_.ex + s.ex_lo, s.ex_hi - s.ex_lo, s.start);
+      for (int64_t i = 0; i < s.k; ++i) __builtin_prefetch(nbrs + pos[i]);
+    }
+  }
+
   const Off* indptr_;  // shifted by the row offset: indexed by node id
   const Id* indices_;
   int64_t fanout_;
@@ -367,6 +381,42 @@ LayerMFG<Id, T> sample_layer(Buffer<int64_t> indptr, const Pipe& proto, const Id
   return out;
 }
 
+// sample_layer for an untyped graph, its hot path: each thread builds its own Pipeline
+// and no type buffer is touched (the generic driver above measured 6-7 % slower here).
+template <typename Id, typename Off, typename T>
+LayerMFG<Id, T> sample_untyped_layer(const Off* indptr, const Id* indices, const Id* dst, int64_t S, int64_t fanout,
+                                     uint64_t key, NodeMap& map, const Excluded& ex) {
+  LayerMFG<Id, T> out;
+  out.num_dst = S;
+  out.indptr = count_picks(indptr, dst, S, fanout, 0, ex);
+  const int64_t* ip = out.indptr.data.get();
+  const int64_t E = ip[S];
+
+  out.indices = Buffer<int32_t>(E);
+  Buffer<Id> own_picks(sizeof(Id) == sizeof(int32_t) ? 0 : E);  // int32 ids: pick in place
+  Id* picked = sizeof(Id) == sizeof(int32_t) ? reinterpret_cast<Id*>(out.indices.data.get())
+                                             : own_picks.data.get();
+  Buffer<Id> src(S + E);
+  std::copy(dst, dst + S, src.data.get());
+  Relabel<Id> relabel{&map, src.data.get(), S};
+
+  const int64_t chunks = (S + kChunk - 1) / kChunk;
+#pragma omp parallel
+  {
+    Pipeline<Id, Off> pipe(indptr, indices, fanout, key, 0, ex);
+#pragma omp for ordered schedule(dynamic, 1)
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t lo = c * kChunk, hi = std::min(S, lo + kChunk);
+      pipe.run(dst, lo, hi, ip, picked, static_cast<T*>(nullptr));
+#pragma omp ordered
+      relabel.run(picked, ip[lo], ip[hi], out.indices.data.get());
+    }
+  }
+  src.size = relabel.next;
+  out.src_ids = std::move(src);
+  return out;
+}
+
 // Pass 3 alone (the owner side of vanilla sampling: no relabelling).
 template <typename Id, typename T, typename Pipe>
 Picks<Id, T> pick_neighbors(Buffer<int64_t> indptr, const Pipe& proto, const Id* dst, int64_t S) {
@@ -431,8 +481,7 @@ std::vector<LayerMFG<Id, T>> fused_sample(const Off* indptr, const Id* indices, 
       layers.push_back(sample_layer<Id, T>(count_picks(rows, dst, S), TypedPipeline<Id, Off, T>(rows, typed_width(f, R)),
                                            dst, S, *map));
     } else {
-      layers.push_back(sample_layer<Id, T>(count_picks(indptr, dst, S, f[0], 0, ex),
-                                           Pipeline<Id, Off>(indptr, indices, f[0], k[0], 0, ex), dst, S, *map));
+      layers.push_back(sample_untyped_layer<Id, Off, T>(indptr, indices, dst, S, f[0], k[0], *map, ex));
     }
     dst = layers.back().src_ids.data.get();
     S = layers.back().src_ids.size;
