@@ -344,10 +344,11 @@ class TypedPipeline {
   std::vector<TypedSegment> slot_[kDepth];
 };
 
-// Passes 3 and 4 of one layer whose indptr (passes 1 and 2) is given: each thread's copy of
-// `proto` samples chunks of destinations, relabelled in chunk order (see the top).
-template <typename Id, typename T, typename Pipe>
-LayerMFG<Id, T> sample_layer(Buffer<int64_t> indptr, const Pipe& proto, const Id* dst, int64_t S, NodeMap& map) {
+// Passes 3 and 4 of one layer whose indptr (passes 1 and 2) is given: each thread's own
+// pipeline (`make()`) samples chunks of destinations, relabelled in chunk order (see the top).
+template <typename Id, typename T, typename Make>
+LayerMFG<Id, T> sample_layer(Buffer<int64_t> indptr, const Make& make, const Id* dst, int64_t S, NodeMap& map) {
+  using Pipe = decltype(make());
   LayerMFG<Id, T> out;
   out.num_dst = S;
   out.indptr = std::move(indptr);
@@ -367,7 +368,7 @@ LayerMFG<Id, T> sample_layer(Buffer<int64_t> indptr, const Pipe& proto, const Id
   const int64_t chunks = (S + kChunk - 1) / kChunk;
 #pragma omp parallel
   {
-    Pipe pipe(proto);
+    Pipe pipe = make();  // built by each thread (a copied prototype measured slower on the untyped path)
 #pragma omp for ordered schedule(dynamic, 1)
     for (int64_t c = 0; c < chunks; ++c) {
       const int64_t lo = c * kChunk, hi = std::min(S, lo + kChunk);
@@ -381,45 +382,10 @@ LayerMFG<Id, T> sample_layer(Buffer<int64_t> indptr, const Pipe& proto, const Id
   return out;
 }
 
-// sample_layer for an untyped graph, its hot path: each thread builds its own Pipeline
-// and no type buffer is touched (the generic driver above measured 6-7 % slower here).
-template <typename Id, typename Off, typename T>
-LayerMFG<Id, T> sample_untyped_layer(const Off* indptr, const Id* indices, const Id* dst, int64_t S, int64_t fanout,
-                                     uint64_t key, NodeMap& map, const Excluded& ex) {
-  LayerMFG<Id, T> out;
-  out.num_dst = S;
-  out.indptr = count_picks(indptr, dst, S, fanout, 0, ex);
-  const int64_t* ip = out.indptr.data.get();
-  const int64_t E = ip[S];
-
-  out.indices = Buffer<int32_t>(E);
-  Buffer<Id> own_picks(sizeof(Id) == sizeof(int32_t) ? 0 : E);  // int32 ids: pick in place
-  Id* picked = sizeof(Id) == sizeof(int32_t) ? reinterpret_cast<Id*>(out.indices.data.get())
-                                             : own_picks.data.get();
-  Buffer<Id> src(S + E);
-  std::copy(dst, dst + S, src.data.get());
-  Relabel<Id> relabel{&map, src.data.get(), S};
-
-  const int64_t chunks = (S + kChunk - 1) / kChunk;
-#pragma omp parallel
-  {
-    Pipeline<Id, Off> pipe(indptr, indices, fanout, key, 0, ex);
-#pragma omp for ordered schedule(dynamic, 1)
-    for (int64_t c = 0; c < chunks; ++c) {
-      const int64_t lo = c * kChunk, hi = std::min(S, lo + kChunk);
-      pipe.run(dst, lo, hi, ip, picked, static_cast<T*>(nullptr));
-#pragma omp ordered
-      relabel.run(picked, ip[lo], ip[hi], out.indices.data.get());
-    }
-  }
-  src.size = relabel.next;
-  out.src_ids = std::move(src);
-  return out;
-}
-
 // Pass 3 alone (the owner side of vanilla sampling: no relabelling).
-template <typename Id, typename T, typename Pipe>
-Picks<Id, T> pick_neighbors(Buffer<int64_t> indptr, const Pipe& proto, const Id* dst, int64_t S) {
+template <typename Id, typename T, typename Make>
+Picks<Id, T> pick_neighbors(Buffer<int64_t> indptr, const Make& make, const Id* dst, int64_t S) {
+  using Pipe = decltype(make());
   Picks<Id, T> out;
   out.indptr = std::move(indptr);
   const int64_t* ip = out.indptr.data.get();
@@ -428,7 +394,7 @@ Picks<Id, T> pick_neighbors(Buffer<int64_t> indptr, const Pipe& proto, const Id*
   const int64_t chunks = (S + kChunk - 1) / kChunk;
 #pragma omp parallel
   {
-    Pipe pipe(proto);
+    Pipe pipe = make();
 #pragma omp for schedule(dynamic, 1)
     for (int64_t c = 0; c < chunks; ++c)
       pipe.run(dst, c * kChunk, std::min(S, (c + 1) * kChunk), ip, out.picked.data.get(), out.types.data.get());
@@ -478,10 +444,13 @@ std::vector<LayerMFG<Id, T>> fused_sample(const Off* indptr, const Id* indices, 
     const uint64_t* k = keys.data() + l * R;
     if (types) {
       const TypedRows<Id, Off, T> rows{indptr, indices, types, f, k, ex};
-      layers.push_back(sample_layer<Id, T>(count_picks(rows, dst, S), TypedPipeline<Id, Off, T>(rows, typed_width(f, R)),
-                                           dst, S, *map));
+      layers.push_back(sample_layer<Id, T>(count_picks(rows, dst, S),
+                                           [&] { return TypedPipeline<Id, Off, T>(rows, typed_width(f, R)); }, dst, S,
+                                           *map));
     } else {
-      layers.push_back(sample_untyped_layer<Id, Off, T>(indptr, indices, dst, S, f[0], k[0], *map, ex));
+      layers.push_back(sample_layer<Id, T>(count_picks(indptr, dst, S, f[0], 0, ex),
+                                           [&] { return Pipeline<Id, Off>(indptr, indices, f[0], k[0], 0, ex); }, dst, S,
+                                           *map));
     }
     dst = layers.back().src_ids.data.get();
     S = layers.back().src_ids.size;
@@ -498,10 +467,11 @@ Picks<Id, T> sample_neighbors(const Off* indptr, const Id* indices, const T* typ
   if (types) {
     const TypedRows<Id, Off, T> rows{indptr - row_offset, indices, types, fanouts, keys, ex};  // indexed by node id
     return pick_neighbors<Id, T>(count_picks(rows, dst, S),
-                                 TypedPipeline<Id, Off, T>(rows, typed_width(fanouts, num_types)), dst, S);
+                                 [&] { return TypedPipeline<Id, Off, T>(rows, typed_width(fanouts, num_types)); }, dst, S);
   }
   return pick_neighbors<Id, T>(count_picks(indptr, dst, S, fanouts[0], row_offset, ex),
-                               Pipeline<Id, Off>(indptr, indices, fanouts[0], keys[0], row_offset, ex), dst, S);
+                               [&] { return Pipeline<Id, Off>(indptr, indices, fanouts[0], keys[0], row_offset, ex); },
+                               dst, S);
 }
 
 #define FASTSAMPLE_INSTANTIATE(Id, Off, T)                                                                           \
