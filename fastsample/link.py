@@ -21,6 +21,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from fastsample.roofline import products_of
+
 __all__ = ["LinkModel", "bce_loss", "rank_counts", "AUC_BINS", "auc_from_histograms", "score_histogram"]
 
 AUC_BINS = 2 ** 20
@@ -59,10 +61,10 @@ class LinkModel(nn.Module):
         """A training step's matrix products (fastsample/roofline.py): the encoder's, and the
         MLP scorer's over the batch's positive and negative pairs; None where the encoder
         does not list its own."""
-        listed = getattr(self.encoder, "products", None)
+        listed = products_of(self.encoder, blocks, batch)
         if listed is None:
             return None
-        out = list(listed(blocks, batch) if _takes_batch(listed) else listed(blocks))
+        out = list(listed)
         if self.mlp is not None and batch is not None and len(batch):
             k = batch.neg.shape[1]
             for side, rows in (("pos", len(batch)), ("neg", len(batch) * k)):
@@ -84,12 +86,6 @@ class LinkModel(nn.Module):
 
     def layer(self, i: int, block, h):
         return self.encoder.layer(i, block, h)
-
-
-def _takes_batch(products) -> bool:
-    import inspect
-
-    return "batch" in inspect.signature(products).parameters
 
 
 def bce_loss(pos: torch.Tensor, neg: torch.Tensor) -> torch.Tensor:

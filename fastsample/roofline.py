@@ -21,6 +21,15 @@ import torch
 from fastsample import matmul
 
 
+def products_of(model, blocks, batch=None) -> list | None:
+    """``model``'s list of a step's products (``products(blocks)``, or ``products(blocks,
+    batch)`` where it reads the batch too); None where it lists none."""
+    listed = getattr(model, "products", None)
+    if listed is None:
+        return None
+    return listed(blocks, batch) if "batch" in inspect.signature(listed).parameters else listed(blocks)
+
+
 class Roofline:
     """Counts a model's products per step and prices them per epoch (see the module doc).
 
@@ -30,9 +39,7 @@ class Roofline:
     """
 
     def __init__(self, model, device: torch.device | str = "cpu"):
-        listed = getattr(model, "products", None)
-        self.enabled = callable(listed)
-        self.with_batch = self.enabled and "batch" in inspect.signature(listed).parameters
+        self.enabled = callable(getattr(model, "products", None))
         self.model, self.measurable = model, torch.device(device).type == "cpu"
         self.gflops: dict[tuple[int, str], float] = {}  # measured once, on the first epoch's shapes
         self._reset()
@@ -47,7 +54,7 @@ class Roofline:
         """Add one training step's products (its forward and backward)."""
         if not self.enabled:
             return
-        products = self.model.products(blocks, batch) if self.with_batch else self.model.products(blocks)
+        products = products_of(self.model, blocks, batch)
         if products is None:  # the model does not list them after all (a link model's user encoder)
             self.enabled = False
             return

@@ -27,7 +27,7 @@ def losses(config, comm) -> list[float]:
 def check_exclusion(trainer) -> None:
     """No layer of a typed link batch holds a positive edge of the relation, or its reverse."""
     loader = trainer.loaders["train"]
-    source, g = loader.source, loader.part.graph if loader.part.graph is not None else loader.part.local_graph
+    source = loader.source
     loader.set_epoch(0)
     for batch in loader:
         banned = {(int(s), int(d), source.relation) for s, d in batch.edges}
