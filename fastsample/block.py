@@ -72,9 +72,10 @@ class Block:
     num_src_dict: dict | None = None
     num_dst_dict: dict | None = None
     _csc: dict | None = None  # relation index -> (indptr over its destination type's dsts, source positions)
-    # the input layer's block on typed data: {node type: int64 tensor, each input node's index
-    # among all nodes of its type} (what an embedding table of a featureless type is indexed by)
-    input_index: dict | None = None
+    # the input layer's block: {node type: int64 tensor, each input node's index among all nodes
+    # of its type} (what an embedding table of a featureless type is indexed by); the loader
+    # sets a function that makes it, called on the first read (most models never read it)
+    _input_index: object = None
     _adj: torch.Tensor | None = None
     _edge_index: torch.Tensor | None = None
     _edge_index_dict: dict | None = None
@@ -92,8 +93,9 @@ class Block:
         mfg.src_ids, and the MFG carries its edges' types."""
         indptr = np.ascontiguousarray(mfg.indptr, dtype=np.int64)
         indices = np.ascontiguousarray(mfg.indices, dtype=np.int32)
-        if src_type is None:
-            return cls(indptr, indices, mfg.num_dst, mfg.num_src, torch.device(device))
+        if src_type is None or (len(node_types), len(edge_types)) == (1, 1):  # one relation: its edges are the block's
+            return cls(indptr, indices, mfg.num_dst, mfg.num_src, torch.device(device), *(
+                () if src_type is None else (tuple(node_types), tuple(tuple(e) for e in edge_types))))
         T = len(node_types)
         src_pos, src_counts = positions_by_type(src_type, T)
         dst_counts = np.bincount(src_type[:mfg.num_dst], minlength=T)
@@ -110,6 +112,16 @@ class Block:
                    tuple(tuple(e) for e in edge_types), np.asarray(src_type), src_pos,
                    {t: int(c) for t, c in zip(node_types, src_counts)},
                    {t: int(c) for t, c in zip(node_types, dst_counts)}, csc)
+
+    @property
+    def input_index(self) -> dict | None:
+        if callable(self._input_index):
+            self._input_index = self._input_index()
+        return self._input_index
+
+    @input_index.setter
+    def input_index(self, value) -> None:
+        self._input_index = value
 
     @property
     def size(self) -> tuple[int, int]:

@@ -130,7 +130,7 @@ def relation_of(graph: CSCGraph, meta: dict) -> tuple[int, int | None]:
 def _edges(graph: CSCGraph, r: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(src, dst, positions in indices) of the edges of type r (untyped: every edge)."""
     dst = np.repeat(np.arange(graph.num_nodes, dtype=np.int64), np.diff(graph.indptr))
-    at = np.arange(graph.num_edges) if graph.type_per_edge is None else np.flatnonzero(graph.type_per_edge == r)
+    at = np.flatnonzero(graph.edge_type_array() == r)
     return np.asarray(graph.indices, dtype=np.int64)[at], dst[at], at
 
 
@@ -153,7 +153,7 @@ def find_reverse(graph: CSCGraph, r: int) -> int | None:
     src, dst, _ = _edges(graph, r)
     forward = np.sort(edge_keys(src, dst, n))
     candidates = [q for q, (s, _, d) in enumerate(graph.edge_types) if q != r and (s, d) == (
-        graph.edge_types[r][2], graph.edge_types[r][0])] if graph.type_per_edge is not None else []
+        graph.edge_types[r][2], graph.edge_types[r][0])]
     for q in candidates:
         qs, qd, _ = _edges(graph, q)
         if np.array_equal(forward, np.sort(edge_keys(qd, qs, n))):
@@ -182,9 +182,9 @@ def make_edge_split(graph: CSCGraph, val_fraction: float, test_fraction: float, 
         raise DatasetError(f"val_fraction + test_fraction = {val_fraction + test_fraction}: nothing left to train on")
     if negatives < 1:
         raise DatasetError(f"negatives: {negatives}, expected at least 1")
-    if (relation is None) != (graph.type_per_edge is None):
-        raise DatasetError("relation: required on a typed graph (SRC,REL,DST, e.g. author,writes,paper)" if relation is None
-                           else f"relation: {relation}: the graph has no edge types")
+    if relation is None and graph.num_edge_types > 1:
+        raise DatasetError("relation: required where the graph has several edge types (SRC,REL,DST, e.g. "
+                           "author,writes,paper)")
     try:
         r = 0 if relation is None else graph.relation(relation)
     except KeyError as e:
@@ -208,19 +208,16 @@ def make_edge_split(graph: CSCGraph, val_fraction: float, test_fraction: float, 
         kept[rat[_contains(out, edge_keys(rd, rs, n))]] = False
     all_dst = np.repeat(np.arange(n, dtype=np.int64), np.diff(graph.indptr))
     indptr = np.concatenate([[0], np.cumsum(np.bincount(all_dst[kept], minlength=n))])
-    types = {} if graph.type_per_edge is None else dict(
-        type_per_edge=np.asarray(graph.type_per_edge)[kept], node_type_offset=graph.node_type_offset,
-        node_types=graph.node_types, edge_types=graph.edge_types)
-    topology = CSCGraph(indptr.astype(graph.indptr.dtype), np.asarray(graph.indices)[kept], **types)
+    edges = {name: np.asarray(a)[kept] for name, a in graph.edge_arrays().items()}
+    topology = CSCGraph(indptr.astype(graph.indptr.dtype), edges["indices"], edges.get("type_per_edge"),
+                        graph.node_type_offset, graph.node_types, graph.edge_types)
     pairs = lambda keys: np.stack([keys // n, keys % n], axis=1)
     lo, hi = _node_range(graph, r)
     negs = {s: _negatives(pairs(held[s])[:, 0], negatives, lo, hi, n, all_keys, rng) for s in ("val", "test")}
     meta = {"undirected": undirected, "negatives": int(negatives), "seed": int(seed),
             "val_fraction": val_fraction, "test_fraction": test_fraction,
-            "edges": {"train": len(train), "val": nv, "test": nt}}
-    if relation is not None:
-        meta.update(relation=list(graph.edge_types[r]),
-                    reverse=None if reverse is None else list(graph.edge_types[reverse]))
+            "edges": {"train": len(train), "val": nv, "test": nt}, "relation": list(graph.edge_types[r]),
+            "reverse": None if reverse is None else list(graph.edge_types[reverse])}
     split = EdgeSplit(pairs(train), pairs(held["val"]), pairs(held["test"]), negs["val"], negs["test"],
                       undirected=undirected, meta=meta)
     return topology, split
@@ -228,8 +225,6 @@ def make_edge_split(graph: CSCGraph, val_fraction: float, test_fraction: float, 
 
 def _node_range(graph: CSCGraph, r: int) -> tuple[int, int]:
     """The ids [lo, hi) of relation r's destination type (untyped: every node)."""
-    if graph.type_per_edge is None:
-        return 0, graph.num_nodes
     t = graph.node_types.index(graph.edge_types[r][2])
     return int(graph.node_type_offset[t]), int(graph.node_type_offset[t + 1])
 

@@ -44,7 +44,7 @@ from fastsample.choices import FEATURE_DTYPES
 
 __all__ = ["NODE", "EDGE", "FORMAT_VERSION", "SPLITS", "FEATURE_DTYPES", "CSCGraph", "Dataset", "DatasetError", "DatasetWriter",
            "id_dtype", "offset_dtype", "load_dataset", "read_meta", "write_dataset", "open_array", "expect_array",
-           "read_json", "validate_csc", "validate_node_data", "check_types", "validate_typed_edges", "type_dtype",
+           "read_json", "describe_types", "by_type", "unwrap_one_type", "open_types", "validate_csc", "validate_node_data", "check_types", "validate_typed_edges", "type_dtype",
            "TYPED_FORMAT_VERSION"]
 
 FORMAT_VERSION = 1  # a one-type dataset's; a typed one is TYPED_FORMAT_VERSION
@@ -86,16 +86,17 @@ class CSCGraph:
     indptr:  (num_nodes + 1,) int32/int64, monotone, indptr[0] == 0, indptr[-1] == num_edges
     indices: (num_edges,) int32/int64 global node ids; the in-neighbours (sources) of node v
              are indices[indptr[v]:indptr[v + 1]]
-    Typed (heterogeneous; all None or empty for the one-type case):
+    The types (untyped data is the one-type case: type NODE, relation EDGE):
     type_per_edge:    (num_edges,) uint8/int16 edge type of each in-edge, aligned with
                       indices; each node's in-edges sorted by it, so a (node, edge type)
-                      pair is one contiguous segment
+                      pair is one contiguous segment; None with one edge type (every edge's
+                      is 0, and the kernels take their one-type fast path)
     node_type_offset: (T + 1,) int64: node type t holds the ids offset[t]..offset[t+1]-1 (a
                       partition's relabelled graph: (P * T + 1,) runs, run i of type i mod T:
-                      each rank's nodes grouped by type)
-    node_types:       the T node type names
+                      each rank's nodes grouped by type); default [0, num_nodes]
+    node_types:       the T node type names; default (NODE,)
     edge_types:       the canonical edge types (src type, relation, dst type); edge type
-                      r is entry r
+                      r is entry r; default (EDGE,)
     """
 
     indptr: np.ndarray
@@ -107,22 +108,32 @@ class CSCGraph:
 
     def __post_init__(self):
         self._fix_dtypes()
-        if self.type_per_edge is not None:
-            types = np.asarray(self.type_per_edge)
-            want = type_dtype(len(self.edge_types))
-            if types.dtype != want or not types.flags.c_contiguous:
-                object.__setattr__(self, "type_per_edge", np.ascontiguousarray(types, dtype=want))
-            object.__setattr__(self, "node_type_offset", np.asarray(self.node_type_offset, dtype=np.int64))
-            object.__setattr__(self, "node_types", tuple(self.node_types))
-            object.__setattr__(self, "edge_types", tuple(tuple(e) for e in self.edge_types))
+        node_types, edge_types = tuple(self.node_types) or (NODE,), tuple(tuple(e) for e in self.edge_types) or (EDGE,)
+        offsets = [0, self.num_nodes] if self.node_type_offset is None else self.node_type_offset
+        object.__setattr__(self, "node_type_offset", np.asarray(offsets, dtype=np.int64))
+        object.__setattr__(self, "node_types", node_types)
+        object.__setattr__(self, "edge_types", edge_types)
+        types = None if self.type_per_edge is None else np.asarray(self.type_per_edge)
+        if types is not None and (types.dtype != type_dtype(len(edge_types)) or not types.flags.c_contiguous):
+            object.__setattr__(self, "type_per_edge", np.ascontiguousarray(types, dtype=type_dtype(len(edge_types))))
 
     @property
     def typed(self) -> bool:
+        """Whether the edges carry types (False: the one-type case, type_per_edge None)."""
         return self.type_per_edge is not None
 
     @property
     def num_edge_types(self) -> int:
-        return len(self.edge_types) if self.typed else 1
+        return len(self.edge_types)
+
+    def edge_type_array(self) -> np.ndarray:
+        """Every edge's type (the one-type case: zeros, made on the call)."""
+        return np.zeros(self.num_edges, np.uint8) if self.type_per_edge is None else np.asarray(self.type_per_edge)
+
+    def edge_arrays(self) -> dict:
+        """The per-edge arrays: {"indices": ..., "type_per_edge": ...}, the latter only where
+        edges carry types (what a topology's files hold)."""
+        return {"indices": self.indices, **({} if self.type_per_edge is None else {"type_per_edge": self.type_per_edge})}
 
     def node_type_of(self, ids) -> np.ndarray:
         """The node type index of each id (typed graphs)."""
@@ -220,7 +231,7 @@ class Dataset:
     @property
     def shards(self) -> dict:
         """{node type: its feature rows, or None where featureless} (untyped: {NODE: features})."""
-        return self.features if isinstance(self.features, dict) else {NODE: self.features}
+        return by_type(self.features)
 
     @property
     def node_type_names(self) -> tuple[str, ...]:
@@ -231,12 +242,6 @@ class Dataset:
     def target_index(self) -> int:
         """The index of the node type with labels and splits (untyped: 0)."""
         return list(self.meta.get("node_types") or [None]).index(self.target_type)
-
-    def label_offset(self) -> int:
-        """The global id of labels' row 0 (typed: the target type's first node; else 0)."""
-        if not self.typed:
-            return 0
-        return int(self.graph.node_type_offset[self.graph.node_types.index(self.target_type)])
 
     def write(self, path, *, name: str | None = None, overwrite: bool = False, **extra) -> dict:
         """Store the dataset as a dataset directory (write_dataset: checked, atomic).
@@ -355,65 +360,84 @@ def load_dataset(path: str | os.PathLike, mmap: bool = True) -> Dataset:
     """
     path = Path(path)
     meta = read_meta(path)
-    n, m, f = meta["num_nodes"], meta["num_edges"], meta["feature_dim"]
+    n, m = meta["num_nodes"], meta["num_edges"]
     dtypes = meta["dtypes"]
 
     indptr = open_array(path, "indptr", mmap)
     expect_array(path / "indptr.npy", indptr, (n + 1,), (offset_dtype(m).name, "int64"))
     indices = open_array(path, "indices", mmap)
     expect_array(path / "indices.npy", indices, (m,), (id_dtype(n).name, "int64"))
-    if "node_types" in meta:
-        return _load_typed(path, meta, indptr, indices, mmap)
-    features = open_array(path, "features", mmap)
-    expect_array(path / "features.npy", features, (n, f), FEATURE_DTYPES)
-    labels = open_array(path, "labels", mmap)
-    expect_array(path / "labels.npy", labels, (n,), (LABEL_DTYPE.name,))
-    for name, arr in (("indptr", indptr), ("indices", indices), ("features", features)):
+    schema = describe_types(meta)
+    node_types, offsets = schema["node_types"], np.asarray(schema["node_type_offset"], dtype=np.int64)
+    for name, arr in (("indptr", indptr), ("indices", indices)):
         if dtypes.get(name) != arr.dtype.name:
-            raise DatasetError(
-                f"{path / (name + '.npy')}: dtype {arr.dtype.name} but meta.json says {dtypes.get(name)}")
-
+            raise DatasetError(f"{path / (name + '.npy')}: dtype {arr.dtype.name} but meta.json says {dtypes.get(name)}")
     validate_csc(indptr, indices, n, where=path)
+    types = open_types(path, meta, m, mmap=mmap)
+    graph = CSCGraph(indptr, indices, types, offsets, node_types, schema["edge_types"])
+    if types is not None:
+        validate_typed_edges(graph, name=lambda k: str(path / ("meta.json" if k == "meta" else f"{k}.npy")))
+    features = {}
+    for i, (t, spec) in enumerate(schema["features"].items()):
+        if spec is None:
+            features[t] = None
+            continue
+        file = path / f"{spec['file']}.npy"
+        arr = open_array(file.parent, file.stem, mmap)
+        expect_array(file, arr, (int(offsets[i + 1] - offsets[i]), spec.get("dim")), (spec.get("dtype"),))
+        if spec["dtype"] not in FEATURE_DTYPES:
+            raise DatasetError(f"{file}: dtype {spec['dtype']}, expected {' or '.join(FEATURE_DTYPES)}")
+        features[t] = arr
+    target = node_types.index(schema["target_type"] or NODE)
+    lo, hi = int(offsets[target]), int(offsets[target + 1])
+    labels = open_array(path, "labels", mmap)
+    expect_array(path / "labels.npy", labels, (hi - lo,), (LABEL_DTYPE.name,))
     splits = {name: open_array(path, name, mmap) for name in SPLITS}
     for name, ids in splits.items():
         expected = meta.get("splits", {}).get(name)
         if expected is not None and expected != len(ids):
             raise DatasetError(f"{path / (name + '.npy')}: {len(ids)} ids but meta.json says {expected}")
-    validate_node_data(n, meta["num_classes"], labels, splits, name=lambda k: str(path / f"{k}.npy"))
-    return Dataset(CSCGraph(indptr, indices), features, labels, **splits, num_classes=meta["num_classes"],
-                   name=meta["name"], meta=meta, path=path)
-
-
-def _load_typed(path: Path, meta: dict, indptr, indices, mmap: bool) -> Dataset:
-    n, m = meta["num_nodes"], meta["num_edges"]
-    node_types, edge_types = meta["node_types"], [tuple(e) for e in meta["edge_types"]]
-    offsets = np.asarray(meta["node_type_offset"], dtype=np.int64)
-    types = open_array(path, "type_per_edge", mmap)
-    expect_array(path / "type_per_edge.npy", types, (m,), (type_dtype(len(edge_types)).name,))
-    validate_csc(indptr, indices, n, where=path)
-    graph = CSCGraph(indptr, indices, types, offsets, node_types, edge_types)
-    validate_typed_edges(graph, name=lambda k: str(path / ("meta.json" if k == "meta" else f"{k}.npy")))
-    features = {}
-    for t, spec in meta["features"].items():
-        if spec is None:
-            features[t] = None
-            continue
-        i = node_types.index(t)
-        arr = open_array(path / "features", t, mmap)
-        expect_array(path / "features" / f"{t}.npy", arr, (int(offsets[i + 1] - offsets[i]), spec.get("dim")),
-                     (spec.get("dtype"),))
-        if spec["dtype"] not in FEATURE_DTYPES:
-            raise DatasetError(f"{path / 'features' / (t + '.npy')}: dtype {spec['dtype']}, expected "
-                               f"{' or '.join(FEATURE_DTYPES)}")
-        features[t] = arr
-    target = node_types.index(meta["target_type"])
-    lo, hi = int(offsets[target]), int(offsets[target + 1])
-    labels = open_array(path, "labels", mmap)
-    expect_array(path / "labels.npy", labels, (hi - lo,), (LABEL_DTYPE.name,))
-    splits = {name: open_array(path, name, mmap) for name in SPLITS}
     validate_node_data(hi - lo, meta["num_classes"], labels, splits, name=lambda k: str(path / f"{k}.npy"), first=lo)
-    return Dataset(graph, features, labels, **splits, num_classes=meta["num_classes"], name=meta["name"], meta=meta,
-                   path=path, target_type=meta["target_type"])
+    return Dataset(graph, unwrap_one_type(features), labels, **splits, num_classes=meta["num_classes"], name=meta["name"],
+                   meta=meta, path=path, target_type=schema["target_type"])
+
+
+def by_type(value) -> dict:
+    """{node type: value}: a dict as it is, the one-type case's one value (untyped data's
+    features array) as {NODE: value}. unwrap_one_type is its inverse."""
+    return value if isinstance(value, dict) else {NODE: value}
+
+
+def unwrap_one_type(by_type: dict):
+    """{node type: value} as the API shows it: the one-type case's one value (untyped data's
+    features array, its input width), else the dict."""
+    return by_type[NODE] if set(by_type) == {NODE} else by_type
+
+
+def open_types(folder: Path, meta: dict, num_edges: int, mmap: bool = True, error=DatasetError) -> np.ndarray | None:
+    """``folder``/type_per_edge.npy, checked against the dataset meta.json ``meta``; None
+    where the edges carry no types (format 1: the one-type case stores none)."""
+    if "type_per_edge" not in meta["dtypes"]:
+        return None
+    types = open_array(folder, "type_per_edge", mmap)
+    expect_array(folder / "type_per_edge.npy", types, (num_edges,), (type_dtype(len(meta["edge_types"])).name,),
+                 error=error)
+    return types
+
+
+def describe_types(meta: dict) -> dict:
+    """The node and edge types a dataset's meta.json describes, in either format (format 1
+    is the one-type case: type NODE, relation EDGE, target_type None): node_types,
+    node_type_offset, edge_types, target_type and features {type: {"file" (no .npy),
+    "dim", "dtype"}, or None where featureless}."""
+    if "node_types" in meta:
+        keys = ("node_types", "node_type_offset", "edge_types", "target_type")
+        return {**{k: meta[k] for k in keys}, "edge_types": [tuple(e) for e in meta["edge_types"]],
+                "features": {t: None if f is None else {"file": f"features/{t}", **f}
+                             for t, f in meta["features"].items()}}
+    return {"node_types": [NODE], "node_type_offset": [0, meta["num_nodes"]], "edge_types": [EDGE],
+            "target_type": None,
+            "features": {NODE: {"file": "features", "dim": meta["feature_dim"], "dtype": meta["dtypes"]["features"]}}}
 
 
 def validate_csc(indptr: np.ndarray, indices: np.ndarray, num_nodes: int, where="graph", name=None) -> None:
@@ -636,74 +660,49 @@ def write_dataset(path, graph: CSCGraph, features, labels, train, val, test, *,
     if n < 0:
         raise DatasetError(f"{arg('graph.indptr')}: empty; a graph of N nodes has N + 1 offsets")
     validate_csc(indptr, indices, n, name=lambda key: arg(f"graph.{key}"))
-    if graph.typed or target_type is not None:
-        return _write_typed(path, graph, features, labels, {"train": train, "val": val, "test": test}, name=name,
-                            num_classes=int(num_classes), target_type=target_type, overwrite=overwrite, arrays=arrays,
-                            **extra)
-    features, labels = np.asarray(features), np.asarray(labels)
-    if features.dtype.name not in FEATURE_DTYPES or features.ndim != 2 or len(features) != n:
-        raise DatasetError(f"{arg('features')}: {features.dtype} {features.shape}, expected {' or '.join(FEATURE_DTYPES)} "
-                           f"({n}, feature_dim) for the graph's {n} nodes")
-    if labels.ndim != 1 or len(labels) != n or labels.dtype.kind not in "iu":
-        raise DatasetError(f"{arg('labels')}: {labels.dtype} {labels.shape}, expected integers ({n},)")
-    splits = {"train": np.asarray(train), "val": np.asarray(val), "test": np.asarray(test)}
-    validate_node_data(n, int(num_classes), labels, splits, name=arg)
-
-    ids = id_dtype(n)
-    with DatasetWriter(path, overwrite=overwrite) as writer:
-        for key, arr in (("indptr", indptr.astype(offset_dtype(len(indices)), copy=False)),
-                         ("indices", indices.astype(ids, copy=False)), ("features", features),
-                         ("labels", labels.astype(LABEL_DTYPE, copy=False)),
-                         *((k, v.astype(ids, copy=False)) for k, v in splits.items())):
-            writer.save(key, arr)
-        for key, arr in (arrays or {}).items():
-            writer.save(key, arr)
-        return writer.commit(name=name, num_classes=int(num_classes), **extra)
-
-
-def _write_typed(path, graph: CSCGraph, features, labels, splits, *, name, num_classes, target_type, overwrite,
-                 arrays=None, **extra) -> dict:
-    def arg(key):
-        return f"write_dataset({key}=...)"
-
-    if not graph.typed:
-        raise DatasetError(f"{arg('target_type')}: only a typed graph (CSCGraph with type_per_edge) has one")
-    if target_type not in graph.node_types:
-        raise DatasetError(f"{arg('target_type')}: {target_type!r} is not a node type "
-                           f"({', '.join(graph.node_types)})")
-    validate_typed_edges(graph, name=lambda key: arg("graph" if key == "meta" else f"graph.{key}"))
-    offsets = graph.node_type_offset
-    if not isinstance(features, dict) or set(features) != set(graph.node_types):
+    # the format rule: the one-type case (no edge types, no target_type) is format 1, features
+    # one array and no schema; anything else format 2 (describe_types reads both)
+    schema = None if graph.type_per_edge is None and target_type is None else {
+        "node_types": graph.node_types, "node_type_offset": graph.node_type_offset, "edge_types": graph.edge_types,
+        "target_type": target_type}
+    if schema is not None:
+        if target_type not in graph.node_types or graph.type_per_edge is None:
+            raise DatasetError(f"{arg('target_type')}: {target_type!r} is not a node type "
+                               f"({', '.join(graph.node_types)}); a typed graph (CSCGraph with type_per_edge) needs "
+                               "its target type, and only it has one")
+        validate_typed_edges(graph, name=lambda key: arg("graph" if key == "meta" else f"graph.{key}"))
+    shards = {NODE: features} if schema is None else features
+    if not isinstance(shards, dict) or set(shards) != set(graph.node_types):
         raise DatasetError(f"{arg('features')}: a typed graph takes {{node type: array or None}} for every node "
                            f"type ({', '.join(graph.node_types)})")
-    for i, t in enumerate(graph.node_types):
-        f = features[t]
-        count = int(offsets[i + 1] - offsets[i])
+    offsets = graph.node_type_offset
+    for i, (t, f) in enumerate(shards.items()):
+        count, key = int(offsets[i + 1] - offsets[i]), "features" if t == NODE else f"features[{t!r}]"
         if f is not None and (np.asarray(f).dtype.name not in FEATURE_DTYPES or np.ndim(f) != 2 or len(f) != count):
             f = np.asarray(f)
-            raise DatasetError(f"{arg(f'features[{t!r}]')}: {f.dtype} {f.shape}, expected "
-                               f"{' or '.join(FEATURE_DTYPES)} ({count}, dim): node type {t} has {count} nodes")
-    target = graph.node_types.index(target_type)
+            raise DatasetError(f"{arg(key)}: {f.dtype} {f.shape}, expected {' or '.join(FEATURE_DTYPES)} "
+                               f"({count}, feature_dim) for the {count} nodes of type {t}")
+    target = graph.node_types.index(target_type or NODE)
     lo, hi = int(offsets[target]), int(offsets[target + 1])
     labels = np.asarray(labels)
     if labels.ndim != 1 or len(labels) != hi - lo or labels.dtype.kind not in "iu":
         raise DatasetError(f"{arg('labels')}: {labels.dtype} {labels.shape}, expected integers ({hi - lo},) for "
-                           f"the {hi - lo} nodes of the target type {target_type}")
-    splits = {k: np.asarray(v) for k, v in splits.items()}
-    validate_node_data(hi - lo, num_classes, labels, splits, name=arg, first=lo)
-    ids = id_dtype(graph.num_nodes)
+                           f"the {hi - lo} nodes of the target type {target_type or NODE}")
+    splits = {"train": np.asarray(train), "val": np.asarray(val), "test": np.asarray(test)}
+    validate_node_data(hi - lo, int(num_classes), labels, splits, name=arg, first=lo if target_type else None)
+    ids = id_dtype(n)
     with DatasetWriter(path, overwrite=overwrite) as writer:
-        writer.save("indptr", np.asarray(graph.indptr).astype(offset_dtype(graph.num_edges), copy=False))
-        writer.save("indices", np.asarray(graph.indices).astype(ids, copy=False))
-        writer.save("type_per_edge", graph.type_per_edge)
-        for t, f in features.items():
+        writer.save("indptr", indptr.astype(offset_dtype(len(indices)), copy=False))
+        writer.save("indices", indices.astype(ids, copy=False))
+        for t, f in shards.items():
             if f is not None:
-                writer.save(f"features/{t}", np.asarray(f))
+                writer.save("features" if t == NODE else f"features/{t}", np.asarray(f))
         writer.save("labels", labels.astype(LABEL_DTYPE, copy=False))
         for k, v in splits.items():
             writer.save(k, v.astype(ids, copy=False))
         for key, arr in (arrays or {}).items():
             writer.save(key, arr)
-        schema = {"node_types": graph.node_types, "node_type_offset": offsets, "edge_types": graph.edge_types,
-                  "target_type": target_type}
-        return writer.commit(name=name, num_classes=num_classes, schema=schema, **extra)
+        if schema is not None:
+            writer.save("type_per_edge", graph.type_per_edge)
+        return writer.commit(name=name, num_classes=int(num_classes), schema=schema, **extra)
+

@@ -125,7 +125,7 @@ def main(argv=None) -> int:
                      "node_type": part.target_type, "ranges": [list(r) for r in rows]}
             (tmp / "index.json").write_text(json.dumps(index, indent=2) + "\n")
             out.commit()
-            what = f"{total:,} {part.target_type} nodes" if part.typed else f"{total:,} nodes"
+            what = " ".join(filter(None, (f"{total:,}", part.target_type, "nodes")))  # untyped: no type to name
             print(f"{PROG}: {what} x {width} written to {args.out} by {comm.size} ranks in "
                   f"{time.perf_counter() - t0:.1f} s")
     return 0

@@ -32,7 +32,7 @@ from tqdm import tqdm
 from fastsample.comm import Communicator
 from fastsample.comm.local import LocalCommunicator
 from fastsample.distributed import FeatureGather
-from fastsample.graph import NODE
+from fastsample.graph import by_type, unwrap_one_type
 from fastsample.loading.loader import inputs_of, open_data
 from fastsample.sampling import MFG, assemble, sample, sample_neighbors
 
@@ -88,7 +88,7 @@ def layerwise(model, data, comm: Communicator | None = None, batch_size: int = 4
     topology = part.graph if part.graph is not None else part.local_graph
     node_types, edge_types = part.node_type_names, topology.edge_types
     h = part.features if inputs is None else {**part.features, **inputs}
-    missing = [t for t, f in (h.items() if isinstance(h, dict) else ()) if f is None]
+    missing = [t for t, f in by_type(h).items() if f is None]
     if missing:
         raise ValueError(f"inputs: node types {', '.join(missing)} have no features: give their rows (embeddings)")
     runs, T, r = part.type_runs, len(node_types), comm.rank
@@ -115,7 +115,7 @@ def layerwise(model, data, comm: Communicator | None = None, batch_size: int = 4
                 got = gather.gather(mfg.src_ids)
                 x, (block,) = inputs_of(gather, got, [mfg], device, node_types, edge_types)
                 y = model.layer(i, block, x)
-                y = {NODE: y} if gather.single else y
+                y = by_type(y)
                 dst_type = got.types[:mfg.num_dst]
                 for t, v in y.items():
                     k = node_types.index(t)
@@ -125,8 +125,8 @@ def layerwise(model, data, comm: Communicator | None = None, batch_size: int = 4
                     at = mfg.src_ids[:mfg.num_dst][dst_type == k].astype(np.int64) - runs[r * T + k]
                     out[t][at] = v.float().cpu().numpy()
                 bar.update()
-            h = out[NODE] if gather.single else out
+            h = unwrap_one_type(out)
     finally:
         bar.close()
         model.train(was_training)
-    return h if gather.single or every_type else h[node_types[target]]
+    return h if every_type else by_type(h)[node_types[target]]

@@ -271,28 +271,34 @@ def _itemsize(dtype) -> int:
     return np.dtype(dtype).itemsize
 
 
-def _typed(c: PlanConfig) -> dict | None:
-    """A typed --dataset's terms: per-type feature rows and row bytes, the target type's rows,
-    the edge types' bytes, the R-GCN's parameters and the (sharded) embedding tables."""
-    if c.dataset is None:
-        return None
-    from fastsample.graph import read_meta, type_dtype
+def _types(c: PlanConfig) -> dict:
+    """The node and edge types' terms: per-type feature rows and row bytes, the target type's
+    rows, the bytes per edge of edge types, the relations into a node per type, the model's
+    parameters and the (sharded) embedding tables. A typed --dataset's from its meta.json;
+    else the one-type case the flags describe (GraphSAGE is the one-relation R-GCN: the
+    same parameters)."""
+    from fastsample.graph import NODE, describe_types, read_meta, type_dtype
 
-    meta = read_meta(c.dataset)
-    if "node_types" not in meta:
-        return None
-    counts = dict(zip(meta["node_types"], np.diff(meta["node_type_offset"]).tolist()))
-    specs = meta["features"]
+    meta = read_meta(c.dataset) if c.dataset is not None else {
+        "num_nodes": c.nodes, "feature_dim": c.feature_dim, "dtypes": {"features": np.dtype(c.feature_dtype).name}}
+    types = describe_types(meta)
+    counts = dict(zip(types["node_types"], np.diff(types["node_type_offset"]).tolist()))
+    specs, edge_types = types["features"], types["edge_types"]
     featured = [(counts[t], s["dim"] * _itemsize(s["dtype"])) for t, s in specs.items() if s]
     dims = {t: (s["dim"] if s else c.embed_dim) for t, s in specs.items()}
     params = 0
     for i in range(c.layers):  # per layer and relation: W_self (dst), W_neigh (src), bias
         out = c.classes if i == c.layers - 1 else c.hidden
-        params += sum((dims[s] + dims[d]) * out + out for s, _, d in meta["edge_types"])
+        params += sum((dims[s] + dims[d]) * out + out for s, _, d in edge_types)
         dims = dict.fromkeys(dims, out)
-    return {"node_types": counts, "featured": featured, "target_rows": counts[meta["target_type"]],
-            "type_bytes": type_dtype(len(meta["edge_types"])).itemsize,
-            "relations_per_type": len(meta["edge_types"]) / len(counts), "params": params,
+    target = types["target_type"] or NODE
+    return {"node_types": counts, "featured": featured, "target_rows": counts[target],
+            "type_bytes": type_dtype(len(edge_types)).itemsize * ("type_per_edge" in meta["dtypes"]),
+            "relations_per_type": len(edge_types) / len(counts), "params": params,
+            # the built-in model: GraphSAGE for the one-type case (6 state copies: its concatenated weight's
+            # too), else the R-GCN (5)
+            **({"model": "GraphSAGE", "state_copies": 6} if types["target_type"] is None
+               else {"model": "R-GCN", "state_copies": 5}),
             "embedding_values": sum(counts[t] for t, s in specs.items() if not s) * c.embed_dim,
             "embedding_rank_values": sum(math.ceil(counts[t] / c.ranks) for t, s in specs.items() if not s)
             * c.embed_dim}
@@ -313,21 +319,24 @@ def plan(c: PlanConfig) -> dict:
 
     topology = (n + 1) * offb + e * idb
     rank_topology = (owned + 1) * offb + math.ceil(e / P) * idb  # vanilla: the rank's rows
-    typed = _typed(c)
-    # a typed graph's fanout applies per (node, edge type): about R / T relations into each node
-    fanouts = c.fanouts if typed is None else [f if f < 0 else f * typed["relations_per_type"] for f in c.fanouts]
+    types = _types(c)
+    # a fanout applies per (node, edge type): about R / T relations into each node
+    fanouts = [f if f < 0 else f * types["relations_per_type"] for f in c.fanouts]
     mfgs = expected_mfgs(n, e, fanouts, c.batch_size, c.degree_exponent)
     dims = [c.feature_dim] + [c.hidden] * (c.layers - 1) + [c.classes]
 
     # persistent, per rank
-    shard = owned * c.feature_dim * fb
-    labels = owned * 8 + owned * idb  # labels (int64) and the split ids (at most one per owned node)
+    # per-type shards at their widths; labels (int64) and the split ids (at most one per target-type node)
+    shard = sum(math.ceil(rows / P) * width for rows, width in types["featured"])
+    labels = math.ceil(types["target_rows"] / P) * (8 + idb)
+    topology += e * types["type_bytes"]
+    rank_topology += math.ceil(e / P) * types["type_bytes"]
     cached_rows = min(int(c.cache_fraction * n), n - owned) if c.cache_fraction else 0
     cache = cached_rows * (c.feature_dim * fb + 8)
     cache_build = (4 if c.cache_policy == "frequency" else 3) * 8 * n if c.cache_fraction else 0
     node_map = node_map_bytes(n, mfgs[0].num_src)
-    params = sum(2 * a * b + b for a, b in zip(dims[:-1], dims[1:]))
-    model_state = 6 * 4 * params
+    params = types["params"]
+    model_state = types["state_copies"] * 4 * params + 3 * 4 * types["embedding_rank_values"]  # + SparseAdam's
 
     # per step, per rank
     mfg_bytes = sum((m.num_dst + 1) * 8 + m.num_edges * 4 + (m.num_dst + m.num_edges) * idb for m in mfgs)
@@ -352,13 +361,6 @@ def plan(c: PlanConfig) -> dict:
     f_compute, f_gather = HEAP_FRAGMENTATION[c.allocator]
     heap = max(f_compute * compute_peak, f_gather * gather_peak, cache_build)
 
-    if typed is not None:  # per-type shards, the types' byte per edge, the R-GCN's state and embedding tables
-        shard = sum(math.ceil(rows / P) * width for rows, width in typed["featured"])
-        labels = math.ceil(typed["target_rows"] / P) * (8 + idb)
-        topology += e * typed["type_bytes"]
-        rank_topology += math.ceil(e / P) * typed["type_bytes"]
-        params = typed["params"]
-        model_state = 5 * 4 * params + 3 * 4 * typed["embedding_rank_values"]
     rank_fixed = RUNTIME_BYTES + shard + labels + cache + node_map + model_state
     rank_total = rank_fixed + heap + (rank_topology if c.mode == "vanilla" else 0)
     machine_topology = topology if c.mode == "hybrid" else 0
@@ -371,13 +373,13 @@ def plan(c: PlanConfig) -> dict:
     return {
         "config": asdict(c),
         "graph": {"nodes": n, "edges": e, "avg_degree": e / n, "id_dtype": ids.name, "indptr_dtype": offs.name,
-                  "typed": typed},
+                  "types": types},
         "machines": machines,
         "memory_per_machine": memory,
         "memory_source": "--memory" if c.memory is not None else "this machine's MemAvailable",
         "mfgs": [asdict(m) for m in mfgs],
-        "model": {"dims": dims, "parameters": params, "kind": "R-GCN" if typed else "GraphSAGE",
-                  "embedding_values": typed["embedding_values"] if typed else 0},
+        "model": {"dims": dims, "parameters": params, "kind": types["model"],
+                  "embedding_values": types["embedding_values"]},
         "per_rank": {
             "feature_shard": shard, "shard_rows": shard_rows, "labels_and_splits": labels, "feature_cache": cache,
             "cache_rows": cached_rows, "cache_build_transient": cache_build, "node_map": node_map,
@@ -444,7 +446,7 @@ def format_plan(p: dict) -> str:
         ("step peak", s["peak"]),
     ]]
     fc, fg = HEAP_FRAGMENTATION[c["allocator"]]
-    lines += [row.format(f"  compute / gather phase", f"{_b(s['compute_peak'])} / {_b(s['gather_peak'])}"),
+    lines += [row.format("  compute / gather phase", f"{_b(s['compute_peak'])} / {_b(s['gather_peak'])}"),
               row.format(f"heap kept (x {fc:g} / x {fg:g}, {c['allocator']})", _b(r["heap"])),
               row.format("rank total", _b(r["total"]))]
     lines += [f"per machine ({m['ranks']} ranks)"]

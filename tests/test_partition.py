@@ -116,6 +116,10 @@ def test_corrupted_partition_json_is_named(copy):
     meta = json.loads(text)
     meta["offsets"][1] += 5
     (copy / "partition.json").write_text(json.dumps(meta))
+    with pytest.raises(PartitionError, match=r"partition\.json: type_runs must be 4 non-decreasing offsets that start each part"):
+        load_partition(copy, 0, P)
+    meta["type_runs"] = meta["offsets"]  # agreeing, but not the parts' files
+    (copy / "partition.json").write_text(json.dumps(meta))
     with pytest.raises(PartitionError, match=r"part-0/features\.npy: .* implies"):
         load_partition(copy, 0, P)
     meta["offsets"] = meta["offsets"][:-1]

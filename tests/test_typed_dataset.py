@@ -31,7 +31,7 @@ def test_the_generator_writes_a_typed_dataset_that_reads_back(typed):
     assert np.diff(g.node_type_offset).tolist() == sizes
     assert ds.features["institute"] is None and not (typed / "features" / "institute.npy").exists()
     assert ds.features["author"].shape == (cfg.authors, cfg.feature_dim) and ds.feature_dim == cfg.feature_dim
-    assert len(ds.labels) == cfg.papers and ds.label_offset() == 0
+    assert len(ds.labels) == cfg.papers and ds.graph.node_type_offset[ds.target_index] == 0
     # every relation is there with its reverse, and each node's in-edges are sorted by type
     counts = np.bincount(g.type_per_edge, minlength=len(EDGE_TYPES))
     assert (counts > 0).all() and (counts[0::2] == counts[1::2]).all()
@@ -112,7 +112,7 @@ def test_write_dataset_checks_a_typed_graph_before_writing(tmp_path):
     ok = dict(labels=np.array([0, 1]), train=[0], val=[1], test=[], name="t", num_classes=2, target_type="a")
     write_dataset(tmp_path / "ok", g, {"a": np.ones((2, 3), np.float32), "b": None}, **ok)
     assert load_dataset(tmp_path / "ok").features["b"] is None
-    with pytest.raises(DatasetError, match=r"features\['a'\]=...\): float32 \(3, 3\), expected .* node type a has 2"):
+    with pytest.raises(DatasetError, match=r"features\['a'\]=...\): float32 \(3, 3\), expected .* for the 2 nodes of type a"):
         write_dataset(tmp_path / "x", g, {"a": np.ones((3, 3), np.float32), "b": None}, **ok)
     with pytest.raises(DatasetError, match=r"features=...\): a typed graph takes \{node type: array or None\}"):
         write_dataset(tmp_path / "x", g, np.ones((3, 3), np.float32), **ok)

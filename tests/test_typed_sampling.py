@@ -137,8 +137,10 @@ def test_fanout_mappings_name_what_is_wrong():
         sample(graph, [0], [2, {"cites": 1, "writes": 1, "employs": 1, "affiliated_with": 1, "topic_of": 1,
                                 "has_topic": 1}])
     plain = CSCGraph(np.array([0, 1, 2]), np.array([1, 0]))
-    with pytest.raises(ValueError, match="layer 0 maps relations to fanouts, but the graph has no edge types"):
+    with pytest.raises(ValueError, match=r"relation 'x' is not an edge type \(the graph's: _N:_E:_N\)"):
         sample(plain, [0], [{"x": 1}])
+    # untyped data is the one-type case: its one relation takes a mapping like any other
+    assert all(mfg_equal(a, b) for a, b in zip(sample(plain, [0, 1], [{"*": 1}], seed=2), sample(plain, [0, 1], [1], seed=2)))
     with pytest.raises(ValueError, match="a layer's mapping takes relation -> an integer >= -1"):
         sample(graph, [0], [{"cites": -3, "*": 1}])
     # the canonical form and the triple name the same relation

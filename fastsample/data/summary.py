@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from fastsample.atomic import format_bytes
-from fastsample.graph import SPLITS, Dataset
+from fastsample.graph import NODE, SPLITS, Dataset
 
 
 def summarize(ds: Dataset) -> dict:
@@ -18,7 +18,6 @@ def summarize(ds: Dataset) -> dict:
     """
     deg = ds.graph.in_degrees()
     n = ds.graph.num_nodes
-    topo = ds.graph.indptr.nbytes + ds.graph.indices.nbytes
     stats = {
         "name": ds.name,
         "path": str(ds.path),
@@ -35,19 +34,16 @@ def summarize(ds: Dataset) -> dict:
         "labelled": int((np.asarray(ds.labels) >= 0).sum()),
         "splits": {s: len(getattr(ds, s)) for s in SPLITS},
     }
-    if not ds.typed:
-        stats.update(feature_dim=int(ds.features.shape[1]), feature_dtype=ds.features.dtype.name,
-                     bytes={"topology": int(topo), "features": int(ds.features.nbytes)})
-        return stats
     g = ds.graph
-    counts = np.bincount(np.asarray(g.type_per_edge), minlength=g.num_edge_types)
+    counts = np.bincount(g.edge_type_array(), minlength=g.num_edge_types)
     stats.update(
-        target_type=ds.target_type,
+        feature_dim=ds.feature_dim,
+        target_type=ds.node_type_names[ds.target_index],
         node_types={t: int(g.node_type_offset[i + 1] - g.node_type_offset[i]) for i, t in enumerate(g.node_types)},
         edge_types={":".join(e): int(c) for e, c in zip(g.edge_types, counts)},
-        features={t: None if f is None else f"{f.shape[1]} x {f.dtype.name}" for t, f in ds.features.items()},
-        bytes={"topology": int(topo + g.type_per_edge.nbytes),
-               "features": int(sum(f.nbytes for f in ds.features.values() if f is not None))})
+        features={t: None if f is None else f"{f.shape[1]} x {f.dtype.name}" for t, f in ds.shards.items()},
+        bytes={"topology": int(g.indptr.nbytes + sum(a.nbytes for a in g.edge_arrays().values())),
+               "features": int(sum(f.nbytes for f in ds.shards.values() if f is not None))})
     return stats
 
 
@@ -69,11 +65,8 @@ def non_finite_rows(features, first: int = 5, chunk_bytes: int = 64 << 20) -> di
 def check_features(ds: Dataset) -> dict:
     """non_finite_rows for every feature matrix: {node type (or "features"): its result}.
     Typed data's row ids are global node ids (the type's offset added)."""
-    if not ds.typed:
-        return {"features": non_finite_rows(ds.features)}
     out = {}
-    for i, t in enumerate(ds.graph.node_types):
-        f = ds.features.get(t)
+    for i, (t, f) in enumerate(ds.shards.items()):
         if f is not None:
             r = non_finite_rows(f)
             out[t] = {"rows": r["rows"], "first": [int(ds.graph.node_type_offset[i]) + k for k in r["first"]]}
@@ -86,7 +79,7 @@ def format_check(check: dict) -> str:
     if not bad:
         return "check       every feature row is finite"
     return "check       " + "  ".join(
-        f"{k}: {v['rows']:,} rows with NaN or inf (first: {', '.join(map(str, v['first']))})" for k, v in bad.items())
+        f"{'features' if k == NODE else k}: {v['rows']:,} rows with NaN or inf (first: {', '.join(map(str, v['first']))})" for k, v in bad.items())
 
 
 def format_summary(s: dict) -> str:
@@ -99,13 +92,14 @@ def format_summary(s: dict) -> str:
         f"edges       {s['edges']:,} (directed; undirected graphs store both directions)",
         f"in-degree   mean {d['mean']:.2f}  median {d['median']:.0f}  p99 {d['p99']:.0f}  "
         f"max {d['max']:,} ({ratio:.0f}x mean)  isolated {d['isolated']:,}",
-        *([f"features    {s['feature_dim']} x {s['feature_dtype']}"] if "node_types" not in s else
+        # the one-type case's type and relation have no names to show
+        *([f"features    {s['features'][NODE]}"] if list(s["node_types"]) == [NODE] else
           ["node types  " + "  ".join(f"{t} {c:,}" + ("" if s["features"][t] else " (featureless)")
                                        for t, c in s["node_types"].items()),
            "edge types  " + "  ".join(f"{e} {c:,}" for e, c in s["edge_types"].items()),
            "features    " + "  ".join(f"{t} {f}" for t, f in s["features"].items() if f)]),
         f"classes     {s['classes']}  ({s['labelled']:,} labelled" +
-        (f" {s['target_type']} nodes)" if "target_type" in s else " nodes)"),
+        (" nodes)" if s["target_type"] == NODE else f" {s['target_type']} nodes)"),
         "splits      " + "  ".join(f"{k} {v:,}" for k, v in s["splits"].items()),
         f"bytes       topology {format_bytes(s['bytes']['topology'])}  "
         f"features {format_bytes(s['bytes']['features'])}",

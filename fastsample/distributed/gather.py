@@ -28,7 +28,8 @@ import numpy as np
 
 from fastsample import bf16
 from fastsample.allocator import populate
-from fastsample.block import NODE, positions_by_type
+from fastsample.block import positions_by_type
+from fastsample.graph import by_type, unwrap_one_type
 from fastsample.comm import Communicator
 
 from fastsample.native import lib as _native
@@ -112,8 +113,7 @@ class FeatureGather:
 
     def __init__(self, comm: Communicator, runs: np.ndarray, shards, keep_dtype: bool = False, learnable=()):
         self.comm, self.runs = comm, np.asarray(runs, dtype=np.int64)
-        self.single = not isinstance(shards, dict)
-        shards = {NODE: shards} if self.single else shards
+        shards = by_type(shards)
         self.types = list(shards)
         self.shards = [shards[t] for t in self.types]
         T = len(self.types)
@@ -153,7 +153,7 @@ class FeatureGather:
         """Rows of ``ids``: for a gather over one array, (len(ids), width) in the ids' order;
         else as gather's ``rows``. Collective."""
         got = self.gather(ids)
-        return got.rows[NODE] if self.single else got.rows
+        return unwrap_one_type(got.rows)
 
     def gather(self, ids: np.ndarray) -> Gathered:
         """The rows of the global ``ids`` (see the module doc). Collective."""

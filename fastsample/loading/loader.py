@@ -48,14 +48,14 @@ import torch
 
 from fastsample import bf16
 from fastsample.allocator import available_memory
-from fastsample.block import NODE, Block
+from fastsample.block import Block
 from fastsample.choices import CACHE_POLICIES, MODES, PRECISIONS, check_choice, check_fanouts
 from fastsample.comm import Communicator
 from fastsample.comm.local import LocalCommunicator
 from fastsample.config import ConfigError
 from fastsample.distributed import FeatureGather
 from fastsample.distributed.cache import FeatureCache, build_cache, degree_scores, frequency_scores
-from fastsample.graph import load_dataset
+from fastsample.graph import load_dataset, unwrap_one_type
 from fastsample.loading.seeds import EdgeSeeds, NodeSeeds, StepSeeds
 from fastsample.partition import RankPartition, load_partition
 from fastsample.prefetch import Prefetcher
@@ -138,9 +138,7 @@ def narrow_features(part: RankPartition) -> RankPartition:
     """``part`` with its float32 features narrowed to bfloat16 (in memory, half the bytes);
     16-bit features are returned as they are (per node type)."""
     narrow = lambda f: bf16.narrow(f) if f is not None and f.dtype == np.float32 else f
-    features = part.features
-    narrowed = {t: narrow(f) for t, f in features.items()} if isinstance(features, dict) else narrow(features)
-    return dataclasses.replace(part, features=narrowed)
+    return dataclasses.replace(part, features=unwrap_one_type({t: narrow(f) for t, f in part.shards.items()}))
 
 
 def as_tensor(rows: np.ndarray, device: torch.device, learnable: bool = False) -> torch.Tensor:
@@ -154,14 +152,13 @@ def as_tensor(rows: np.ndarray, device: torch.device, learnable: bool = False) -
 
 def inputs_of(gather: FeatureGather, got, mfgs: list[MFG], device, node_types=(), edge_types=(),
               learnable=()) -> tuple:
-    """(x, blocks) a model takes, from a gather's rows around ``mfgs``: for untyped data one
-    matrix and blocks of one relation; else {node type: rows} (``learnable`` types' as leaves
-    that take a gradient) and blocks with each source's type (each layer's source types are
-    the input layer's first rows': its destinations are the next layer's sources)."""
-    if gather.single:
-        return as_tensor(got.rows[NODE], device), [Block.from_mfg(m, device) for m in mfgs]
+    """(x, blocks) a model takes, from a gather's rows around ``mfgs``: {node type: rows}
+    (``learnable`` types' as leaves that take a gradient; untyped data's one matrix, as
+    unwrap_one_type shows it) and blocks with each source's type (each layer's source types
+    are the input layer's first rows': its destinations are the next layer's sources)."""
     x = {t: None if r is None else as_tensor(r, device, t in learnable) for t, r in got.rows.items()}
-    return x, [Block.from_mfg(m, device, got.types[:m.num_src], node_types, edge_types) for m in mfgs]
+    return unwrap_one_type(x), [Block.from_mfg(m, device, got.types[:m.num_src], node_types, edge_types)
+                                for m in mfgs]
 
 
 class Loader:
@@ -367,15 +364,17 @@ class Loader:
                      t1 - t0, t2 - t1, wait_s=time.perf_counter() - t0, route=route, num_items=seeds.size, **fields)
 
     def _inputs(self, got, mfgs: list[MFG]) -> tuple:
-        """(batch.x, batch.blocks) of a gather's rows (inputs_of); on typed data the input
-        block says each input node's index among its type's (what embeddings are indexed by)."""
+        """(batch.x, batch.blocks) of a gather's rows (inputs_of); the input block says each
+        input node's index among its type's (what embeddings are indexed by), made when read."""
         tables = self.embeddings.tables if self.embeddings is not None else {}
         x, blocks = inputs_of(self.gather, got, mfgs, self.device, self.node_types, self.edge_types, tables)
-        if not self.gather.single:
+
+        def input_index():
             ids = np.asarray(mfgs[0].src_ids, dtype=np.int64)
             index = ids + self.run_base[np.searchsorted(self.gather.runs, ids, side="right") - 1]
-            blocks[0].input_index = {t: torch.from_numpy(index[got.types == i]).to(self.device)
-                                     for i, t in enumerate(self.node_types)}
+            return {t: torch.from_numpy(index[got.types == i]).to(self.device) for i, t in enumerate(self.node_types)}
+
+        blocks[0].input_index = input_index
         return x, blocks
 
     def _fill_embeddings(self, batch: Batch) -> None:

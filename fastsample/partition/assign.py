@@ -89,12 +89,9 @@ def metis_parts(ds: Dataset, parts: int, seed: int = 0, scratch: str | Path | No
     adj = symmetric_adjacency(ds, scratch)
     xadj = np.asarray(adj.indptr, dtype=np.int64)
     adjncy = np.asarray(adj.indices, dtype=np.int64)
-    # node count (per node type on a typed graph: one constraint each), in-edges, training nodes
-    if ds.typed:
-        constraints = [_mask(n, np.arange(a, b)) for a, b in zip(ds.graph.node_type_offset[:-1],
-                                                                 ds.graph.node_type_offset[1:]) if b > a]
-    else:
-        constraints = [np.ones(n, np.int64)]
+    # node count per node type (one constraint each; the one-type case: every node), in-edges, training nodes
+    offsets = ds.graph.node_type_offset
+    constraints = [_mask(n, np.arange(a, b)) for a, b in zip(offsets[:-1], offsets[1:]) if b > a]
     constraints.append(np.maximum(np.diff(np.asarray(ds.graph.indptr, np.int64)), 1))
     if len(ds.train):
         constraints.append(_mask(n, ds.train))
@@ -212,7 +209,7 @@ def balance_splits(part: np.ndarray, ds: Dataset, parts: int) -> dict:
     """
     degree = np.diff(np.asarray(ds.graph.indptr, dtype=np.int64))
     groups = {s: np.asarray(getattr(ds, s), dtype=np.int64) for s in SPLITS}
-    if ds.typed:
+    if len(ds.graph.node_types) > 1:  # and each type's other nodes (one type: rebalance balanced them all)
         in_split = np.zeros(len(part), dtype=bool)
         for ids in groups.values():
             in_split[ids] = True

@@ -42,8 +42,8 @@ from fastsample.allocator import available_memory
 from fastsample.atomic import AtomicDirectory, allocated_memmap, check_space, format_bytes
 from fastsample.choices import MODES, PARTITION_METHODS, PARTITION_MODES
 from fastsample.edge_splits import load_edge_split
-from fastsample.graph import (SPLITS, CSCGraph, Dataset, DatasetError, expect_array, load_dataset, open_array,
-                              read_json, type_dtype, validate_csc)
+from fastsample.graph import (NODE, SPLITS, CSCGraph, Dataset, DatasetError, unwrap_one_type, describe_types,
+                              expect_array, load_dataset, open_array, open_types, read_json, validate_csc)
 from fastsample.partition.assign import (balance_splits, edge_cut, is_symmetric, metis_parts, random_parts,
                                          rebalance, symmetric_adjacency, symmetric_edges)
 from fastsample.partition import kaminpar as kp
@@ -152,22 +152,21 @@ def _copy_rows(path: Path, source: np.ndarray, rows: np.ndarray) -> int:
     return int(size)
 
 
-def _write_node_data(pk: Path, ds, orig_ids: np.ndarray, lo: int, hi: int, runs, k: int) -> int:
-    """Part k's features and labels (rows of the nodes it owns, new-id order); returns the
-    feature bytes. Typed: features/TYPE.npy per featured type, labels of its target-type nodes."""
-    if not ds.typed:
-        np.save(pk / "labels.npy", np.asarray(ds.labels)[orig_ids[lo:hi]])
-        return _copy_rows(pk / "features.npy", ds.features, orig_ids[lo:hi])
+def _write_node_data(pk: Path, ds, orig_ids: np.ndarray, runs: np.ndarray, k: int) -> int:
+    """Part k's feature rows (per featured node type, the file describe_types names) and its
+    target-type nodes' labels, in new-id order; returns the feature bytes."""
     g, T = ds.graph, len(ds.graph.node_types)
-    (pk / "features").mkdir()
+    specs = describe_types(ds.meta)["features"]
     size = 0
     for t, name in enumerate(g.node_types):
         a, b = int(runs[k * T + t]), int(runs[k * T + t + 1])
         local = orig_ids[a:b] - g.node_type_offset[t]  # rows of the type's own feature matrix
-        if name == ds.target_type:
+        if t == ds.target_index:
             np.save(pk / "labels.npy", np.asarray(ds.labels)[local])
-        if ds.features[name] is not None:
-            size += _copy_rows(pk / "features" / f"{name}.npy", ds.features[name], local)
+        if specs[name] is not None:
+            file = pk / f"{specs[name]['file']}.npy"
+            file.parent.mkdir(exist_ok=True)
+            size += _copy_rows(file, ds.shards[name], local)
     return size
 
 
@@ -175,8 +174,8 @@ def _check_space(ds, out: Path, mode: str) -> None:
     """DiskFull before any work if the output cannot fit: every node's rows once, the
     relabelled topology once per layout written, the ids and labels."""
     g = ds.graph
-    rows = (sum(f.nbytes for f in ds.features.values() if f is not None) if ds.typed else ds.features.nbytes)
-    topology = g.indptr.nbytes + g.indices.nbytes + (g.type_per_edge.nbytes if g.typed else 0)
+    rows = sum(f.nbytes for f in ds.shards.values() if f is not None)
+    topology = g.indptr.nbytes + sum(a.nbytes for a in g.edge_arrays().values())
     need = rows + topology * (2 if mode == "both" else 1) + ds.labels.nbytes + g.num_nodes * 8 + (1 << 20)
     check_space(out.parent, need, out.name)
 
@@ -222,7 +221,7 @@ def partition_dataset(dataset, out, parts: int, method: str = "auto", mode: str 
     if not 1 <= parts <= n:
         raise PartitionError(f"parts must be in 1..{n} (the node count), got {parts}")
     method = _resolve_method(method, ds, parts, progress)
-    T = len(ds.graph.node_types) if ds.typed else 1
+    T = len(ds.graph.node_types)
     _check_space(ds, Path(out), mode)
     with AtomicDirectory(out, overwrite=overwrite) as target:
         _stage(f"{method}: {n:,} nodes, {ds.graph.num_edges:,} edges into {parts} parts", progress, t0)
@@ -239,7 +238,7 @@ def partition_dataset(dataset, out, parts: int, method: str = "auto", mode: str 
         orig_ids, offsets = relabel_order(part, parts)
         del part
         tmp = target.tmp
-        runs = _type_runs(ds, orig_ids, offsets) if ds.typed else None
+        runs = _type_runs(ds, orig_ids, offsets)
         # written in row blocks, read back memory-mapped: the relabelled topology never
         # sits in memory whole (vanilla-only layouts drop it once the parts are cut)
         (tmp / "topology").mkdir()
@@ -249,7 +248,7 @@ def partition_dataset(dataset, out, parts: int, method: str = "auto", mode: str 
         new_of_old[orig_ids] = np.arange(n)
 
         np.save(tmp / "orig_ids.npy", orig_ids.astype(ds.graph.indices.dtype))
-        topo_bytes = graph.indptr.nbytes + graph.indices.nbytes + (graph.type_per_edge.nbytes if ds.typed else 0)
+        topo_bytes = graph.indptr.nbytes + sum(a.nbytes for a in graph.edge_arrays().values())
         split_new = {s: np.sort(new_of_old[np.asarray(getattr(ds, s))]) for s in SPLITS}
         link = _relabelled_edge_split(dataset, ds, new_of_old)
         stats = []
@@ -257,7 +256,7 @@ def partition_dataset(dataset, out, parts: int, method: str = "auto", mode: str 
             lo, hi = int(offsets[k]), int(offsets[k + 1])
             pk = tmp / f"part-{k}"
             pk.mkdir()
-            feature_bytes = _write_node_data(pk, ds, orig_ids, lo, hi, runs, k)
+            feature_bytes = _write_node_data(pk, ds, orig_ids, runs, k)
             counts = {}
             for s in SPLITS:
                 ids = split_new[s]
@@ -274,30 +273,28 @@ def partition_dataset(dataset, out, parts: int, method: str = "auto", mode: str 
             if mode in ("vanilla", "both"):
                 np.save(pk / "indptr.npy", (np.asarray(graph.indptr[lo:hi + 1], np.int64) - e_lo)
                         .astype(graph.indptr.dtype))
-                np.save(pk / "indices.npy", graph.indices[e_lo:e_hi])
-                if ds.typed:
-                    np.save(pk / "type_per_edge.npy", graph.type_per_edge[e_lo:e_hi])
-            typed_counts = {} if not ds.typed else {"node_types": np.diff(runs[k * T:(k + 1) * T + 1]).tolist()}
-            stats.append({"nodes": hi - lo, "edges": e_hi - e_lo, **counts, **typed_counts,
+                for name, arr in graph.edge_arrays().items():
+                    np.save(pk / f"{name}.npy", arr[e_lo:e_hi])
+            stats.append({"nodes": hi - lo, "edges": e_hi - e_lo, **counts,
+                          "node_types": np.diff(runs[k * T:(k + 1) * T + 1]).tolist(),
                           "feature_bytes": feature_bytes,
                           "vanilla_topology_bytes": (hi - lo + 1) * graph.indptr.itemsize
-                          + (e_hi - e_lo) * (graph.indices.itemsize
-                                             + (graph.type_per_edge.itemsize if ds.typed else 0))})
+                          + (e_hi - e_lo) * sum(a.itemsize for a in graph.edge_arrays().values())})
 
         def balance(key):
             values = np.array([st[key] for st in stats], dtype=np.float64)
             return float(values.max() / values.mean()) if values.mean() else 1.0
 
-        typed_keys = ("node_types", "node_type_offset", "edge_types", "target_type", "features") if ds.typed else ()
         meta = {
             "layout_version": LAYOUT_VERSION,
             "dataset": {key: ds.meta[key] for key in ("name", "num_nodes", "num_edges", "feature_dim",
-                                                      "num_classes", "dtypes", *typed_keys, "link")
+                                                      "num_classes", "dtypes", "node_types", "node_type_offset", "edge_types",
+                                                      "target_type", "features", "link")
                         if key in ds.meta},
             "source": str(Path(dataset).resolve()),
             "num_parts": parts, "method": method, "mode": mode, "seed": seed,
             "offsets": offsets.tolist(),
-            **({"type_runs": runs.tolist()} if ds.typed else {}),
+            "type_runs": runs.tolist(),
             "edge_cut": int(cut), "edge_cut_fraction": cut / max(ds.graph.num_edges, 1),
             "balance": {key: balance(key) for key in ("nodes", "edges", *SPLITS)},
             "moved_for_balance": moved,
@@ -359,8 +356,7 @@ class RankPartition(Dataset):
         n = ds.graph.num_nodes
         layout = {"dataset": ds.meta, "num_parts": 1, "mode": "both", "offsets": [0, n],
                   "parts": [{s: len(getattr(ds, s)) for s in SPLITS}]}
-        if ds.typed:  # one rank: each node type is one run
-            layout["type_runs"] = [int(o) for o in ds.graph.node_type_offset]
+        layout["type_runs"] = [int(o) for o in ds.graph.node_type_offset]  # one rank: each node type is one run
         record = {f.name: getattr(ds, f.name) for f in fields(Dataset)}
         return cls(**record, rank=0, num_parts=1, offsets=np.array([0, n], dtype=np.int64), local_graph=ds.graph,
                    layout=layout)
@@ -393,6 +389,11 @@ def read_partition_meta(path) -> dict:
         raise PartitionError(f"{file}: num_parts, offsets and parts disagree (corrupted?)")
     if meta["mode"] not in PARTITION_MODES:
         raise PartitionError(f"{file}: unknown mode {meta['mode']!r}")
+    T = len(describe_types(meta["dataset"])["node_types"])
+    runs = np.asarray(meta.get("type_runs", offsets))
+    if runs.shape != (P * T + 1,) or (np.diff(runs) < 0).any() or not np.array_equal(runs[::T], offsets):
+        raise PartitionError(f"{file}: type_runs must be {P * T + 1} non-decreasing offsets that start "
+                             "each part where offsets does (corrupted?)")
     return meta
 
 
@@ -440,15 +441,7 @@ def _open_share(path: Path, meta: dict, rank: int, mode: str) -> RankPartition:
     def expect(arr, file, shape, dtype):
         expect_array(file, arr, shape, (dtype,), source="partition.json", error=PartitionError)
 
-    typed = "node_types" in d
-    if typed:
-        features, labels, schema = _open_typed_rows(pk, meta, rank, expect)
-    else:
-        features = open_array(pk, "features")
-        expect(features, pk / "features.npy", (hi - lo, d["feature_dim"]), d["dtypes"]["features"])
-        labels = open_array(pk, "labels")
-        expect(labels, pk / "labels.npy", (hi - lo,), d["dtypes"].get("labels", "int64"))
-        schema = ()
+    features, labels, runs = _open_rows(pk, meta, rank, expect)
     splits = {}
     for s in SPLITS:
         ids = open_array(pk, s)
@@ -464,7 +457,8 @@ def _open_share(path: Path, meta: dict, rank: int, mode: str) -> RankPartition:
         if indptr.dtype.kind not in "iu":
             raise PartitionError(f"{topo / 'indptr.npy'}: dtype {indptr.dtype.name}, expected integers")
         validate_csc(indptr, indices, d["num_nodes"], where=topo)
-        graph = CSCGraph(indptr, indices, *_types_of(topo, (d["num_edges"],), schema, expect))
+        graph = CSCGraph(indptr, indices, open_types(topo, d, d["num_edges"], error=PartitionError), runs,
+                         d.get("node_types", ()), d.get("edge_types", ()))
     else:
         indptr, indices = open_array(pk, "indptr"), open_array(pk, "indices")
         expect(indices, pk / "indices.npy", (stats["edges"],), d["dtypes"]["indices"])
@@ -475,43 +469,31 @@ def _open_share(path: Path, meta: dict, rank: int, mode: str) -> RankPartition:
                                  f"{stats['edges']} in-edges")
         if stats["edges"] and (indices.min() < 0 or indices.max() >= d["num_nodes"]):
             raise PartitionError(f"{pk / 'indices.npy'}: node ids outside 0..{d['num_nodes'] - 1}")
-        local = CSCGraph(indptr, indices, *_types_of(pk, (stats["edges"],), schema, expect))
-    return RankPartition(graph, features, labels, **splits, num_classes=d["num_classes"], name=d["name"], meta=d,
+        local = CSCGraph(indptr, indices, open_types(pk, d, stats["edges"], error=PartitionError), runs,
+                         d.get("node_types", ()), d.get("edge_types", ()))
+    return RankPartition(graph, unwrap_one_type(features), labels, **splits, num_classes=d["num_classes"], name=d["name"], meta=d,
                          path=path, target_type=d.get("target_type"), rank=rank, num_parts=P, offsets=offsets,
                          local_graph=local, layout=meta)
 
 
-def _open_typed_rows(pk: Path, meta: dict, rank: int, expect):
-    """A typed share's features (per type: its owned rows, None where featureless), labels
-    (its target-type rows), and the schema a CSCGraph takes (type runs, node and edge types)."""
+def _open_rows(pk: Path, meta: dict, rank: int, expect):
+    """A share's features ({node type: its owned rows, None where featureless}), labels
+    (its target-type rows) and the type runs (partition.json's; a layout written before
+    they were recorded is untyped, its runs the offsets)."""
     d = meta["dataset"]
-    T = len(d["node_types"])
-    runs = np.asarray(meta.get("type_runs", []), dtype=np.int64)
-    if runs.shape != (meta["num_parts"] * T + 1,) or (np.diff(runs) < 0).any():
-        raise PartitionError(f"{pk.parent / 'partition.json'}: type_runs must be {meta['num_parts'] * T + 1} "
-                             "non-decreasing offsets (corrupted?)")
+    schema = describe_types(d)
+    T = len(schema["node_types"])
+    runs = np.asarray(meta.get("type_runs", meta["offsets"]), dtype=np.int64)  # checked by read_partition_meta
     features = {}
-    for t, name in enumerate(d["node_types"]):
+    for t, (name, spec) in enumerate(schema["features"].items()):
         a, b = int(runs[rank * T + t]), int(runs[rank * T + t + 1])
-        spec = d["features"][name]
-        if spec is None:
-            features[name] = None
-            continue
-        arr = open_array(pk / "features", name)
-        expect(arr, pk / "features" / f"{name}.npy", (b - a, spec["dim"]), spec["dtype"])
-        features[name] = arr
-    t = d["node_types"].index(d["target_type"])
+        features[name] = None
+        if spec is not None:
+            file = pk / f"{spec['file']}.npy"
+            features[name] = open_array(file.parent, file.stem)
+            expect(features[name], file, (b - a, spec["dim"]), spec["dtype"])
+    t = schema["node_types"].index(schema["target_type"] or NODE)
     a, b = int(runs[rank * T + t]), int(runs[rank * T + t + 1])
     labels = open_array(pk, "labels")
     expect(labels, pk / "labels.npy", (b - a,), d["dtypes"].get("labels", "int64"))
-    schema = (runs, tuple(d["node_types"]), tuple(tuple(e) for e in d["edge_types"]))
-    return features, labels, schema
-
-
-def _types_of(folder: Path, shape: tuple, schema: tuple, expect) -> tuple:
-    """(type_per_edge, runs, node types, edge types) of a typed topology in ``folder``; () untyped."""
-    if not schema:
-        return ()
-    types = open_array(folder, "type_per_edge")
-    expect(types, folder / "type_per_edge.npy", shape, type_dtype(len(schema[2])).name)
-    return (types, *schema)
+    return features, labels, runs

@@ -34,23 +34,18 @@ def owner_of(offsets: np.ndarray, gids) -> np.ndarray:
 
 
 @numba.njit(nogil=True, cache=True, parallel=True)
-def _permute(indptr, indices, orig_ids, new_of_old, new_indptr, out):
-    for i in numba.prange(len(orig_ids)):
-        o = orig_ids[i]
-        start = new_indptr[i]
-        for j in range(indptr[o + 1] - indptr[o]):
-            out[start + j] = new_of_old[indices[indptr[o] + j]]
-        out[start:new_indptr[i + 1]].sort()
-
-
-@numba.njit(nogil=True, cache=True, parallel=True)
-def _permute_typed(indptr, indices, types, orig_ids, new_of_old, new_indptr, out, out_types):
-    """_permute for a typed graph: each node's in-edges sorted by (edge type, new source id)."""
+def _permute(indptr, indices, types, orig_ids, new_of_old, new_indptr, out, out_types):
+    """Rows orig_ids under new ids, each node's in-edges sorted by (edge type, new source
+    id); ``types`` empty: the one-type case, sorted by source alone (its fast path)."""
     n = np.int64(len(new_of_old))
     for i in numba.prange(len(orig_ids)):
         o = orig_ids[i]
-        start = new_indptr[i]
-        k = indptr[o + 1] - indptr[o]
+        start, k = new_indptr[i], indptr[o + 1] - indptr[o]
+        if len(types) == 0:
+            for j in range(k):
+                out[start + j] = new_of_old[indices[indptr[o] + j]]
+            out[start:start + k].sort()
+            continue
         key = np.empty(k, dtype=np.int64)
         for j in range(k):
             key[j] = np.int64(types[indptr[o] + j]) * n + new_of_old[indices[indptr[o] + j]]
@@ -83,32 +78,26 @@ def relabel_graph_to(graph: CSCGraph, orig_ids: np.ndarray, folder, type_runs: n
     new_of_old, new_indptr = _new_indptr(graph, orig_ids)
     n, e = len(orig_ids), int(new_indptr[-1])
     np.save(f"{folder}/indptr.npy", new_indptr.astype(offset_dtype(e)))
-    out = allocated_memmap(f"{folder}/indices.npy", graph.indices.dtype, (e,))
-    types = None
-    if graph.typed:  # each node's in-edges stay sorted by edge type
-        types = allocated_memmap(f"{folder}/type_per_edge.npy", graph.type_per_edge.dtype, (e,))
+    arrays = {name: allocated_memmap(f"{folder}/{name}.npy", arr.dtype, (e,))
+              for name, arr in graph.edge_arrays().items()}
+    types_in = graph.edge_arrays().get("type_per_edge", np.empty(0, np.uint8))
     lo = 0
     while lo < n:
         # the rows up to ~CHUNK_EDGES edges on (at least one row: a hub may hold more)
         hi = max(lo + 1, int(np.searchsorted(new_indptr, new_indptr[lo] + CHUNK_EDGES, side="right")) - 1)
         hi = min(hi, n)
         base = int(new_indptr[lo])
-        block = np.empty(int(new_indptr[hi]) - base, dtype=graph.indices.dtype)
-        if types is None:
-            _permute(graph.indptr, graph.indices, orig_ids[lo:hi], new_of_old, new_indptr[lo:hi + 1] - base, block)
-        else:
-            block_types = np.empty(len(block), dtype=types.dtype)
-            _permute_typed(graph.indptr, graph.indices, graph.type_per_edge, orig_ids[lo:hi], new_of_old,
-                           new_indptr[lo:hi + 1] - base, block, block_types)
-            types[base:base + len(block)] = block_types
-        out[base:base + len(block)] = block
+        size = int(new_indptr[hi]) - base
+        block = {name: np.empty(size if len(arr) else 0, dtype=arr.dtype)
+                 for name, arr in (("indices", graph.indices), ("type_per_edge", types_in))}
+        _permute(graph.indptr, graph.indices, types_in, orig_ids[lo:hi], new_of_old, new_indptr[lo:hi + 1] - base,
+                 block["indices"], block["type_per_edge"])
+        for name, out in arrays.items():
+            out[base:base + size] = block[name]
         lo = hi
-    out.flush()
-    del out
-    load = (lambda name: np.load(f"{folder}/{name}.npy", mmap_mode="r"))
-    if types is None:
-        return CSCGraph(load("indptr"), load("indices"))
-    types.flush()
-    del types
-    return CSCGraph(load("indptr"), load("indices"), load("type_per_edge"), type_runs, graph.node_types,
+    for out in arrays.values():
+        out.flush()
+    loaded = {name: np.load(f"{folder}/{name}.npy", mmap_mode="r") for name in ("indptr", *arrays)}
+    del arrays, out
+    return CSCGraph(loaded["indptr"], loaded["indices"], loaded.get("type_per_edge"), type_runs, graph.node_types,
                     graph.edge_types)

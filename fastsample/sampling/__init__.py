@@ -59,7 +59,7 @@ def resolve_kernel(kernel: str) -> str:
 
 def fanout_matrix(graph: CSCGraph, fanouts) -> np.ndarray:
     """(layers, edge types) int64: each layer's fanout per edge type. A layer's entry is an
-    int (every edge type) or, on a typed graph, a mapping {relation: k} (CSCGraph.relation
+    int (every edge type) or a mapping {relation: k} (CSCGraph.relation
     names them; "*" gives the rest; k = 0: none, -1: all). Every edge type must be given."""
     fanouts = check_fanouts(fanouts)
     R = graph.num_edge_types
@@ -68,8 +68,6 @@ def fanout_matrix(graph: CSCGraph, fanouts) -> np.ndarray:
         if not isinstance(f, dict):
             out[layer] = f
             continue
-        if not graph.edge_types:  # an untyped graph's one edge type has no name to map
-            raise ValueError(f"fanouts: layer {layer} maps relations to fanouts, but the graph has no edge types")
         row = np.full(R, f.get("*", -2), dtype=np.int64)
         for name, k in f.items():
             if name != "*":

@@ -23,6 +23,7 @@ from typing import Callable
 
 import numpy as np
 import torch
+from torch.utils._pytree import tree_map  # one map over a tensor or {node type: tensor}
 
 from fastsample import matmul
 from fastsample.roofline import Roofline
@@ -31,6 +32,7 @@ from fastsample.comm.agree import agree
 from fastsample.config import ConfigError, marked
 from fastsample.distributed import average_gradients
 from fastsample.distributed.embedding import ShardedEmbeddings
+from fastsample.graph import describe_types, unwrap_one_type
 from fastsample.loading import Batch, narrow_features, open_data
 from fastsample.model import GraphSAGE
 from fastsample.rgcn import RGCN
@@ -82,10 +84,8 @@ def _encoder(config: TrainConfig, task, in_dim, out_dim: int, schema: dict | Non
 def model_for(config: TrainConfig, shard) -> torch.nn.Module:
     """build_model for ``shard``'s data (a partition or dataset): its feature width and
     classes, or on typed data each node type's width (a featureless type's: its embeddings')."""
-    if not shard.typed:
-        return build_model(config, shard.feature_dim, shard.num_classes)
-    in_dims = {t: config.embed_dim if f is None else int(f.shape[1]) for t, f in shard.features.items()}
-    return build_model(config, in_dims, shard.num_classes, typed_schema(shard))
+    in_dims = {t: config.embed_dim if f is None else int(f.shape[1]) for t, f in shard.shards.items()}
+    return build_model(config, unwrap_one_type(in_dims), shard.num_classes, typed_schema(shard))
 
 
 def embeddings_for(config: TrainConfig, shard, rank: int, num_parts: int) -> ShardedEmbeddings | None:
@@ -98,9 +98,11 @@ def embeddings_for(config: TrainConfig, shard, rank: int, num_parts: int) -> Sha
                              config.embed_dim, config.embed_lr, config.seed)
 
 
-def typed_schema(shard) -> dict:
-    """What the R-GCN needs of typed data: its edge types and target type."""
-    return {"edge_types": [tuple(e) for e in shard.meta["edge_types"]], "target_type": shard.target_type}
+def typed_schema(shard) -> dict | None:
+    """What the R-GCN needs of typed data: its edge types and target type; None for the
+    one-type case (no target type), which gets GraphSAGE."""
+    types = describe_types(shard.meta)
+    return types["target_type"] and {"edge_types": types["edge_types"], "target_type": types["target_type"]}
 
 
 def load_factory(spec: str):
@@ -242,9 +244,7 @@ class Trainer:
         (``reads_16bit_input``, as the built-in GraphSAGE), widened for any other."""
         if getattr(self.model, "reads_16bit_input", False):
             return batch.x
-        if isinstance(batch.x, dict):  # typed: {node type: rows}
-            return {t: v if v is None or v.dtype == torch.float32 else v.float() for t, v in batch.x.items()}
-        return batch.x.float()
+        return tree_map(lambda v: v if v is None or v.dtype == torch.float32 else v.float(), batch.x)
 
     # ---------------------------------------------------------------- one step
 
