@@ -32,6 +32,8 @@ FEATURE_DTYPES = ("float32", "float16")
 
 # Which rows the hot-feature cache keeps (fastsample/distributed/cache.py).
 CACHE_POLICIES = ("frequency", "degree")
+# link prediction's pair scorers (fastsample/link.py)
+SCORERS = ("dot", "distmult", "mlp")
 
 FANOUTS_RULE = "must be positive or -1"
 

@@ -2,8 +2,9 @@
 
 LinkModel is an encoder (any node model of fastsample's signature, forward(blocks, x) ->
 one row per last-layer destination; the built-in GraphSAGE by default) and a scorer of
-node pairs: "dot" (the embeddings' inner product) or "mlp" (an MLP of their elementwise
-product, as OGB's link examples). Exact evaluation embeds every node once with the
+node pairs: "dot" (the embeddings' inner product), "distmult" (a learned diagonal of the
+target relation between them, <a, r, b> = sum a * r * b, as DistMult; r starts at ones,
+i.e. at dot) or "mlp" (an MLP of their elementwise product, as OGB's link examples). Exact evaluation embeds every node once with the
 encoder's layer-wise inference (fastsample/inference.py), then scores each held-out edge
 against its fixed negatives:
 
@@ -21,9 +22,10 @@ import numpy as np
 import torch
 from torch import nn
 
+from fastsample.choices import SCORERS
 from fastsample.roofline import products_of
 
-__all__ = ["LinkModel", "bce_loss", "rank_counts", "AUC_BINS", "auc_from_histograms", "score_histogram"]
+__all__ = ["LinkModel", "SCORERS", "bce_loss", "rank_counts", "AUC_BINS", "auc_from_histograms", "score_histogram"]
 
 AUC_BINS = 2 ** 20
 _LOGIT_RANGE = 50.0
@@ -34,15 +36,17 @@ class LinkModel(nn.Module):
 
     Args:
         encoder: the node model; its outputs are the embeddings (``dim`` wide).
-        dim: the embeddings' width; scorer: "dot" or "mlp".
+        dim: the embeddings' width; scorer: one of SCORERS.
     """
 
     def __init__(self, encoder: nn.Module, dim: int, scorer: str = "dot"):
         super().__init__()
-        if scorer not in ("dot", "mlp"):
-            raise ValueError(f"scorer must be dot or mlp (got {scorer!r})")
+        if scorer not in SCORERS:
+            raise ValueError(f"scorer must be one of {', '.join(SCORERS)} (got {scorer!r})")
         self.encoder, self.kind = encoder, scorer
         self.mlp = nn.Sequential(nn.Linear(dim, dim), nn.ReLU(), nn.Linear(dim, 1)) if scorer == "mlp" else None
+        # the target relation's diagonal (a run trains one target relation)
+        self.relation = nn.Parameter(torch.ones(dim)) if scorer == "distmult" else None
 
     def forward(self, blocks, x) -> torch.Tensor:
         """The embeddings of the last block's destinations."""
@@ -75,9 +79,11 @@ class LinkModel(nn.Module):
 
     def score(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         """Logits of the pairs (a[..., :], b[..., :]), broadcast over the leading dimensions."""
-        if self.mlp is None:
-            return (a * b).sum(-1)
-        return self.mlp(a * b).squeeze(-1)
+        if self.mlp is not None:
+            return self.mlp(a * b).squeeze(-1)
+        if self.relation is not None:
+            return (a * self.relation * b).sum(-1)
+        return (a * b).sum(-1)
 
     # layer-wise inference runs the encoder alone (fastsample/inference.py)
     @property

@@ -84,7 +84,7 @@ from fastsample import config as cfg
 from fastsample.choices import FEATURE_DTYPES
 from fastsample.allocator import available_memory
 from fastsample.atomic import format_bytes
-from fastsample.graph import id_dtype, offset_dtype
+from fastsample.graph import NODE, describe_types, id_dtype, offset_dtype
 from fastsample.job import JobShape, positive
 
 __all__ = ["PlanConfig", "LayerSizes", "expected_mfgs", "plan", "format_plan", "main", "parse_size",
@@ -155,7 +155,7 @@ class PlanConfig(JobShape):
             object.__setattr__(self, "nodes", meta["num_nodes"])
             object.__setattr__(self, "edges", meta["num_edges"])
             object.__setattr__(self, "classes", meta["num_classes"])
-            specs = [s for s in meta.get("features", {}).values() if s] if "node_types" in meta else []
+            specs = [s for s in describe_types(meta)["features"].values() if s]
             object.__setattr__(self, "feature_dim", max([meta["feature_dim"]] + [s["dim"] for s in specs]) or 1)
             object.__setattr__(self, "feature_dtype", meta["dtypes"]["features"] or specs[0]["dtype"])
         for name in ("nodes", "edges", "feature_dim"):
@@ -277,7 +277,7 @@ def _types(c: PlanConfig) -> dict:
     parameters and the (sharded) embedding tables. A typed --dataset's from its meta.json;
     else the one-type case the flags describe (GraphSAGE is the one-relation R-GCN: the
     same parameters)."""
-    from fastsample.graph import NODE, describe_types, read_meta, type_dtype
+    from fastsample.graph import read_meta, type_dtype
 
     meta = read_meta(c.dataset) if c.dataset is not None else {
         "num_nodes": c.nodes, "feature_dim": c.feature_dim, "dtypes": {"features": np.dtype(c.feature_dtype).name}}

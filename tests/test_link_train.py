@@ -4,6 +4,7 @@ above the literature's graph-autoencoder ROC-AUC."""
 
 import numpy as np
 import pytest
+import torch
 
 from conftest import run_module
 from fastsample.data.synth import SynthConfig, write_synthetic
@@ -36,6 +37,29 @@ def test_ranks_and_auc_are_the_measures_they_say():
     exact = np.mean((pos[:, None, None] > neg[None]) + 0.5 * (pos[:, None, None] == neg[None]))
     auc = auc_from_histograms(score_histogram(pos), score_histogram(neg.ravel()))
     assert auc == pytest.approx(exact, abs=1e-4) and len(score_histogram(pos)) == AUC_BINS
+
+
+def test_distmult_learns_the_relations_diagonal_that_dot_cannot():
+    # pairs labelled by a hidden relation diagonal with negative entries: the dot scorer (a
+    # diagonal of ones) cannot separate them, DistMult's learned diagonal can
+    from fastsample.link import LinkModel, bce_loss
+
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(512, 8, generator=g), torch.randn(512, 8, generator=g)
+    hidden = torch.tensor([1.0, -2.0, 0.5, -1.0, 2.0, -0.5, 1.5, -1.5])
+    positive = (a * hidden * b).sum(-1) > 0
+    accuracy = {}
+    for scorer in ("dot", "distmult"):
+        model = LinkModel(torch.nn.Identity(), 8, scorer)
+        opt = torch.optim.Adam(model.parameters(), lr=0.05) if scorer == "distmult" else None
+        for _ in range(300 if opt else 0):
+            opt.zero_grad()
+            bce_loss(model.score(a[positive], b[positive]), model.score(a[~positive], b[~positive])[:, None]).backward()
+            opt.step()
+        with torch.no_grad():
+            accuracy[scorer] = float(((model.score(a, b) > 0) == positive).float().mean())
+    assert accuracy["distmult"] > 0.95 and accuracy["dot"] < 0.7, accuracy
+    assert torch.equal(model.score(a[:3], b[:3]), (a[:3] * model.relation * b[:3]).sum(-1))
 
 
 @pytest.mark.mpi

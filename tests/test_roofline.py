@@ -90,7 +90,7 @@ def test_the_rgcns_counted_flops_are_the_products_its_step_ran(typed_batch, targ
 
 
 @pytest.mark.skipif(not native_built(), reason="the native layers are what the count describes")
-@pytest.mark.parametrize("scorer", ["dot", "mlp"])
+@pytest.mark.parametrize("scorer", ["dot", "distmult", "mlp"])
 def test_a_link_models_counted_flops_are_its_encoders_and_scorers_products(scorer):
     from fastsample.link import LinkModel, bce_loss
 

@@ -27,8 +27,9 @@ import numpy as np
 import torch
 
 from fastsample.choices import check_choice
-from fastsample.edge_splits import EDGE_SPLITS, EdgeSplit, load_edge_split
-from fastsample.graph import EDGE, SPLITS
+from fastsample.edge_splits import EDGE_SPLITS, EdgeSplit, load_edge_split, relation_of
+from fastsample.graph import SPLITS
+from fastsample.sampling.rng import kernel_types
 
 EXCLUDE = ("none", "self", "reverse")
 NEGATIVE_SAMPLERS = ("uniform", "degree")
@@ -140,12 +141,9 @@ class EdgeSeeds:
         link = self.edges_split.meta
         topology = part.graph if part.graph is not None else part.local_graph
         node_types = list(part.node_type_names)
-        edge_types = [tuple(e) for e in part.meta.get("edge_types") or [EDGE]]
+        edge_types = topology.edge_types
         # the target relation and the one its reverse edges are in (untyped: the one edge type)
-        self.relation = edge_types.index(tuple(link["relation"])) if "relation" in link else 0
-        reverse = link.get("reverse")
-        self.reverse = (edge_types.index(tuple(reverse)) if reverse else
-                        self.relation if self.edges_split.undirected else None)
+        self.relation, self.reverse = relation_of(topology, link)
         self.exclude = exclude if exclude is not None else ("reverse" if self.reverse is not None else "self")
         if self.exclude == "reverse" and self.reverse is None:
             raise ValueError(f"{part.path}: exclude reverse: the split's edges have no reverse edges (a directed graph "
@@ -156,8 +154,7 @@ class EdgeSeeds:
         runs = part.type_runs
         self.dst_runs = np.stack([runs[dst_type:-1:T], runs[dst_type + 1::T]], axis=1)
         self.dst_before = np.concatenate([[0], np.cumsum(self.dst_runs[:, 1] - self.dst_runs[:, 0])])
-        self.types = (topology.type_per_edge if topology.type_per_edge is not None
-                      else np.empty(0, dtype=np.uint8))
+        self.types = kernel_types(topology)
         self._cumulative = self._degree_weights(comm, topology) if negative_sampler == "degree" else None
         self._sizes = comm.allgather_object(len(self.edges))
 

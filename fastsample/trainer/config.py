@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from fastsample.choices import COMM_BACKENDS, KERNELS, MATMUL_CHOICES, PRECISIONS
+from fastsample.choices import COMM_BACKENDS, KERNELS, MATMUL_CHOICES, PRECISIONS, SCORERS
 from fastsample.config import ConfigError, option
 from fastsample.job import JobShape, positive
 
@@ -76,8 +76,9 @@ class TrainConfig(JobShape):
     exclude: str = option("auto", "link: edges a batch's MFGs may not use, skipped while sampling (fanouts stay "
                           "full): self (the batch's positive edges), reverse (and their reverse edges), none; auto: "
                           "reverse on an undirected split, else self", choices=("auto", "none", "self", "reverse"))
-    scorer: str = option("dot", "link: the pair scorer: dot (inner product of the two embeddings) or mlp (an MLP "
-                         "of their elementwise product)", choices=("dot", "mlp"), resume=True)
+    scorer: str = option("dot", "link: the pair scorer: dot (inner product of the two embeddings), distmult (a "
+                         "learned diagonal of the target relation between them: sum a * r * b) or mlp (an MLP "
+                         "of their elementwise product)", choices=SCORERS, resume=True)
     hits: tuple[int, ...] = option((1, 3, 10), "link: the K of the Hits@K measures (log fields val_hits@K, "
                                    "test_hits@K)", expect="comma-separated positive integers",
                                    check=(lambda v: len(v) > 0 and min(v) > 0, "must be positive integers"))
