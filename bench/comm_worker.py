@@ -53,7 +53,7 @@ def all_to_all(comm, sizes: list[int]) -> list[dict]:
 
 
 def gradient_all_reduce(comm, in_dim: int, classes: int) -> dict:
-    from fastsample.model import GraphSAGE
+    from fastsample.nn.sage import GraphSAGE
 
     model = GraphSAGE(in_dim, 256, classes, 3, 0.5)
     n = sum(p.numel() for p in model.parameters()) + 3  # the trainer's bucket: gradients + loss stats

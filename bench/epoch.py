@@ -33,7 +33,7 @@ gather the next steps in a background thread while the model computes; 0 = off).
 base" compares each row with hybrid-native without cache or prefetch, same P and net.
 Every row also reports the roofline: the products' floor (rank 0's matrix-product FLOPs,
 counted from the MFGs it ran, at the throughput measured on those shapes on this CPU in
-the same run; fastsample/roofline.py) and the epoch's ratio to it.
+the same run; fastsample/nn/roofline.py) and the epoch's ratio to it.
 Outputs: table, --json, --csv, a PNG bar chart like the paper's Figure 6, the phases of
 each row stacked against its floor (--phases-plot), and with
 several cache fractions a second PNG (--curve-plot): time and bytes per step against
@@ -60,7 +60,7 @@ from pathlib import Path
 
 
 from fastsample.launcher import find_mpiexec
-from fastsample.matmul import cpu_summary
+from fastsample.nn.matmul import cpu_summary
 from fastsample.trainer.metrics import TIMERS, read_log
 
 HERE = Path(__file__).resolve().parent
@@ -345,7 +345,7 @@ def report(args, nets, scenarios, rows) -> None:
     print(f"vs base: against {args.base} without cache and prefetch; pf: prefetch depth; waited: time rank 0's trainer waited for its batches (sample + gather without "
           "prefetch, what prefetch did not hide with it); MB/step: sent by rank 0 per step, as counted by fastsample")
     print("floor: rank 0's matrix products alone, their FLOPs counted from the MFGs it ran, at the throughput "
-          "measured on those shapes on this CPU in the same run (fastsample/roofline.py); xfloor: time / floor")
+          "measured on those shapes on this CPU in the same run (fastsample/nn/roofline.py); xfloor: time / floor")
     print("veth MB: bytes rank 0's veth sent "
           "(TCP/IP framing and gloo's headers included), namespaces only; hits: share of rank 0's non-owned "
           f"input rows its cache held ({args.cache_policy} policy)")

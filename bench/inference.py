@@ -5,7 +5,7 @@
 Each measurement is its own `mpiexec -n P` launch (so peak RSS is the phase's own), of
 bench/inference_worker.py, with the same GraphSAGE (random weights from one seed: the
 timing does not depend on them):
-  full        fastsample.inference.layerwise: every node's output with all neighbours
+  full        fastsample.loading.layerwise.layerwise: every node's output with all neighbours
   sampled-all sampled evaluation (NodeLoader batches, --fanouts) of every node
   sampled-eval sampled evaluation of the val and test nodes only (what --eval sampled does)
 Reported: the median time of --reps launches, per rank peak RSS (ru_maxrss: private

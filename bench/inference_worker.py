@@ -14,9 +14,9 @@ import torch
 
 from fastsample.allocator import retain_freed_memory
 from fastsample.comm import create
-from fastsample.inference import layerwise
+from fastsample.loading.layerwise import layerwise
 from fastsample.loader import NodeLoader
-from fastsample.model import GraphSAGE
+from fastsample.nn.sage import GraphSAGE
 from fastsample.sampling import set_num_threads
 
 

@@ -5,10 +5,10 @@ sampler) from a power-law graph, takes their input features from the dataset, an
 each implementation on the same blocks with the same initial weights, each in its own
 process (bench/model_worker.py):
 
-  fastsample   fastsample.model.GraphSAGE, native aggregation, fp32 products on torch's BLAS
+  fastsample   fastsample.nn.sage.GraphSAGE, native aggregation, fp32 products on torch's BLAS
                (--matmul blas: what training ran before the engines were measured)
   fastsample-auto   the same with the products' engines measured and chosen (--matmul auto,
-               the training default; fastsample/matmul.py)
+               the training default; fastsample/nn/matmul.py)
   fastsample-bf16   --precision bf16 as training runs it: bfloat16 features, bf16 products
                only where measured to pay
   fastsample-bf16-products   bfloat16 features and bf16 products, whether they pay or not
@@ -44,8 +44,8 @@ import torch
 
 from fastsample.allocator import TUNABLES
 from fastsample.graph import load_dataset
-from fastsample.matmul import cpu_summary
-from fastsample.model import GraphSAGE
+from fastsample.nn.matmul import cpu_summary
+from fastsample.nn.sage import GraphSAGE
 from fastsample.sampling import sample
 
 HERE = Path(__file__).resolve().parent

@@ -5,7 +5,7 @@ so it imports fastsample or DGL only for the impl asked for. Reads a job JSON; p
 one JSON record: per-iteration times of forward + backward and of the optimizer step,
 and the losses (all impls must agree: same blocks, same weights).
 
-  fastsample   fastsample.model.GraphSAGE, native aggregation, fp32 products on torch's BLAS
+  fastsample   fastsample.nn.sage.GraphSAGE, native aggregation, fp32 products on torch's BLAS
                (the training default before the engines were measured: --matmul blas)
   fastsample-auto   the same, the products' engines measured and chosen (--matmul auto)
   fastsample-bf16   --precision bf16 as the trainer runs it: bfloat16 input features, and bf16
@@ -34,9 +34,9 @@ def load_batches(path):
 
 
 def fastsample_model(job, batches, aggregation):
-    from fastsample import matmul
-    from fastsample.block import Block
-    from fastsample.model import GraphSAGE
+    from fastsample.nn import matmul
+    from fastsample.nn.block import Block
+    from fastsample.nn.sage import GraphSAGE
     from fastsample.sampling import set_num_threads
 
     set_num_threads(job["threads"])

@@ -1,5 +1,5 @@
 """A training loop on fastsample's data path, for any model with the signature
-forward(blocks, x) (fastsample/block.py): sampling, feature gather and equal step counts
+forward(blocks, x) (fastsample/nn/block.py): sampling, feature gather and equal step counts
 come from NodeLoader, the gradient average from average_gradients. Run by the examples:
     mpiexec -n 2 python examples/pyg_sage.py PARTITION [--epochs N]
 """

@@ -18,12 +18,12 @@ class GAT(torch.nn.Module):
         self.convs[-1] = GATConv(dims[-1], num_classes, heads=1, dropout=dropout)
         self.dropout = dropout
 
-    def forward(self, blocks, x):  # fastsample's model signature (fastsample/block.py)
+    def forward(self, blocks, x):  # fastsample's model signature (fastsample/nn/block.py)
         for i, block in enumerate(blocks):
             x = self.layer(i, block, F.dropout(x, self.dropout, self.training))
         return x
 
-    # what exact layer-wise inference needs (fastsample/inference.py): layer i alone, as in eval mode
+    # what exact layer-wise inference needs (fastsample/loading/layerwise.py): layer i alone, as in eval mode
     num_layers = property(lambda self: len(self.convs))
 
     def layer(self, i, block, x):

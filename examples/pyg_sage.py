@@ -19,14 +19,14 @@ class SAGE(torch.nn.Module):
         self.convs = torch.nn.ModuleList(SAGEConv(a, b) for a, b in zip(dims[:-1], dims[1:]))
         self.dropout = dropout
 
-    def forward(self, blocks, x):  # fastsample's model signature (fastsample/block.py)
+    def forward(self, blocks, x):  # fastsample's model signature (fastsample/nn/block.py)
         for i, block in enumerate(blocks):
             x = self.layer(i, block, x)
             if i < self.num_layers - 1:
                 x = F.dropout(x, self.dropout, self.training)
         return x
 
-    # what exact layer-wise inference needs (fastsample/inference.py): layer i alone, as in eval mode
+    # what exact layer-wise inference needs (fastsample/loading/layerwise.py): layer i alone, as in eval mode
     num_layers = property(lambda self: len(self.convs))
 
     def layer(self, i, block, x):

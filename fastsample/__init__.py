@@ -24,9 +24,9 @@ _LAZY = {
     "load_partition": "fastsample.partition",
     "CommError": "fastsample.comm", "Communicator": "fastsample.comm",
     "NodeLoader": "fastsample.loader", "EdgeLoader": "fastsample.loader",
-    "GraphSAGE": "fastsample.model",
+    "GraphSAGE": "fastsample.nn.sage",
     "average_gradients": "fastsample.distributed",
-    "layerwise": "fastsample.inference",
+    "layerwise": "fastsample.loading.layerwise",
 }
 
 __all__ = ["__version__", *_LAZY]

@@ -2,7 +2,7 @@
 bits (the high half of each float32), and `to_tensor` views it as torch.bfloat16 without a
 copy. `--precision bf16` narrows float32 features once (`narrow`), so the gather, the
 all_to_all and the hot-feature cache move half the bytes and the model's first layer reads
-them as they are (fastsample/model.py); float16 features are used as stored.
+them as they are (fastsample/nn/sage.py); float16 features are used as stored.
 """
 
 from __future__ import annotations

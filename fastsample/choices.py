@@ -21,7 +21,7 @@ TORCH_BACKENDS = ("gloo", "nccl")
 # The sampling kernels (fastsample/sampling): fused C++/OpenMP, fused Numba, two-step baseline.
 KERNELS = ("native", "numba", "twostep")
 
-# The engines of the built-in GraphSAGE's matrix products (fastsample/matmul.py), and the
+# The engines of the built-in GraphSAGE's matrix products (fastsample/nn/matmul.py), and the
 # trainer's precisions.
 MATMUL_ENGINES = ("blas", "onednn")
 MATMUL_CHOICES = ("auto", *MATMUL_ENGINES)
@@ -32,7 +32,7 @@ FEATURE_DTYPES = ("float32", "float16")
 
 # Which rows the hot-feature cache keeps (fastsample/distributed/cache.py).
 CACHE_POLICIES = ("frequency", "degree")
-# link prediction's pair scorers (fastsample/link.py)
+# link prediction's pair scorers (fastsample/nn/link.py)
 SCORERS = ("dot", "distmult", "mlp")
 
 FANOUTS_RULE = "must be positive or -1"

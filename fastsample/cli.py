@@ -1,6 +1,6 @@
 """Conventions shared by the command-line tools: how they parse, fail and report.
 
-The command lines are generated from the typed configs (fastsample/config.py: one flag per
+The command lines are generated from the typed configs (fastsample/options.py: one flag per
 field; bools are switches, tuples comma-separated); a bad value is one line naming the
 flag, and an error of the library is worded here (flags in place of parameters).
 """
@@ -19,7 +19,7 @@ from typing import Any
 from fastsample.atomic import AlreadyExists
 from fastsample.comm import CommError
 from fastsample.comm.agree import ErrorText, StartupError, agree
-from fastsample.config import ConfigError, base_type, field_types, type_name
+from fastsample.options import ConfigError, base_type, field_types, type_name
 from fastsample.launcher import launch_rank
 
 

@@ -1,6 +1,6 @@
 """python -m fastsample.infer: every node's output from a trained checkpoint, exactly.
 
-Runs exact layer-wise inference (all neighbours, fastsample/inference.py) of the model a
+Runs exact layer-wise inference (all neighbours, fastsample/loading/layerwise.py) of the model a
 checkpoint of python -m fastsample.train holds, on the same ranks as training (a
 partition for P ranks, launched on P ranks), and writes OUT atomically:
 
@@ -28,10 +28,10 @@ import numpy as np
 import torch
 
 from fastsample import cli
-from fastsample import config as cfg
+from fastsample import options as cfg
 from fastsample.atomic import AtomicDirectory, check_space
 from fastsample.choices import COMM_BACKENDS
-from fastsample.inference import check_layerwise, layerwise
+from fastsample.loading.layerwise import check_layerwise, layerwise
 from fastsample.partition import load_partition, read_partition_meta
 from fastsample.sampling import set_num_threads
 from fastsample.tasks import task_for
@@ -63,7 +63,7 @@ def build_parser() -> cli.Parser:
 
 
 def main(argv=None) -> int:
-    from fastsample.config import from_dict
+    from fastsample.options import from_dict
     from fastsample.trainer import TrainConfig, load_checkpoint
     from fastsample.trainer.checkpoint import load_shard
     from fastsample.trainer.trainer import embeddings_for, model_for

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fastsample.choices import CACHE_POLICIES, FANOUTS_RULE, MODES, fanouts_ok
-from fastsample.config import ConfigError, option, validate
+from fastsample.options import ConfigError, option, validate
 
 __all__ = ["JobShape", "positive"]
 

@@ -80,7 +80,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from fastsample import cli
-from fastsample import config as cfg
+from fastsample import options as cfg
 from fastsample.choices import FEATURE_DTYPES
 from fastsample.allocator import available_memory
 from fastsample.atomic import format_bytes

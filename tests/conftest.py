@@ -14,7 +14,7 @@ from helpers import REPO, mpiexec, run_module, train_records  # noqa: F401
 # the raw Planetoid files (ind.cora.*): FASTSAMPLE_PLANETOID, else beside the clone in shared/
 PLANETOID = Path(os.environ.get("FASTSAMPLE_PLANETOID", REPO.parent / "shared" / "data" / "planetoid"))
 
-# The matmul engine choice is cached per host (fastsample/matmul.py): a session of its own,
+# The matmul engine choice is cached per host (fastsample/nn/matmul.py): a session of its own,
 # so a user's cache never steers the tests and the runs a test compares share one choice.
 _CACHE = tempfile.mkdtemp(prefix="fastsample-test-cache-")
 os.environ["XDG_CACHE_HOME"] = _CACHE

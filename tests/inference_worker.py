@@ -18,7 +18,7 @@ DIMS = dict(in_dim=12, hidden=16, classes=4, layers=3)
 
 def make_model(kind: str) -> torch.nn.Module:
     if kind == "sage":
-        from fastsample.model import GraphSAGE
+        from fastsample.nn.sage import GraphSAGE
 
         return GraphSAGE(DIMS["in_dim"], DIMS["hidden"], DIMS["classes"], DIMS["layers"], dropout=0.5)
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
@@ -29,7 +29,7 @@ def make_model(kind: str) -> torch.nn.Module:
 
 if __name__ == "__main__":
     from fastsample.comm import create
-    from fastsample.inference import layerwise
+    from fastsample.loading.layerwise import layerwise
     from helpers import passed
 
     part, kind, state, out, batch = sys.argv[1:6]

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from fastsample import config as cfg
+from fastsample import options as cfg
 from fastsample.cli import flag_message
 from fastsample.comm.local import LocalCommunicator
 from fastsample.loader import NodeLoader
-from fastsample.model import GraphSAGE
+from fastsample.nn.sage import GraphSAGE
 from fastsample.sampling import LocalSampler, Sampler
 from fastsample.distributed import VanillaSampler
 from fastsample.trainer import CheckpointError, Checkpoints, TrainConfig, Trainer

@@ -19,7 +19,7 @@ PACKAGE = REPO / "fastsample"
 # Lowest first. A module takes the layer of the longest prefix listed here.
 LAYERS = [
     # 0: facts and schemas that depend on nothing of ours
-    ["fastsample.choices", "fastsample.config", "fastsample.atomic", "fastsample.allocator", "fastsample.bf16",
+    ["fastsample.choices", "fastsample.options", "fastsample.atomic", "fastsample.allocator", "fastsample.bf16",
      "fastsample.native", "fastsample.launcher", "fastsample.sampling.mfg", "fastsample.sampling.rng",
      "fastsample.sampling.nodemap", "fastsample.comm.base"],
     # 1: the dataset record and the job's settings
@@ -28,14 +28,12 @@ LAYERS = [
     ["fastsample.data", "fastsample.sampling", "fastsample.comm"],
     # 3: partitioning
     ["fastsample.partition"],
-    # 4: the distributed pieces and the model's parts
-    ["fastsample.distributed", "fastsample.prefetch", "fastsample.block", "fastsample.matmul",
-     "fastsample.rgcn", "fastsample.link",
-     "fastsample.model", "fastsample.roofline"],
+    # 4: the distributed pieces; the models and their numeric kernels
+    ["fastsample.distributed", "fastsample.loading.prefetch", "fastsample.nn"],
     # 5: the data path
     ["fastsample.loading", "fastsample.loader"],
     # 6: inference over it
-    ["fastsample.inference"],
+    ["fastsample.loading.layerwise"],
     # 7: tasks, and training as a library
     ["fastsample.tasks"],
     ["fastsample.trainer"],

@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from helpers import REPO, assert_checks, mpiexec
-from fastsample.block import Block
+from fastsample.nn.block import Block
 from fastsample.data.synth import SynthConfig, write_synthetic
 from fastsample.graph import load_dataset
-from fastsample.inference import layerwise
+from fastsample.loading.layerwise import layerwise
 from fastsample.partition import partition_dataset
 from inference_worker import DIMS, make_model
 

@@ -8,7 +8,7 @@ import torch
 
 from conftest import run_module
 from fastsample.data.synth import SynthConfig, write_synthetic
-from fastsample.link import AUC_BINS, auc_from_histograms, rank_counts, score_histogram
+from fastsample.nn.link import AUC_BINS, auc_from_histograms, rank_counts, score_histogram
 from helpers import native_built, train_records
 
 ARGS = ["--task", "link", "--fanouts", "4,3", "--batch-size", "128", "--hidden", "16", "--threads", "1", "--quiet",
@@ -42,7 +42,7 @@ def test_ranks_and_auc_are_the_measures_they_say():
 def test_distmult_learns_the_relations_diagonal_that_dot_cannot():
     # pairs labelled by a hidden relation diagonal with negative entries: the dot scorer (a
     # diagonal of ones) cannot separate them, DistMult's learned diagonal can
-    from fastsample.link import LinkModel, bce_loss
+    from fastsample.nn.link import LinkModel, bce_loss
 
     g = torch.Generator().manual_seed(0)
     a, b = torch.randn(512, 8, generator=g), torch.randn(512, 8, generator=g)

@@ -1,4 +1,4 @@
-"""The matmul engines and reduced precision of the built-in GraphSAGE (fastsample/matmul.py,
+"""The matmul engines and reduced precision of the built-in GraphSAGE (fastsample/nn/matmul.py,
 fastsample/bf16.py): each fp32 engine matches the plain-PyTorch reference within 1e-5,
 bf16 products within the documented tolerance, 16-bit features are read exactly."""
 
@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from fastsample import bf16, matmul
-from fastsample.model import GraphSAGE, aggregate
+from fastsample.nn.sage import GraphSAGE, aggregate
 from test_model import blocks_for
 from helpers import native_built
 
@@ -62,7 +62,7 @@ def rel(a: torch.Tensor, b: torch.Tensor) -> float:
 def test_bf16_products_within_their_tolerance(plan):
     # bfloat16 keeps 8 significant bits: each operand (and each bf16 product) is off by up
     # to 2^-9 relative. Outputs stay within 1 % (norm-wise); gradients, which pass through
-    # one more rounded product per layer and cancel, within 10 % (fastsample/matmul.py)
+    # one more rounded product per layer and cancel, within 10 % (fastsample/nn/matmul.py)
     blocks = blocks_for([4, 3, 2])
     x = torch.randn(blocks[0].num_src, 64)
     want = run(blocks, x, "torch")
@@ -92,7 +92,7 @@ def test_16_bit_features_are_read_as_stored(dtype):
 def test_every_16_bit_value_widens_exactly(dtype):
     # all 65,536 bit patterns (subnormals, signed zeros, infinities) through the native
     # aggregation's loader, one row per destination, each its own single source
-    from fastsample.block import Block
+    from fastsample.nn.block import Block
 
     bits = torch.arange(65536, dtype=torch.int32).to(torch.uint16).reshape(256, 256)
     h = bits.view(dtype)
@@ -186,8 +186,8 @@ def test_bad_names_are_refused():
 @pytest.mark.skipif(not matmul.onednn_available(), reason="torch without oneDNN")
 def test_onednn_engine_does_not_grow_with_new_shapes():
     # every step's layer sizes differ; oneDNN's default per-shape caches made a rank on the
-    # onednn engine grow for hundreds of steps (fastsample/matmul.py bounds them)
-    script = ("import torch; from fastsample import matmul; torch.set_num_threads(1)\n"
+    # onednn engine grow for hundreds of steps (fastsample/nn/matmul.py bounds them)
+    script = ("import torch; from fastsample.nn import matmul; torch.set_num_threads(1)\n"
               "w, z = torch.randn(256, 200), torch.randn(6000, 200)\n"
               "rss = lambda: int(open('/proc/self/statm').read().split()[1]) * 4096 / 2**20\n"
               "matmul._onednn(z[:100], w); before = rss()\n"

@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from fastsample.data.edges import edges_to_csc
-from fastsample.block import Block
-from fastsample.model import GraphSAGE
+from fastsample.nn.block import Block
+from fastsample.nn.sage import GraphSAGE
 from fastsample.sampling import sample
 from helpers import native_built
 

@@ -119,7 +119,7 @@ def test_model_state_is_graphsage_parameters():
     p = _plan(nodes=1000, edges=20000, feature_dim=100, hidden=256, classes=47)
     params = (2 * 100 * 256 + 256) + (2 * 256 * 256 + 256) + (2 * 256 * 47 + 47)
     assert p["model"]["parameters"] == params
-    from fastsample.model import GraphSAGE
+    from fastsample.nn.sage import GraphSAGE
 
     assert sum(t.numel() for t in GraphSAGE(100, 256, 47, 3).parameters()) == params
 

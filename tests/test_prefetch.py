@@ -7,7 +7,7 @@ import time
 import pytest
 
 from conftest import mpiexec
-from fastsample.prefetch import Prefetcher
+from fastsample.loading.prefetch import Prefetcher
 
 
 class Source:

@@ -1,4 +1,4 @@
-"""The roofline (fastsample/roofline.py): the products' FLOPs counted from the MFGs, and their floor."""
+"""The roofline (fastsample/nn/roofline.py): the products' FLOPs counted from the MFGs, and their floor."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import pytest
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from fastsample import matmul
-from fastsample.model import GraphSAGE
-from fastsample.roofline import Roofline
+from fastsample.nn import matmul
+from fastsample.nn.sage import GraphSAGE
+from fastsample.nn.roofline import Roofline
 from helpers import native_built
 from test_model import blocks_for
 
@@ -74,7 +74,7 @@ def typed_batch(tmp_path_factory):
 def test_the_rgcns_counted_flops_are_the_products_its_step_ran(typed_batch, target):
     # per relation W_self and W_neigh; input gradients above the input layer and for the
     # learnable embeddings' rows (a featureless type), none for features
-    from fastsample.rgcn import RGCN
+    from fastsample.nn.rgcn import RGCN
 
     loader, batch = typed_batch
     part = loader.part
@@ -92,7 +92,7 @@ def test_the_rgcns_counted_flops_are_the_products_its_step_ran(typed_batch, targ
 @pytest.mark.skipif(not native_built(), reason="the native layers are what the count describes")
 @pytest.mark.parametrize("scorer", ["dot", "distmult", "mlp"])
 def test_a_link_models_counted_flops_are_its_encoders_and_scorers_products(scorer):
-    from fastsample.link import LinkModel, bce_loss
+    from fastsample.nn.link import LinkModel, bce_loss
 
     blocks = blocks_for([4, 3])
     x = torch.randn(blocks[0].num_src, 7)

@@ -140,8 +140,8 @@ def test_layerwise_inference_on_typed_data_is_the_full_neighbour_forward(typed):
     # every target node's output from layer-wise inference equals the R-GCN's forward on
     # its full-neighbour blocks (fanout -1 on every relation), embeddings included
     from fastsample.distributed.embedding import ShardedEmbeddings
-    from fastsample.inference import layerwise
-    from fastsample.rgcn import RGCN
+    from fastsample.loading.layerwise import layerwise
+    from fastsample.nn.rgcn import RGCN
 
     ds = load_dataset(typed / "h")
     g = ds.graph

@@ -28,7 +28,7 @@ import numpy as np
 
 from fastsample import bf16
 from fastsample.allocator import populate
-from fastsample.block import positions_by_type
+from fastsample.nn.block import positions_by_type
 from fastsample.graph import by_type, unwrap_one_type
 from fastsample.comm import Communicator
 

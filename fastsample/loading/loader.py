@@ -28,7 +28,7 @@ every kernel and mode. Every rank runs ``len(loader)`` steps, the most any rank 
 rank whose split runs out first gets empty batches but still takes part in the collectives.
 
 With ``prefetch=depth`` a background thread samples and gathers up to ``depth`` steps
-ahead (fastsample/prefetch.py) on a duplicate of ``comm``, so the caller's own
+ahead (fastsample/loading/prefetch.py) on a duplicate of ``comm``, so the caller's own
 collectives (the gradient all-reduce) never interleave with the loader's. The batches
 are the same, bitwise; only when their time is spent changes. Stopping early (``break``)
 must happen after the same step on every rank, as with any collective loop.
@@ -48,17 +48,17 @@ import torch
 
 from fastsample import bf16
 from fastsample.allocator import available_memory
-from fastsample.block import Block
+from fastsample.nn.block import Block
 from fastsample.choices import CACHE_POLICIES, MODES, PRECISIONS, check_choice, check_fanouts
 from fastsample.comm import Communicator
 from fastsample.comm.local import LocalCommunicator
-from fastsample.config import ConfigError
+from fastsample.options import ConfigError
 from fastsample.distributed import FeatureGather
 from fastsample.distributed.cache import FeatureCache, build_cache, degree_scores, frequency_scores
 from fastsample.graph import load_dataset, unwrap_one_type
 from fastsample.loading.seeds import EdgeSeeds, NodeSeeds, StepSeeds
 from fastsample.partition import RankPartition, load_partition
-from fastsample.prefetch import Prefetcher
+from fastsample.loading.prefetch import Prefetcher
 from fastsample.sampling import MFG, LocalSampler, Sampler, get_num_threads, set_num_threads
 
 
@@ -75,7 +75,7 @@ class Batch:
             loader has ``embeddings``, else None
     y:      int64 (S,) labels of the seeds, on the loader's device (node batches; else None)
     mfgs:   the sampled MFGs (numpy, global ids in src_ids), input layer first
-    blocks: the same as Blocks, what a model's forward takes (fastsample/block.py; typed
+    blocks: the same as Blocks, what a model's forward takes (fastsample/nn/block.py; typed
             data: with per-relation edge lists)
     sample_s, gather_s: seconds this rank spent sampling and gathering for it
     wait_s: seconds the caller waited for it: all of the above without prefetch, only

@@ -6,7 +6,7 @@ import sys
 from dataclasses import dataclass
 
 from fastsample import cli
-from fastsample import config as cfg
+from fastsample import options as cfg
 from fastsample.choices import PARTITION_METHODS, PARTITION_MODES
 from fastsample.atomic import DiskFull, format_bytes
 from fastsample.graph import DatasetError, read_meta

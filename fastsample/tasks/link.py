@@ -3,7 +3,7 @@
 Training batches come from the one loader with edge seeds (fastsample/loading/seeds.py:
 negatives among the relation's destination type, the batch's edges and their reverses
 excluded while picking). The model is an encoder (the built-in model or the user's, its
-outputs ``--hidden`` wide: the embeddings) and a pair scorer (fastsample/link.py); the
+outputs ``--hidden`` wide: the embeddings) and a pair scorer (fastsample/nn/link.py); the
 loss is binary cross-entropy over each batch's positives and negatives, and the epoch
 line's train column is the pair accuracy: the share of positives scored above 0 and
 negatives below it, each side weighted as one (0.5 at chance; it sits near k / (1 + k)
@@ -20,8 +20,8 @@ import numpy as np
 import torch
 
 from fastsample.distributed import FeatureGather
-from fastsample.inference import check_layerwise, layerwise
-from fastsample.link import AUC_BINS, LinkModel, auc_from_histograms, bce_loss, rank_counts, score_histogram
+from fastsample.loading.layerwise import check_layerwise, layerwise
+from fastsample.nn.link import AUC_BINS, LinkModel, auc_from_histograms, bce_loss, rank_counts, score_histogram
 from fastsample.loading import EdgeLoader
 
 

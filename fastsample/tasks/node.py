@@ -2,7 +2,7 @@
 
 Evaluation is sampled (the val/test nodes with the training fanouts, in a key space of its
 own: fast, noisy) or exact (``--eval full``: layer-wise inference over all neighbours,
-fastsample/inference.py), each giving val_acc and test_acc.
+fastsample/loading/layerwise.py), each giving val_acc and test_acc.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from fastsample.inference import check_layerwise, layerwise
+from fastsample.loading.layerwise import check_layerwise, layerwise
 from fastsample.loading import NodeLoader
 
 EVAL_SALT = 0x5EED  # eval draws its samples from a key space of its own

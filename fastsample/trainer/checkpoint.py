@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 from fastsample.atomic import DiskFull
-from fastsample.config import from_dict, marked, to_dict
+from fastsample.options import from_dict, marked, to_dict
 
 __all__ = ["CheckpointError", "Checkpoints", "load_checkpoint"]
 

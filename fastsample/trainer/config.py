@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 
 from fastsample.choices import COMM_BACKENDS, KERNELS, MATMUL_CHOICES, PRECISIONS, SCORERS
-from fastsample.config import ConfigError, option
+from fastsample.options import ConfigError, option
 from fastsample.job import JobShape, positive
 
 __all__ = ["TrainConfig", "layer_fanouts", "relation_fanouts_ok"]
@@ -55,9 +55,9 @@ class TrainConfig(JobShape):
                        "--negatives drawn destinations, evaluated exactly (layer-wise embeddings) by ROC-AUC, MRR "
                        "and Hits@K against the split's fixed negatives", choices=("node", "link"), resume=True)
     model: str = option("sage", "sage: the built-in GraphSAGE (native kernels on the CPU; on typed data the built-in "
-                        "R-GCN, fastsample/rgcn.py); or FILE.py:FUNCTION, a "
+                        "R-GCN, fastsample/nn/rgcn.py); or FILE.py:FUNCTION, a "
                         "factory FUNCTION(in_dim, num_classes, config) -> torch.nn.Module whose forward(blocks, x) "
-                        "follows fastsample/block.py (e.g. examples/pyg_gat.py:build)", resume=True)
+                        "follows fastsample/nn/block.py (e.g. examples/pyg_gat.py:build)", resume=True)
     sampler: str = option("auto", "the sampling kernel (vanilla mode: its owner side, native or numba)",
                           choices=(*KERNELS, "auto"))
     backend: str = option("mpi", "collectives: mpi (mpi4py); ccl (oneCCL, an optional build: "
@@ -97,14 +97,14 @@ class TrainConfig(JobShape):
                          choices=("cpu", "cuda"), shared=False)
     eval_every: int = option(1, "evaluate val/test every N epochs (0: never)", check=(lambda v: v >= 0, "must be >= 0"))
     eval: str = option("sampled", "sampled: val/test nodes with the training fanouts (fast, noisy); full: exact "
-                       "layer-wise inference over every node with all neighbours (fastsample/inference.py)",
+                       "layer-wise inference over every node with all neighbours (fastsample/loading/layerwise.py)",
                        choices=("sampled", "full"))
     eval_batch_size: int = option(4096, "nodes per rank per batch of --eval full", check=(positive, "must be positive"))
     precision: str = option("fp32", "fp32: everything in float32 (the paper's setting); bf16: features gathered, "
                             "sent and read by the first layer in 16 bits (bfloat16, or float16 where stored so), "
                             "and the model's matrix products in bfloat16 with fp32 accumulation where the CPU "
                             "makes that pay (AVX-512 BF16, AMX: measured at start-up); weights, optimizer and loss "
-                            "stay fp32. See fastsample/matmul.py", choices=PRECISIONS)
+                            "stay fp32. See fastsample/nn/matmul.py", choices=PRECISIONS)
     matmul: str = option("auto", "the engine of the built-in GraphSAGE's matrix products: auto (the faster of blas "
                          "and onednn for this model's shapes, measured once per host and cached, so reruns "
                          "reproduce), blas (torch's default, MKL on x86) or onednn. With --precision bf16, auto "

@@ -28,7 +28,7 @@ class EpochRecord:
     lower layer); the gradient all-reduce is not counted.
     products_flop, products_floor_s: rank 0's matrix-product FLOPs in the epoch, counted
     from the MFGs its model ran, and the time they take at the throughput measured on
-    those shapes on this CPU (fastsample/roofline.py; None for a model that does not list
+    those shapes on this CPU (fastsample/nn/roofline.py; None for a model that does not list
     its products, and the floor off the CPU).
     """
 

@@ -25,17 +25,17 @@ import numpy as np
 import torch
 from torch.utils._pytree import tree_map  # one map over a tensor or {node type: tensor}
 
-from fastsample import matmul
-from fastsample.roofline import Roofline
+from fastsample.nn import matmul
+from fastsample.nn.roofline import Roofline
 from fastsample.comm import Communicator
 from fastsample.comm.agree import agree
-from fastsample.config import ConfigError, marked
+from fastsample.options import ConfigError, marked
 from fastsample.distributed import average_gradients
 from fastsample.distributed.embedding import ShardedEmbeddings
 from fastsample.graph import describe_types, unwrap_one_type
 from fastsample.loading import Batch, narrow_features, open_data
-from fastsample.model import GraphSAGE
-from fastsample.rgcn import RGCN
+from fastsample.nn.sage import GraphSAGE
+from fastsample.nn.rgcn import RGCN
 from fastsample.sampling import fanout_matrix, layer_key, set_num_threads
 from fastsample.tasks import task_for
 from fastsample.trainer.checkpoint import Checkpoints
@@ -63,7 +63,7 @@ def build_model(config: TrainConfig, in_dim, num_classes: int, schema: dict | No
 
     Typed data (``schema``: typed_schema's) has ``in_dim`` {node type: input width (a
     featureless type's: its embeddings', config.embed_dim)} and gets the built-in R-GCN
-    (fastsample/rgcn.py) in place of GraphSAGE; a user's factory is called with that dict
+    (fastsample/nn/rgcn.py) in place of GraphSAGE; a user's factory is called with that dict
     as its in_dim."""
     task = task_for(config)
     return task.head(_encoder(config, task, in_dim, task.out_width(num_classes), schema))
@@ -225,7 +225,7 @@ class Trainer:
         self.optimizer = optimizer
 
     def choose_matmul(self) -> None:
-        """The product engines (fastsample/matmul.py) of a model that says its widest product
+        """The product engines (fastsample/nn/matmul.py) of a model that says its widest product
         (``product_shape``, as the built-in GraphSAGE does): decided on rank 0, used by all."""
         c = self.config
         shape_of = getattr(self.model, "product_shape", None)

@@ -5,7 +5,7 @@ one row per last-layer destination; the built-in GraphSAGE by default) and a sco
 node pairs: "dot" (the embeddings' inner product), "distmult" (a learned diagonal of the
 target relation between them, <a, r, b> = sum a * r * b, as DistMult; r starts at ones,
 i.e. at dot) or "mlp" (an MLP of their elementwise product, as OGB's link examples). Exact evaluation embeds every node once with the
-encoder's layer-wise inference (fastsample/inference.py), then scores each held-out edge
+encoder's layer-wise inference (fastsample/loading/layerwise.py), then scores each held-out edge
 against its fixed negatives:
 
     MRR      mean of 1 / rank of the positive among its K negatives (ties: the mean of the
@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from fastsample.choices import SCORERS
-from fastsample.roofline import products_of
+from fastsample.nn.roofline import products_of
 
 __all__ = ["LinkModel", "SCORERS", "bce_loss", "rank_counts", "AUC_BINS", "auc_from_histograms", "score_histogram"]
 
@@ -57,12 +57,12 @@ class LinkModel(nn.Module):
         return getattr(self.encoder, "reads_16bit_input", False)
 
     def product_shape(self, rows: int):
-        """The encoder's widest product (fastsample/matmul.py's engine choice), if it says."""
+        """The encoder's widest product (fastsample/nn/matmul.py's engine choice), if it says."""
         shape_of = getattr(self.encoder, "product_shape", None)
         return shape_of(rows) if shape_of is not None else None
 
     def products(self, blocks, batch=None) -> list | None:
-        """A training step's matrix products (fastsample/roofline.py): the encoder's, and the
+        """A training step's matrix products (fastsample/nn/roofline.py): the encoder's, and the
         MLP scorer's over the batch's positive and negative pairs; None where the encoder
         does not list its own."""
         listed = products_of(self.encoder, blocks, batch)
@@ -85,7 +85,7 @@ class LinkModel(nn.Module):
             return (a * self.relation * b).sum(-1)
         return (a * b).sum(-1)
 
-    # layer-wise inference runs the encoder alone (fastsample/inference.py)
+    # layer-wise inference runs the encoder alone (fastsample/loading/layerwise.py)
     @property
     def num_layers(self) -> int:
         return self.encoder.num_layers

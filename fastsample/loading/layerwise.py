@@ -40,7 +40,7 @@ from fastsample.sampling import MFG, assemble, sample, sample_neighbors
 def check_layerwise(model) -> None:
     if not (isinstance(getattr(model, "num_layers", None), int) and callable(getattr(model, "layer", None))):
         raise TypeError(f"{type(model).__name__} cannot run layer-wise inference: it needs num_layers and "
-                        "layer(i, block, h) (see fastsample/inference.py)")
+                        "layer(i, block, h) (see fastsample/loading/layerwise.py)")
 
 
 def all_in_edges(part, seeds: np.ndarray) -> MFG:

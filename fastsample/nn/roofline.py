@@ -5,7 +5,7 @@ A model that lists its products (``products(blocks)`` or ``products(blocks, batc
 product's place, as the built-in models do; None: not listed) has them counted at every
 training step from the MFGs (and batch) it actually ran. At the end of an epoch the products' throughput is
 measured on this CPU, on the epoch's own shapes (each layer and op at its mean row count),
-with the engines and precision the model's products use (fastsample/matmul.py's plan),
+with the engines and precision the model's products use (fastsample/nn/matmul.py's plan),
 once per run; the floor is the epoch's FLOPs at those speeds. An epoch can only approach
 it: everything else (sampling, gather, aggregation, activations, loss, optimizer) is
 what the ratio epoch / floor shows.
@@ -18,7 +18,7 @@ from collections import defaultdict
 
 import torch
 
-from fastsample import matmul
+from fastsample.nn import matmul
 
 
 def products_of(model, blocks, batch=None) -> list | None:

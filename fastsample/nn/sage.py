@@ -9,7 +9,7 @@ projection, at width d_in, with no per-edge message tensors. Two paths:
   * "native" (CPU, float32): each layer is one autograd Function (_NativeSAGE) on the
     C++/OpenMP kernels of native/aggregate.cpp. Forward writes the mean beside h_dst in one
     buffer Z = [h_dst | mean] (in fp32; the input layer reads float32, bfloat16 or float16
-    features as they come) and projects it with one matmul (fastsample/matmul.py picks
+    features as they come) and projects it with one matmul (fastsample/nn/matmul.py picks
     the engine, and bf16 products where they pay), then adds the bias and applies
     ReLU and dropout in one pass, in place (native/activation.cpp: counter-based keep bits,
     ~20x cheaper than torch's bernoulli_). Backward is one matmul for both weights (Z^T g), one for Z's gradient, and
@@ -29,8 +29,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from fastsample import matmul
-from fastsample.block import Block
+from fastsample.nn import matmul
+from fastsample.nn.block import Block
 
 from fastsample.native import lib as _native
 from fastsample.native import require
@@ -135,7 +135,7 @@ class GraphSAGE(nn.Module):
 
     What a trainer may ask of a model (capabilities, not its class): ``reads_16bit_input``
     (its first layer takes bfloat16/float16 features as they are), ``product_shape(rows)``
-    (its widest matrix product, for fastsample/matmul.py's engine choice).
+    (its widest matrix product, for fastsample/nn/matmul.py's engine choice).
     """
 
     reads_16bit_input = True
@@ -156,12 +156,12 @@ class GraphSAGE(nn.Module):
 
     def product_shape(self, rows: int) -> tuple[int, int, int]:
         """(rows, 2 d_in, d_out) of the input layer's product over ``rows`` destinations: the
-        widest of the model, which decides the engines (fastsample/matmul.py)."""
+        widest of the model, which decides the engines (fastsample/nn/matmul.py)."""
         w = self.layers[0].self_lin.weight
         return rows, 2 * w.shape[1], w.shape[0]
 
     def products(self, blocks: list[Block]) -> list[tuple[int, str, int, int, int]]:
-        """A training step's matrix products, (layer, op, rows, k, n) each (fastsample/roofline.py):
+        """A training step's matrix products, (layer, op, rows, k, n) each (fastsample/nn/roofline.py):
         per layer the forward (rows, 2 d_in) x (2 d_in, d_out), the weight gradient, and the
         input gradient except at the input layer (features need none)."""
         out = []
@@ -208,7 +208,7 @@ class GraphSAGE(nn.Module):
     def layer(self, i: int, block: Block, h: torch.Tensor) -> torch.Tensor:
         """Layer i alone as in eval mode (activation included, no dropout): in eval mode,
         forward(blocks, x) is these applied in turn, which exact layer-wise inference
-        (fastsample/inference.py) relies on."""
+        (fastsample/loading/layerwise.py) relies on."""
         last = i == len(self.layers) - 1
         if self._native_layers(h):
             conv = self.layers[i]

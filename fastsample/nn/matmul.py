@@ -1,6 +1,6 @@
 """The dense products of the built-in GraphSAGE, on the fastest path the CPU at hand offers.
 
-A native GraphSAGE layer (fastsample/model.py) does three matrix products per step:
+A native GraphSAGE layer (fastsample/nn/sage.py) does three matrix products per step:
 
     forward      out    = Z @ W^T        (rows, 2 d_in) x (2 d_in, d_out)
     weight grad  dW     = G^T @ Z        (d_out, rows) x (rows, 2 d_in)
@@ -229,7 +229,7 @@ def _operands(rows: int, k: int, n: int, seed: int = 0) -> dict:
 
 def throughput(plan: Plan, op: str, rows: int, k: int, n: int, reps: int = 3) -> float:
     """GFLOP/s of ``plan``'s ``op`` on a (rows, k) x (k, n) product (as the model calls it;
-    the roofline's measure, fastsample/roofline.py): best of ``reps`` after a warm call."""
+    the roofline's measure, fastsample/nn/roofline.py): best of ``reps`` after a warm call."""
     call = _new_shapes(op, lambda *a: plan._run(op, *a), _operands(rows, k, n)[op])
     return _gflops({op: call}, _flops(rows, k, n), reps)[op]
 

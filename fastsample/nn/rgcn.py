@@ -19,8 +19,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from fastsample import matmul
-from fastsample.block import Block
+from fastsample.nn import matmul
+from fastsample.nn.block import Block
 from fastsample.native import lib as _native
 
 
@@ -83,7 +83,7 @@ class RGCN(nn.Module):
         return len(self.layers)
 
     def products(self, blocks: list[Block], batch=None) -> list[tuple[str, str, int, int, int]]:
-        """A training step's matrix products, (layer, op, rows, k, n) each (fastsample/roofline.py):
+        """A training step's matrix products, (layer, op, rows, k, n) each (fastsample/nn/roofline.py):
         per layer and relation into a computed type, W_self over its destinations' rows and
         W_neigh over their means: the forward, the weight gradient, and the input gradient
         where the input takes one (above the input layer; there, a learnable embedding's)."""
@@ -127,7 +127,7 @@ class RGCN(nn.Module):
     def layer(self, i: int, block: Block, h: dict) -> dict:
         """Layer i alone as in eval mode (ReLU below the last layer, no dropout), {node type:
         its destinations' rows}; the last layer gives the target type only. In eval mode
-        forward is these in turn, which layer-wise inference (fastsample/inference.py) needs."""
+        forward is these in turn, which layer-wise inference (fastsample/loading/layerwise.py) needs."""
         out = self._conv(i, block, self._inputs(h))
         return out if i == len(self.layers) - 1 else {t: torch.relu(v) for t, v in out.items()}
 
