@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 import torch
 
-from fastsample import bf16, matmul
+from fastsample import bf16
+from fastsample.nn import matmul
 from fastsample.nn.sage import GraphSAGE, aggregate
 from test_model import blocks_for
 from helpers import native_built
