@@ -38,7 +38,7 @@ def untyped(ds, path: Path, edges: bool) -> None:
         if f is not None:
             x[g.node_type_offset[i]:g.node_type_offset[i + 1], :f.shape[1]] = f
     labels = np.full(g.num_nodes, -1, dtype=np.int64)
-    lo = ds.label_offset()
+    lo = int(ds.graph.node_type_offset[ds.target_index])
     labels[lo:lo + len(ds.labels)] = ds.labels
     graph = CSCGraph(np.asarray(g.indptr), np.asarray(g.indices)) if edges else \
         CSCGraph(np.zeros(g.num_nodes + 1, dtype=np.int64), np.zeros(0, dtype=np.int64))

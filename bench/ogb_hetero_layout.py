@@ -50,7 +50,7 @@ def main(argv=None) -> None:
     for t in args.featured.split(","):
         feats = np.asarray(ds.features[t])
         _gz(raw / "node-feat" / t / "node-feat.csv.gz", (",".join(f"{v:.6g}" for v in row) + "\n" for row in feats))
-    target, lo = ds.target_type, ds.label_offset()
+    target, lo = ds.target_type, int(ds.graph.node_type_offset[ds.target_index])
     _gz(raw / "node-label" / target / "node-label.csv.gz", (f"{int(y)}\n" for y in np.asarray(ds.labels)))
     for name, split in (("train", ds.train), ("valid", ds.val), ("test", ds.test)):
         _gz(out / "split" / "time" / target / f"{name}.csv.gz", (f"{int(i) - lo}\n" for i in np.asarray(split)))
