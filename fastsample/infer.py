@@ -91,9 +91,11 @@ def main(argv=None) -> int:
         model.load_state_dict(state["model"])
         check_layerwise(model)
         inputs = tables.shards() if tables is not None else None
-        return part, model, inputs, config.model, task_for(config).out_width(part.num_classes)
+        # what was built, beside what was asked for (--model sage builds the R-GCN on typed data)
+        built = type(model).__name__ + (f"({type(model.encoder).__name__})" if hasattr(model, "encoder") else "")
+        return part, model, inputs, (config.model, built), task_for(config).out_width(part.num_classes)
 
-    part, model, inputs, model_spec, out_width = cli.agreed(comm, PROG, build)
+    part, model, inputs, (model_spec, built), out_width = cli.agreed(comm, PROG, build)
     rows = _output_rows(part, comm.size)
     total = sum(hi - lo for lo, hi in rows)
     # only once every rank is ready, so that no failure elsewhere leaves it behind
@@ -120,7 +122,7 @@ def main(argv=None) -> int:
             index = {"num_parts": comm.size, "offsets": [int(o) for o in part.offsets], "width": int(width),
                      "dtype": "float32", "files": [f"part-{r}.npy" for r in range(comm.size)],
                      "orig_ids": "orig_ids.npy", "checkpoint": str(args.checkpoint), "partition": str(args.data),
-                     "model": model_spec,
+                     "model": model_spec, "architecture": built,
                      # the target type's rows (untyped: every node): a range of ids per rank
                      "node_type": part.target_type, "ranges": [list(r) for r in rows]}
             (tmp / "index.json").write_text(json.dumps(index, indent=2) + "\n")

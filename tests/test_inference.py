@@ -80,6 +80,7 @@ def test_infer_writes_what_the_trainers_full_evaluation_saw(root, tmp_path):
     assert proc.stderr == "" and proc.stdout.count("\n") == 1, proc.stdout + proc.stderr
     index = json.loads((out / "index.json").read_text())
     assert index["num_parts"] == 2 and index["width"] == DIMS["classes"] and index["model"] == "sage"
+    assert index["architecture"] == "GraphSAGE"
     h = np.concatenate([np.load(out / f) for f in index["files"]])
     assert h.shape == (700, DIMS["classes"]) and h.dtype == np.float32
     # the test accuracy of the written outputs is the one the trainer logged for that epoch

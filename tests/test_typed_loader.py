@@ -225,6 +225,7 @@ def test_infer_writes_the_target_types_outputs_the_full_evaluation_saw(typed, tm
     lo = ds.graph.node_type_offset[ds.graph.node_types.index(ds.target_type)]
     index = json.loads((out / "index.json").read_text())
     assert index["node_type"] == ds.target_type and index["width"] == ds.num_classes
+    assert index["model"] == "sage" and index["architecture"] == "RGCN"  # what --model sage built on typed data
     assert proc.stdout == f"python -m fastsample.infer: {len(ds.labels):,} paper nodes x {ds.num_classes} written to " \
                           f"{out} by 2 ranks in " + proc.stdout.split(" ranks in ")[1]
     h = np.concatenate([np.load(out / f) for f in index["files"]])
