@@ -48,8 +48,12 @@ def test_a_second_writer_of_one_output_fails_and_the_first_result_stands(tmp_pat
     while not lock.exists() and first.poll() is None and time.time() < deadline:
         time.sleep(0.02)
     assert lock.exists(), "the first writer never took the lock"
-    second = run_module("fastsample.partition", tmp_path / "g", tmp_path / "out", "--parts", "2", "--overwrite",
-                        "--method", "metis")
+    os.kill(first.pid, signal.SIGSTOP)  # still writing, however fast this machine is, while the second tries
+    try:
+        second = run_module("fastsample.partition", tmp_path / "g", tmp_path / "out", "--parts", "2", "--overwrite",
+                            "--method", "metis")
+    finally:
+        os.kill(first.pid, signal.SIGCONT)
     assert second.returncode != 0 and "another job (process" in second.stderr and "is writing it now" in second.stderr
     assert second.stderr.count("\n") == 1, second.stderr
     out, err = first.communicate(timeout=120)
