@@ -130,6 +130,12 @@ class CSCGraph:
         """Every edge's type (the one-type case: zeros, made on the call)."""
         return np.zeros(self.num_edges, np.uint8) if self.type_per_edge is None else np.asarray(self.type_per_edge)
 
+    def edges_per_type(self) -> np.ndarray:
+        """(R,) int64: each edge type's edge count (the one-type case: every edge, no pass)."""
+        if self.type_per_edge is None:
+            return np.array([self.num_edges], dtype=np.int64)
+        return np.bincount(np.asarray(self.type_per_edge), minlength=self.num_edge_types)
+
     def edge_arrays(self) -> dict:
         """The per-edge arrays: {"indices": ..., "type_per_edge": ...}, the latter only where
         edges carry types (what a topology's files hold)."""
@@ -433,11 +439,18 @@ def describe_types(meta: dict) -> dict:
     if "node_types" in meta:
         keys = ("node_types", "node_type_offset", "edge_types", "target_type")
         return {**{k: meta[k] for k in keys}, "edge_types": [tuple(e) for e in meta["edge_types"]],
-                "features": {t: None if f is None else {"file": f"features/{t}", **f}
+                "features": {t: None if f is None else {"file": feature_file(t), **f}
                              for t, f in meta["features"].items()}}
     return {"node_types": [NODE], "node_type_offset": [0, meta["num_nodes"]], "edge_types": [EDGE],
             "target_type": None,
-            "features": {NODE: {"file": "features", "dim": meta["feature_dim"], "dtype": meta["dtypes"]["features"]}}}
+            "features": {NODE: {"file": feature_file(NODE), "dim": meta["feature_dim"],
+                                "dtype": meta["dtypes"]["features"]}}}
+
+
+def feature_file(node_type: str) -> str:
+    """A node type's feature file in a dataset or part directory, without .npy: features
+    (format 1, the one-type case) or features/TYPE."""
+    return "features" if node_type == NODE else f"features/{node_type}"
 
 
 def validate_csc(indptr: np.ndarray, indices: np.ndarray, num_nodes: int, where="graph", name=None) -> None:
@@ -696,7 +709,7 @@ def write_dataset(path, graph: CSCGraph, features, labels, train, val, test, *,
         writer.save("indices", indices.astype(ids, copy=False))
         for t, f in shards.items():
             if f is not None:
-                writer.save("features" if t == NODE else f"features/{t}", np.asarray(f))
+                writer.save(feature_file(t), np.asarray(f))
         writer.save("labels", labels.astype(LABEL_DTYPE, copy=False))
         for k, v in splits.items():
             writer.save(k, v.astype(ids, copy=False))

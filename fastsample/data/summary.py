@@ -35,7 +35,7 @@ def summarize(ds: Dataset) -> dict:
         "splits": {s: len(getattr(ds, s)) for s in SPLITS},
     }
     g = ds.graph
-    counts = np.bincount(g.edge_type_array(), minlength=g.num_edge_types)
+    counts = g.edges_per_type()
     stats.update(
         feature_dim=ds.feature_dim,
         target_type=ds.node_type_names[ds.target_index],
