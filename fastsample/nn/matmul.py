@@ -27,11 +27,14 @@ measured choice is kept on disk (`plan_for`: $XDG_CACHE_HOME/fastsample/matmul.j
 CPU, torch version, thread count and shape), so that runs on one host with one seed stay
 bitwise reproducible: two fresh measurements of engines within noise of each other could
 otherwise pick differently. A measurement made while something else used the core must not
-decide: it repeats until each engine's best two calls agree, else it keeps BLAS (the
-engine with no measurement), and a kept plan is re-checked cheaply at every start-up and
-replaced only when its engine has become clearly slower (RECHECK_MARGIN) and a fresh,
-steady measurement chooses otherwise (plan_for; a kept BLAS plan needs no re-check). The
-start-up line says which happened.
+decide: it repeats until each engine's best two calls agree, else that run uses BLAS (the
+engine with no measurement) and the plan is kept marked unsteady, to be measured afresh at
+the next start-up (a start-up beside another job must not lock a host to BLAS); a kept
+steady plan is re-checked cheaply at every start-up and replaced only when its engine has
+become clearly slower (RECHECK_MARGIN) and a fresh, steady measurement chooses otherwise
+(plan_for; a kept BLAS plan needs no re-check). The start-up line says which happened.
+A session whose runs are compared bitwise (the tests) sets KEEP_UNSTEADY_ENV, so that its
+first plan, steady or not, decides all of its runs.
 """
 
 from __future__ import annotations
@@ -61,6 +64,10 @@ MARGIN = 1.1  # another engine replaces BLAS only when at least this much faster
 BF16_MARGIN = 1.2  # bf16 products also pay for casting their operands
 SPREAD = 1.05  # a measurement is steady when each candidate's two best calls agree this well
 RECHECK_MARGIN = 1.3  # a cached choice is re-measured only when a quick re-check finds it this much slower
+# set to 1: a kept unsteady plan decides later runs as a steady one does (not measured afresh). For a
+# session whose runs are compared bitwise (tests/conftest.py): a later steady measurement could choose
+# another engine than an earlier run's unsteady BLAS. Not for production: there load would stick.
+KEEP_UNSTEADY_ENV = "FASTSAMPLE_MATMUL_KEEP_UNSTEADY"
 
 
 def _onednn(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
@@ -178,7 +185,7 @@ def _measure(candidates: dict, flops: float, least: int = 3, most: int = 8) -> t
     warm call each; a timing repeats a small product until it takes ~2 ms, so that the
     clock's grain does not decide) until every candidate's two best timings agree within
     SPREAD (at least ``least``, at most ``most`` rounds). Not steady: something else used
-    the core meanwhile, and a choice made on it must not be kept (choose, plan_for)."""
+    the core meanwhile, and a choice made on it must not decide a later run (choose, plan_for)."""
     times, repeat = {name: [] for name in candidates}, {}
     for name, f in candidates.items():
         t0 = time.perf_counter()
@@ -346,33 +353,8 @@ def _clearly_slower(cached: Plan, fresh: Plan) -> bool:
     return False
 
 
-def plan_for(backend: str, precision: str, shape: tuple[int, int, int]) -> tuple[Plan, str]:
-    """`choose`'s plan, measured once per host and settings and then read from
-    cache_file(); returns it and where it came from, for the start-up line.
-
-    Only a steady measurement can choose an engine other than BLAS, and only a steady one
-    can replace a kept plan: a kept plan is re-checked at every start-up (`recheck`), and
-    when its engine has become clearly slower it is measured afresh and replaced if that
-    measurement is steady and chooses otherwise. So load cannot make a choice stick, and
-    noise cannot make two runs on one host compute differently."""
-    if backend != "auto":
-        return choose(backend, precision, shape), "set"
-    key, path = _host_key(backend, precision, shape, torch.get_num_threads()), cache_file()
-    cached = None
-    try:
-        saved = json.loads(path.read_text()).get(key)
-        cached = Plan(**saved) if saved is not None else None
-    except (OSError, ValueError, TypeError, AttributeError):
-        pass  # no cache, or an unreadable one: measure (and rewrite it)
-    if cached is not None and recheck(cached, shape):
-        return cached, "cached, re-checked"
-    plan = choose(backend, precision, shape)
-    if cached is not None:
-        if not (plan.steady and _clearly_slower(cached, plan)):
-            return cached, "cached (a re-check disagreed, a fresh measurement did not: kept)"
-        source = "re-measured: the cached plan failed its re-check"
-    else:
-        source = "measured" if plan.steady else "measured; unsteady (another load on the cores?): BLAS"
+def _keep(path: Path, key: str, plan: Plan) -> None:
+    """Write ``plan`` under ``key`` into the cache file (atomically; a read-only home: not at all)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -386,4 +368,48 @@ def plan_for(backend: str, precision: str, shape: tuple[int, int, int]) -> tuple
         os.replace(f.name, path)  # atomic: concurrent jobs never read half a file
     except OSError:
         pass  # a read-only home: the plan still holds for this process
+
+
+UNSTEADY = "unsteady (another load on the cores?): BLAS for this run, measured again at the next start-up"
+
+
+def plan_for(backend: str, precision: str, shape: tuple[int, int, int]) -> tuple[Plan, str]:
+    """`choose`'s plan, measured once per host and settings and then read from
+    cache_file(); returns it and where it came from, for the start-up line.
+
+    Only a steady measurement can choose an engine other than BLAS, and only a steady one
+    decides later runs. An unsteady one runs its own run on BLAS and is kept marked so
+    (``steady`` False): the next start-up measures afresh, and the first steady measurement
+    replaces it, whatever it chooses, as if nothing had been kept; so one start-up beside
+    another job cannot lock a host to BLAS (unless KEEP_UNSTEADY_ENV is set: see there).
+    A kept steady plan is re-checked at every start-up (`recheck`), and when its engine has
+    become clearly slower it is measured afresh and replaced if that measurement is steady
+    and finds it so. So load cannot make a choice stick, and noise cannot make two runs on
+    one host with a steady plan kept compute differently."""
+    if backend != "auto":
+        return choose(backend, precision, shape), "set"
+    key, path = _host_key(backend, precision, shape, torch.get_num_threads()), cache_file()
+    cached = None
+    try:
+        saved = json.loads(path.read_text()).get(key)
+        cached = Plan(**saved) if saved is not None else None
+    except (OSError, ValueError, TypeError, AttributeError):
+        pass  # no cache, or an unreadable one: measure (and rewrite it)
+    if cached is not None and not cached.steady:
+        if os.environ.get(KEEP_UNSTEADY_ENV) == "1":
+            return cached, f"cached, unsteady (kept: {KEEP_UNSTEADY_ENV}=1)"
+        plan = choose(backend, precision, shape)  # a kept unsteady plan decides nothing: as if none were kept
+        source = "re-measured: the cached plan was unsteady" if plan.steady else f"re-measured; {UNSTEADY}"
+        _keep(path, key, plan)
+        return plan, source
+    if cached is not None and recheck(cached, shape):
+        return cached, "cached, re-checked"
+    plan = choose(backend, precision, shape)
+    if cached is not None:
+        if not (plan.steady and _clearly_slower(cached, plan)):
+            return cached, "cached (a re-check disagreed, a fresh measurement did not: kept)"
+        source = "re-measured: the cached plan failed its re-check"
+    else:
+        source = "measured" if plan.steady else f"measured; {UNSTEADY}"
+    _keep(path, key, plan)  # an unsteady plan too, marked so: the next start-up measures afresh
     return plan, source
