@@ -235,3 +235,25 @@ def test_infer_writes_the_target_types_outputs_the_full_evaluation_saw(typed, tm
     pred[np.load(out / "orig_ids.npy")[ids] - lo] = h.argmax(1)
     test = np.asarray(ds.test) - lo
     assert (pred >= 0).all() and float((pred[test] == ds.labels[test]).mean()) == json.loads(log.read_text())["test_acc"]
+
+
+def test_a_fresh_rgcn_starts_near_chance(typed):
+    # a destination sums a term per relation into its type; unscaled, those sums start the
+    # loss far above ln(classes) (issue 37: 14.8 against ln 16 = 2.8 on a real typed network)
+    from fastsample.distributed.embedding import ShardedEmbeddings
+    from fastsample.nn.rgcn import RGCN
+
+    ds = load_dataset(typed / "h")
+    g = ds.graph
+    emb = ShardedEmbeddings(g.node_type_offset, 0, 1, g.node_types, ["institute"], dim=64, lr=0.1, seed=1)
+    dims = {t: 64 if f is None else f.shape[1] for t, f in ds.features.items()}
+    into_target = sum(e[2] == ds.target_type for e in g.edge_types)
+    assert into_target >= 3, g.edge_types  # the case the scaling is for
+    losses = []
+    for seed in range(3):
+        torch.manual_seed(seed)
+        model = RGCN(dims, 256, ds.num_classes, 3, g.edge_types, ds.target_type).eval()
+        batch = next(iter(NodeLoader(typed / "h", [10, 10, 10], 256, split="train", embeddings=emb, seed=seed)))
+        with torch.no_grad():
+            losses.append(float(torch.nn.functional.cross_entropy(model(batch.blocks, batch.x), batch.y)))
+    assert np.mean(losses) < 1.15 * np.log(ds.num_classes), (losses, np.log(ds.num_classes))

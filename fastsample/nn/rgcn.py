@@ -71,11 +71,16 @@ class RGCN(nn.Module):
         self.node_types, self.edge_types = list(in_dims), [tuple(e) for e in edge_types]
         self.target_type, self.dropout = target_type, nn.Dropout(dropout)
         dims = dict(in_dims)
+        # a destination sums one term per relation into its type: each starts at 1/sqrt(that
+        # many) of nn.Linear's scale, so the sum starts at one relation's (ogbn-mag's papers
+        # have 4 relations in; unscaled, the first loss was ~2x ln(classes) on the generator)
+        fan_in = {t: max(sum(e[2] == t for e in self.edge_types), 1) for t in dims}
         self.layers = nn.ModuleList()
         for i in range(num_layers):
             out = num_classes if i == num_layers - 1 else hidden
             self.layers.append(nn.ModuleDict({
-                "__".join(e): _RelationConv(dims[e[0]], dims[e[2]], out) for e in self.edge_types}))
+                "__".join(e): _RelationConv(dims[e[0]], dims[e[2]], out, fan_in[e[2]] ** -0.5)
+                for e in self.edge_types}))
             dims = dict.fromkeys(dims, out)
 
     @property
@@ -155,10 +160,13 @@ class RGCN(nn.Module):
 class _RelationConv(nn.Module):
     """One relation's SAGEConv (mean): W_self h_dst + b + W_neigh mean(h_src)."""
 
-    def __init__(self, src_dim: int, dst_dim: int, out_dim: int):
+    def __init__(self, src_dim: int, dst_dim: int, out_dim: int, scale: float = 1.0):
         super().__init__()
         self.self_lin = nn.Linear(dst_dim, out_dim)
         self.neigh_lin = nn.Linear(src_dim, out_dim, bias=False)
+        with torch.no_grad():
+            for p in self.parameters():
+                p.mul_(scale)
 
     def forward(self, block: Block, h_src: torch.Tensor, h_dst: torch.Tensor) -> torch.Tensor:
         return self.self_lin(h_dst) + self.neigh_lin(mean(block, h_src))
