@@ -28,7 +28,7 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescript
     without one, or whose help already says it, are left alone)."""
 
     def _get_help_string(self, action):
-        if action.default is None or action.default is False or "default" in (action.help or ""):
+        if action.default is None or action.default is False or "(default:" in (action.help or ""):
             return action.help
         return super()._get_help_string(action)
 
@@ -52,18 +52,23 @@ class Parser(argparse.ArgumentParser):
 
 def parser(cls, prog: str, description: str | None = None, epilog: str | None = None) -> Parser:
     """An argparse parser with one flag per field of the config class ``cls`` (its help,
-    choices, default)."""
+    choices, default), listed under their groups where ``cls.GROUPS`` names them ((title,
+    description, field names) each, in the order --help shows them)."""
     p = Parser(prog=prog, description=description, epilog=epilog)
+    group_of = {}
+    for title, text, names in getattr(cls, "GROUPS", ()):
+        group_of.update(dict.fromkeys(names, p.add_argument_group(title, text)))
     types = field_types(cls)
     for f in dataclasses.fields(cls):
         m, flag = f.metadata, "--" + f.name.replace("_", "-")
+        g = group_of.get(f.name, p)
         tp = base_type(types[f.name])
         kw = dict(help=m.get("help", ""), dest=f.name)
         if tp is bool:
-            p.add_argument(flag, action="store_true", **kw)
+            g.add_argument(flag, action="store_true", **kw)
             continue
         if m.get("positional"):
-            p.add_argument(f.name, help=kw["help"], type=str)
+            g.add_argument(f.name, help=kw["help"], type=str)
             continue
         if f.default is dataclasses.MISSING:
             kw["required"] = True
@@ -76,7 +81,7 @@ def parser(cls, prog: str, description: str | None = None, epilog: str | None = 
         if m.get("metavar"):
             kw["metavar"] = m["metavar"]
         kw["type"] = str  # converted by from_namespace, so a bad value is one ConfigError naming the field
-        p.add_argument(flag, **kw)
+        g.add_argument(flag, **kw)
     return p
 
 
@@ -159,6 +164,12 @@ def create_comm(prog: str, backend: str):
         if launch_rank() == 0:
             print(f"{prog}: error: {describe(e)}", file=sys.stderr, flush=True)
         return None
+
+
+def progress(quiet: bool) -> bool:
+    """Whether a command draws progress bars: not with --quiet, and only on a terminal (in a
+    file, a Slurm log, their redraws are noise)."""
+    return not quiet and sys.stderr.isatty()
 
 
 def fail(prog: str, error: Exception) -> int:

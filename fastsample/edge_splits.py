@@ -93,9 +93,34 @@ def load_edge_split(folder, num_nodes: int, meta: dict, graph: CSCGraph | None =
                                f"K): K negatives for each of {split}.npy's {len(arrays[split])} edges")
     split = EdgeSplit(**arrays, undirected=bool(meta.get("undirected", False)), meta=dict(meta))
     if graph is not None:
+        check_types(split, graph, folder)
         check_held_out(split, graph, {k: folder / f"{k}.npy" for k in EDGE_SPLITS},
                        {"train": "train.npy", "topology": "the topology (indices.npy)"})
     return split
+
+
+def check_types(split: EdgeSplit, graph: CSCGraph, folder: Path) -> None:
+    """Every edge's source is of its relation's source type and its destination (and each
+    negative) of the destination type; else a DatasetError naming the file, the first edge
+    and the type's ids (an id in range for the graph but of another type trains silently
+    wrong otherwise)."""
+    relation, _ = relation_of(graph, split.meta)
+    src_type, _, dst_type = graph.edge_types[relation]
+    ranges = {}
+    for t in (src_type, dst_type):
+        i = graph.node_types.index(t)
+        ranges[t] = int(graph.node_type_offset[i]), int(graph.node_type_offset[i + 1])
+    columns = {name: ((getattr(split, name)[:, 0], src_type, "source"), (getattr(split, name)[:, 1], dst_type,
+                                                                          "destination")) for name in EDGE_SPLITS}
+    columns.update({f"{s}_neg": ((getattr(split, f"{s}_neg"), dst_type, "negative"),) for s in ("val", "test")})
+    for name, checks in columns.items():
+        for ids, t, role in checks:
+            lo, hi = ranges[t]
+            bad = np.flatnonzero(((ids < lo) | (ids >= hi)).reshape(len(ids), -1).any(axis=1)) if len(ids) else []
+            if len(bad):
+                raise DatasetError(f"{folder / (name + '.npy')}: row {bad[0]}'s {role} is not a {t} node (relation "
+                                   f"{':'.join(graph.edge_types[relation])}; {t} ids are {lo}..{hi - 1}; "
+                                   f"{len(bad):,} of {len(ids):,} rows so)")
 
 
 def check_held_out(split: EdgeSplit, graph: CSCGraph, files: dict, names: dict) -> None:
@@ -188,16 +213,22 @@ def make_edge_split(graph: CSCGraph, val_fraction: float, test_fraction: float, 
     try:
         r = 0 if relation is None else graph.relation(relation)
     except KeyError as e:
-        raise DatasetError(f"relation: {e.args[0]}") from None
+        raise DatasetError(f"relation: {e.args[0].removeprefix('relation ')}") from None
     n = graph.num_nodes
     reverse = find_reverse(graph, r)
     undirected = reverse == r
     src, dst, at = _edges(graph, r)
     all_keys = np.sort(edge_keys(src, dst, n))
     candidates = np.unique(edge_keys(src, dst, n, undirected)[src != dst])  # canonical, unique, no self-loops
+    if not len(candidates):
+        raise DatasetError(f"relation: {':'.join(graph.edge_types[r])} has no edges to split (self-loops aside)")
     rng = np.random.default_rng(seed)
     order = rng.permutation(len(candidates))
     nv, nt = int(val_fraction * len(candidates)), int(test_fraction * len(candidates))
+    for name, f, k in (("val_fraction", val_fraction, nv), ("test_fraction", test_fraction, nt)):
+        if f > 0 and k == 0:  # an empty evaluation set measures nothing
+            raise DatasetError(f"{name}: {f} of relation {':'.join(graph.edge_types[r])}'s {len(candidates):,} "
+                               "distinct edges (self-loops aside) holds out none")
     held = {"val": np.sort(candidates[order[:nv]]), "test": np.sort(candidates[order[nv:nv + nt]])}
     train = np.sort(candidates[order[nv + nt:]])
     out = np.sort(np.concatenate([held["val"], held["test"]]))

@@ -157,7 +157,8 @@ class CSCGraph:
             return matches[0]
         known = ", ".join(":".join(e) for e in self.edge_types)
         why = "names several edge types; write it as src:relation:dst" if matches else "is not an edge type"
-        raise KeyError(f"relation {name!r} {why} (the graph's: {known})")
+        shown = ":".join(map(str, name)) if isinstance(name, (tuple, list)) else repr(name)
+        raise KeyError(f"relation {shown} {why} (the graph's: {known})")
 
     def _fix_dtypes(self):
         # The dtype policy, applied once here: the kernels take int32 or int64 ids with

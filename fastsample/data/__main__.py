@@ -9,6 +9,7 @@ import time
 from dataclasses import replace
 
 from fastsample.atomic import DiskFull
+from fastsample import cli
 from fastsample.cli import Parser, fail, report
 from fastsample.graph import DatasetError, load_dataset, write_dataset
 
@@ -79,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--preset", choices=sorted(PRESETS) + sorted(TYPED_PRESETS), default="small",
                    help="starting parameters: tiny (2k nodes), small (100k, the default), "
                    "medium (500k nodes, ~10M edges), products (2.4M nodes, ~120M edges, like ogbn-products), "
-                   "large (16M nodes, ~1.0B edges, float16 features: ~12 GB on disk, ~10 min on 2 cores); "
+                   "large (16M nodes, ~1.0B edges, float16 features: 7.7 GiB on disk, 3-5 min on 2 cores); "
                    "typed graphs with IGBH's schema (paper, author, institute, fos; 8 relations; labels on "
                    "papers; fastsample/data/synth_typed.py): hetero-tiny (5k nodes), hetero-small (52k nodes, "
                    "0.6M edges), hetero-medium (1M nodes, 21M edges), hetero-large (18.3M nodes, 324M edges, "
@@ -154,7 +155,7 @@ def _synth(args) -> None:
             raise DatasetError(f"{', '.join(shaped)}: shape the untyped presets only; --preset {args.preset} is "
                                "typed (its parameters: fastsample/data/synth_typed.py)")
         write_typed_synthetic(args.out, TYPED_PRESETS[args.preset], overwrite=args.overwrite,
-                              progress=not args.quiet)
+                              progress=cli.progress(args.quiet))
         return
     cfg = replace(PRESETS[args.preset], **{k: v for k, v in given.items() if v is not None})
     try:
@@ -163,7 +164,7 @@ def _synth(args) -> None:
         raise _in_flags(e, {field: f"--{flag}" for flag, (field, _, _) in SYNTH_FLAGS.items()}) from e
     if args.threads is not None and args.threads < 1:
         raise DatasetError(f"--threads must be >= 1 (got {args.threads})")
-    write_synthetic(args.out, cfg, overwrite=args.overwrite, progress=not args.quiet, threads=args.threads)
+    write_synthetic(args.out, cfg, overwrite=args.overwrite, progress=cli.progress(args.quiet), threads=args.threads)
 
 
 def _ogb(args):
@@ -239,7 +240,7 @@ def main(argv=None) -> int:
             from fastsample.data.ogb import OgbNpz
 
             dataset = _ogb(args)  # the npz layout streams for minutes: it shows progress
-            bars = {"progress": not args.quiet} if isinstance(dataset, OgbNpz) else {}
+            bars = {"progress": cli.progress(args.quiet)} if isinstance(dataset, OgbNpz) else {}
             # a typed graph's reverse relations are edge types of their own: as a whole it
             # is not stored "symmetric" (the partitioner then builds its own adjacency)
             shape = ({"reverse_relations": not args.directed} if getattr(dataset, "typed", False)
@@ -254,6 +255,13 @@ def main(argv=None) -> int:
 
         ds = load_dataset(path)
         summary = summarize(ds)
+        if "link" in ds.meta:  # read and checked as training will (ids of their types, nothing held out leaks)
+            from fastsample.edge_splits import load_edge_split
+
+            split = load_edge_split(path, ds.graph.num_nodes, ds.meta["link"], graph=ds.graph)
+            summary["link"] = {"relation": ":".join(ds.meta["link"]["relation"]) if ds.graph.num_edge_types > 1
+                               else None, "negatives": int(split.val_neg.shape[1]),
+                               "edges": {k: len(getattr(split, k)) for k in ("train", "val", "test")}}
         if getattr(args, "check", False):
             summary["check"] = check_features(ds)
     except (DatasetError, ValueError, FileExistsError, FileNotFoundError, DiskFull) as e:

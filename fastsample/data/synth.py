@@ -89,7 +89,7 @@ PRESETS = {
     "medium": SynthConfig(num_nodes=500_000, avg_degree=22, num_classes=47, feature_dim=100, train_frac=0.25),
     "products": SynthConfig(num_nodes=2_400_000, avg_degree=52, num_classes=47, feature_dim=100),
     # >= 1.0B stored directed edges (papers100M has 3.2B): 16M nodes, float16 features of
-    # papers100M's width and classes, its ~1 % training split; ~12 GB on disk
+    # papers100M's width and classes, its ~1 % training split; 7.7 GiB on disk
     "large": SynthConfig(num_nodes=16_000_000, avg_degree=68, num_classes=172, feature_dim=128,
                          feature_dtype="float16", train_frac=0.01, val_frac=0.002, test_frac=0.004),
 }

@@ -86,7 +86,7 @@ def main(argv=None) -> int:
         if not 1 <= args.parts <= num_nodes:  # the flag's words (the library names the parameter)
             raise PartitionError(f"--parts must be in 1..{num_nodes} (the node count), got {args.parts}")
         meta = partition_dataset(args.dataset, args.out, args.parts, args.method, args.mode, args.seed,
-                                 overwrite=args.overwrite, progress=not args.quiet)
+                                 overwrite=args.overwrite, progress=cli.progress(args.quiet))
     except (DatasetError, PartitionError, ValueError, FileExistsError, DiskFull) as e:
         return cli.fail(prog, e)
     return cli.report(meta, format_report(meta), args.json)
