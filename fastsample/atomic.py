@@ -9,7 +9,8 @@ One writer per target: a writer holds an exclusive lock on a hidden sibling
 (``.NAME.lock``, flock: released by the kernel if the process dies) from start to end, so
 a second job on the same target fails at once (Busy, naming the first's process) instead
 of one silently replacing the other's result; and ``commit`` re-checks that the target
-did not appear meanwhile when overwriting was not allowed.
+did not appear meanwhile when overwriting was not allowed. The lock is ``Lock``, which the
+trainer's checkpoint directory takes too (fastsample/trainer/checkpoint.py).
 
 A full disk is one error, DiskFull, naming the directory, what was needed (where known)
 and what is free: files written through a memory map get their blocks reserved up front
@@ -104,7 +105,45 @@ class Busy(FileExistsError):
     def __init__(self, path: Path, holder: str):
         super().__init__(f"{path}: another job (process {holder or 'unknown'}) is writing it now; wait for it, or "
                          "write somewhere else")
-        self.path = path
+        self.path, self.holder = path, holder
+
+    def __reduce__(self):  # crosses ranks (comm.agree: a checkpoint directory's lock is rank 0's) as itself
+        return Busy, (self.path, self.holder)
+
+
+class Lock:
+    """One writer of ``target``: an exclusive flock on the file ``path`` (created; its text
+    names the holder), taken at once or Busy naming the holder's process. Held until
+    release(), which removes the file while still holding it; if the process dies first,
+    the kernel releases it (the file stays, and the next writer takes it over)."""
+
+    def __init__(self, path: str | os.PathLike, target: str | os.PathLike):
+        self.path, self.target = Path(path), Path(target)
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.read(fd, 64).decode(errors="replace").strip()
+                os.close(fd)
+                raise Busy(self.target, holder) from None
+            try:  # the file we locked may have been unlinked by its last holder meanwhile: then again
+                if os.fstat(fd).st_ino == os.stat(self.path).st_ino:
+                    break
+            except FileNotFoundError:
+                pass
+            os.close(fd)
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()} on {os.uname().nodename}".encode())
+        self.fd = fd
+
+    def release(self) -> None:
+        if self.fd is not None:
+            try:
+                self.path.unlink(missing_ok=True)  # while still held: no other writer has it
+            finally:
+                os.close(self.fd)
+                self.fd = None
 
 
 class AtomicDirectory:
@@ -123,32 +162,12 @@ class AtomicDirectory:
         self.committed = False
 
     def _lock(self) -> None:
-        self.lock_path = self.path.parent / f".{self.path.name}.lock"
-        while True:
-            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                holder = os.read(fd, 64).decode(errors="replace").strip()
-                os.close(fd)
-                raise Busy(self.path, holder) from None
-            try:  # the file we locked may have been unlinked by its last holder meanwhile: then again
-                if os.fstat(fd).st_ino == os.stat(self.lock_path).st_ino:
-                    break
-            except FileNotFoundError:
-                pass
-            os.close(fd)
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()} on {os.uname().nodename}".encode())
-        self.lock_fd = fd
+        self.lock = Lock(self.path.parent / f".{self.path.name}.lock", self.path)
 
     def _unlock(self) -> None:
-        if getattr(self, "lock_fd", None) is not None:
-            try:
-                self.lock_path.unlink(missing_ok=True)  # while still held: no other writer has it
-            finally:
-                os.close(self.lock_fd)
-                self.lock_fd = None
+        if getattr(self, "lock", None) is not None:
+            self.lock.release()
+            self.lock = None
 
     def __enter__(self) -> "AtomicDirectory":
         return self

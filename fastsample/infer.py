@@ -24,17 +24,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-import torch
-
 from fastsample import cli
 from fastsample import options as cfg
-from fastsample.atomic import AtomicDirectory, check_space
 from fastsample.choices import COMM_BACKENDS
-from fastsample.loading.layerwise import check_layerwise, layerwise
-from fastsample.partition import load_partition, read_partition_meta
-from fastsample.sampling import set_num_threads
-from fastsample.tasks import task_for
 
 PROG = "python -m fastsample.infer"
 
@@ -63,13 +55,22 @@ def build_parser() -> cli.Parser:
 
 
 def main(argv=None) -> int:
+    parser = build_parser()
+    args = cli.parse(InferConfig, parser, argv)
+    # after parsing, so that a bad flag is refused before torch loads (~5 s on a busy node)
+    import numpy as np
+    import torch
+
+    from fastsample.atomic import AtomicDirectory, check_space
+    from fastsample.loading.layerwise import check_layerwise, layerwise
     from fastsample.options import from_dict
+    from fastsample.partition import load_partition, read_partition_meta
+    from fastsample.sampling import set_num_threads
+    from fastsample.tasks import task_for
     from fastsample.trainer import TrainConfig, load_checkpoint
     from fastsample.trainer.checkpoint import load_shard
     from fastsample.trainer.trainer import embeddings_for, model_for
 
-    parser = build_parser()
-    args = cli.parse(InferConfig, parser, argv)
     comm = cli.create_comm(PROG, args.backend)
     if comm is None:
         return 2
@@ -87,7 +88,9 @@ def main(argv=None) -> int:
         model = model_for(config, part)
         tables = embeddings_for(config, part, comm.rank, comm.size)  # featureless types' rows, as trained
         if tables is not None:
-            load_shard(args.checkpoint, tables, comm.rank, comm.size)
+            tokens = state.get("shards")  # which save's shards are this checkpoint's (None: an older checkpoint)
+            load_shard(args.checkpoint, tables, comm.rank, comm.size,
+                       token=tokens[comm.rank] if tokens and len(tokens) == comm.size else None)
         model.load_state_dict(state["model"])
         check_layerwise(model)
         inputs = tables.shards() if tables is not None else None
@@ -112,7 +115,7 @@ def main(argv=None) -> int:
     # leaving the block removes the temporary directory unless it was committed
     with out if out is not None else contextlib.nullcontext():
         def write():
-            h = layerwise(model, part, comm, args.batch_size, progress=not args.quiet, inputs=inputs)
+            h = layerwise(model, part, comm, args.batch_size, progress=cli.progress(args.quiet), inputs=inputs)
             np.save(tmp / f"part-{comm.rank}.npy", h)
             return h.shape[1]
 

@@ -13,14 +13,8 @@ import signal
 import sys
 import traceback
 
-import torch
-
 from fastsample import cli
-from fastsample.allocator import retain_freed_memory
-from fastsample.atomic import DiskFull
-from fastsample.comm.agree import StartupError
-from fastsample.trainer import TrainConfig, startup
-from fastsample.trainer.trainer import NonFiniteLoss, Preempted
+from fastsample.trainer.config import TrainConfig  # no torch: a bad flag is refused before torch loads
 
 PROG = "python -m fastsample.train"
 PREEMPTED = 75  # EX_TEMPFAIL: stopped by a signal, state saved; rerun with --resume
@@ -34,6 +28,8 @@ def parse_args(argv=None) -> TrainConfig:
     """The command line as a checked TrainConfig; a bad setting exits 2 with one line naming its flag."""
     parser = build_parser()
     config = cli.parse(TrainConfig, parser, argv)
+    import torch
+
     if config.device == "cuda" and not torch.cuda.is_available():
         parser.error(f"--device cuda: no CUDA device is available (torch {torch.__version__}, "
                      f"{'built without CUDA' if torch.version.cuda is None else f'CUDA {torch.version.cuda}'})")
@@ -42,6 +38,11 @@ def parse_args(argv=None) -> TrainConfig:
 
 def main(argv=None) -> int:
     config = parse_args(argv)
+    from fastsample.allocator import retain_freed_memory
+    from fastsample.atomic import DiskFull
+    from fastsample.comm.agree import StartupError
+    from fastsample.trainer.trainer import NonFiniteLoss, Preempted, startup
+
     if config.allocator == "retain":
         retain_freed_memory()
     comm = cli.create_comm(PROG, config.backend)

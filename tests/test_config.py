@@ -55,7 +55,7 @@ def test_resume_compares_configs_and_names_what_differs(tmp_path):
     again = dataclasses.replace(saved, epochs=3, lr=0.1, resume=True)  # may change: no resume mark
     assert Checkpoints(tmp_path, again).resume(model, opt) == (1, 0, f"resume: from {tmp_path / 'epoch-0.pt'}")
     other = dataclasses.replace(again, hidden=16, seed=4)
-    with pytest.raises(CheckpointError, match=r"epoch-0.pt: saved with different hidden, seed"):
+    with pytest.raises(CheckpointError, match=r"epoch-0.pt: saved with different hidden \(8 there, 16 here\), seed \(0 there, 4 here\)$"):
         Checkpoints(tmp_path, other).resume(model, opt)
 
 

@@ -191,6 +191,14 @@ def test_sigterm_stops_at_a_step_and_resume_continues_bitwise(longer, tmp_path, 
     steps = lambda records: [x for r in records for x in r["step_losses"]]
     assert steps(first + resumed) == steps(full)
     assert stray(ck) == [] and len(list(ck.iterdir())) <= 3
+    # the two parts of the cut epoch say which steps they cover, and count rounds per step run
+    cut, rest = first[-1], resumed[0]
+    if cut["complete"]:  # the stop landed on an epoch's last step (1 in ~22): nothing was cut
+        return
+    assert rest["first_step"] == cut["first_step"] + cut["steps"] > 0
+    assert cut["steps"] + rest["steps"] == rest["steps_per_epoch"] == full[0]["steps"]
+    if prefetch == "0":  # with prefetch, the cut part also counts the rounds of batches fetched ahead
+        assert cut["rounds_per_step"] == rest["rounds_per_step"] == full[0]["rounds_per_step"]
 
 
 @contextlib.contextmanager
@@ -245,3 +253,213 @@ def test_a_checkpoint_that_does_not_fit_stops_the_job_with_one_line(p2, tmp_path
         assert proc.returncode == 2, proc.stderr
         assert f"python -m fastsample.infer: error: rank 0: {disk}: no space left for emb: needs " in proc.stderr
         assert sorted(f.name for f in disk.iterdir()) == ["ck"]
+
+
+# --- issue 37 (points 10, 11): a checkpoint is a set; one job per checkpoint directory ----
+
+TYPED = ["--fanouts", "4,3", "--hidden", "16", "--threads", "1", "--quiet", "--eval-every", "0", "--embed-dim", "8"]
+TASKS = {"node": ["--batch-size", "40", "--epochs", "6"],  # 15 steps an epoch
+         "link": ["--task", "link", "--negatives", "2", "--batch-size", "200", "--epochs", "5"]}  # 13
+
+
+@pytest.fixture(scope="module")
+def typed(tmp_path_factory):
+    """hetero-tiny (its institutes featureless: learnable embeddings, a shard per rank)
+    partitioned for 2 ranks (node), and with its author-paper edges split (link)."""
+    from fastsample.data.synth_typed import TYPED_PRESETS, write_typed_synthetic
+
+    root = tmp_path_factory.mktemp("typed-faults")
+    write_typed_synthetic(root / "h", TYPED_PRESETS["hetero-tiny"], progress=False)
+    partition_dataset(root / "h", root / "node", 2, progress=False)
+    proc = run_module("fastsample.data", "link-split", root / "h", root / "hl", "--negatives", "10", "--relation",
+                      "author,rev_written_by,paper", "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    partition_dataset(root / "hl", root / "link", 2, progress=False)
+    return root
+
+
+def same_state(a, b) -> bool:
+    """Two checkpoint contents are bitwise equal (tensors, dicts, lists, values); shards'
+    tokens (one per save) aside."""
+    import torch
+
+    if isinstance(a, dict):
+        keys = set(a) - {"token"}
+        return isinstance(b, dict) and keys == set(b) - {"token"} and all(same_state(a[k], b[k]) for k in keys)
+    if isinstance(a, (list, tuple)):
+        return isinstance(b, (list, tuple)) and len(a) == len(b) and all(map(same_state, a, b))
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b)
+    return a == b
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("task", ["node", "link"])
+def test_sigterm_on_typed_data_resumes_bitwise_embeddings_included(typed, tmp_path, task):
+    # typed data with a featureless type: each rank's embedding shard and its SparseAdam
+    # state are part of the mid-epoch checkpoint; the resumed run's per-step losses, its
+    # last checkpoint (model, optimizer, every shard) equal the uninterrupted run's
+    import torch
+
+    from helpers import mpiexec_argv
+
+    args = [*TYPED, *TASKS[task]]
+    epochs = int(args[args.index("--epochs") + 1])
+    full_ck, ck, log = tmp_path / "full-ck", tmp_path / "ck", tmp_path / "a.jsonl"
+    full = train_records(typed / task, 2, tmp_path / "full.jsonl", *args, "--checkpoint-dir", full_ck)
+    argv = mpiexec_argv(2, "-m", "fastsample.train", "--data", typed / task, *args, "--checkpoint-dir", ck,
+                        "--log-json", log)
+    job = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 180
+    while (not log.exists() or not log.read_text()) and job.poll() is None and time.time() < deadline:
+        time.sleep(0.02)  # the first epoch is done: the stop lands mid-run
+    time.sleep(0.2)
+    assert job.poll() is None, "the run ended before the signal"
+    os.kill(job.pid, signal.SIGTERM)  # mpiexec forwards it to every rank
+    out, err = job.communicate(timeout=180)
+    assert job.returncode == 75, out + err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("python -m fastsample.train: stopped by SIGTERM before epoch "), err
+    first = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len(first) < epochs
+    resumed = train_records(typed / task, 2, tmp_path / "b.jsonl", *args, "--checkpoint-dir", ck, "--resume")
+    steps = lambda records: [x for r in records for x in r["step_losses"]]
+    assert steps(first + resumed) == steps(full)
+    last = f"epoch-{epochs - 1}"
+    names = [f"{last}.pt", f"{last}.embed-0-of-2.pt", f"{last}.embed-1-of-2.pt"]
+    # tokens name one save's shards, and the configs hold the runs' paths: all else is equal
+    load = lambda f: {k: v for k, v in torch.load(f, weights_only=True).items() if k not in ("config", "shards")}
+    assert all(same_state(load(ck / n), load(full_ck / n)) for n in names)
+    assert load(ck / names[1])["optimizer"]["state"], "the shard holds SparseAdam's state"
+    assert stray(ck) == []
+
+
+@pytest.mark.mpi
+def test_a_damaged_or_missing_embedding_shard_resumes_from_the_set_before_it(typed, tmp_path):
+    # epoch-N.pt loads but one rank's shard of it does not: every rank falls back to the
+    # previous complete set (the other rank's own shard is fine: they decide alike), with
+    # one line; the resumed epoch's losses are the uninterrupted run's
+    args = [*TYPED, "--batch-size", "40", "--epochs", "5"]
+    ck = tmp_path / "ck"
+    full = train_records(typed / "node", 2, tmp_path / "full.jsonl", *args, "--checkpoint-dir", ck)
+    for bad, harm, why in ((ck / "epoch-4.embed-1-of-2.pt", "truncate", "unreadable, truncated or corrupt ("),
+                           (ck / "epoch-4.embed-0-of-2.pt", "remove",
+                            "missing: epoch-4.pt has no embedding shard for rank 0 of 2")):
+        if harm == "truncate":
+            bad.write_bytes(bad.read_bytes()[: bad.stat().st_size // 2])
+        else:
+            bad.unlink()
+        log = tmp_path / f"{harm}.jsonl"
+        proc = mpiexec(2, "-m", "fastsample.train", "--data", typed / "node", *args, "--checkpoint-dir", ck, "--resume",
+                       "--log-json", log)
+        assert proc.returncode == 0, proc.stderr
+        lines = [line for line in proc.stderr.splitlines() if line.strip()]
+        assert len(lines) == 1 and lines[0].startswith(f"fastsample.train: resume: from {ck / 'epoch-3.pt'}; skipped "
+                                                       f"{bad}: {why}"), proc.stderr
+        assert lines[0].count("skipped") == 1
+        assert [r["step_losses"] for r in map(json.loads, open(log))] == [full[4]["step_losses"]]
+    assert stray(ck) == []
+
+
+def test_a_shard_of_another_save_or_job_size_is_not_taken_for_the_checkpoints(tmp_path):
+    # epoch-N.pt names its shards: a loadable shard of another save of the epoch (a crash
+    # between the shards and epoch-N.pt) is skipped; a job of another size finds no set
+    import torch
+
+    from fastsample.distributed.embedding import ShardedEmbeddings
+    from fastsample.trainer import CheckpointError, Checkpoints, TrainConfig
+
+    def parts(num_parts):  # 2 node types, the second featureless, split over num_parts ranks
+        runs = np.cumsum([0] + [5, 7] * num_parts)
+        return ShardedEmbeddings(runs, 0, num_parts, ["a", "b"], ["b"], 4, 0.1, seed=0)
+
+    config = TrainConfig(data="d", fanouts=(3, 2), hidden=8, epochs=5, checkpoint_dir=str(tmp_path), keep_checkpoints=0)
+    model = torch.nn.Linear(2, 2)
+    opt, emb = torch.optim.Adam(model.parameters()), parts(1)
+    saved = {}
+    for epoch in range(3):
+        with torch.no_grad():
+            emb.tables["b"].add_(1.0)
+        saved[epoch] = emb.tables["b"].detach().clone()
+        Checkpoints(tmp_path, config).save(epoch, model, opt, embeddings=emb)
+    shutil.copy(tmp_path / "epoch-1.embed-0-of-1.pt", tmp_path / "epoch-2.embed-0-of-1.pt")
+    again = parts(1)
+    start, step, note = Checkpoints(tmp_path, config).resume(model, opt, embeddings=again)
+    assert (start, step) == (2, 0) and torch.equal(again.tables["b"], saved[1])
+    assert note == (f"resume: from {tmp_path / 'epoch-1.pt'}; skipped {tmp_path / 'epoch-2.embed-0-of-1.pt'}: not "
+                    "epoch-2.pt's shard (left by another save of that epoch, e.g. one cut short)")
+    with pytest.raises(CheckpointError) as e:
+        Checkpoints(tmp_path, config).resume(model, opt, embeddings=parts(2), rank=0, num_parts=2)
+    files = ", ".join(str(tmp_path / f"epoch-{n}.pt") for n in (2, 1, 0))
+    assert str(e.value) == (f"resume: no complete checkpoint in {tmp_path}: {files}: saved by a job of 1 rank (an "
+                            "embedding shard each), this one has 2: resume with 1 rank")
+
+
+def test_the_checkpoint_directory_lock_lives_with_its_checkpoints(tmp_path):
+    # start-up locks the directory; its rank-0 Checkpoints holds the lock while it lives,
+    # another process is refused meanwhile, and the lock file goes with it
+    import gc
+
+    from fastsample.trainer import Checkpoints, TrainConfig
+    from fastsample.trainer.checkpoint import lock_directory
+
+    other = [sys.executable, "-c",
+             f"from fastsample.atomic import Lock; Lock({str(tmp_path / '.lock')!r}, {str(tmp_path)!r})"]
+    lock_directory(tmp_path)
+    lock_directory(tmp_path)  # this process holds it already: fine
+    ck = Checkpoints(tmp_path, TrainConfig(data="d", checkpoint_dir=str(tmp_path)))
+    proc = subprocess.run(other, cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode != 0 and f"Busy: {tmp_path}: another job (process {os.getpid()} on " in proc.stderr, \
+        proc.stderr
+    assert (tmp_path / ".lock").exists()
+    del ck
+    gc.collect()
+    assert stray(tmp_path) == []
+    proc = subprocess.run(other, cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.mpi
+def test_a_second_job_on_one_checkpoint_dir_fails_at_once_and_the_first_stands(p2, tmp_path):
+    # the first job holds the directory's lock from start-up to its end; a second job, new
+    # or --resume, fails at start-up with one line naming it; once the first has ended, a
+    # later job resumes there
+    import torch
+
+    from helpers import mpiexec_argv
+
+    args = [*ARGS, "--epochs", "4"]
+    ck, log = tmp_path / "ck", tmp_path / "a.jsonl"
+    job = subprocess.Popen(mpiexec_argv(2, "-m", "fastsample.train", "--data", p2 / "p2", *args, "--checkpoint-dir", ck,
+                                        "--log-json", log), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True)
+    lock = ck / ".lock"
+    deadline = time.time() + 120
+    while not (lock.exists() and lock.read_text()) and job.poll() is None and time.time() < deadline:
+        time.sleep(0.02)
+    assert lock.exists(), "the first job never took the lock"
+    ranks = [p for p in descendants(job.pid) if is_rank(p)]
+    assert len(ranks) == 2, ranks
+    for pid in ranks:  # still running, however fast this machine is, while the second tries
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        holder = lock.read_text()[:64].strip()  # as Busy reads it
+        for extra in ([], ["--resume"]):
+            second = mpiexec(2, "-m", "fastsample.train", "--data", p2 / "p2", *args, "--checkpoint-dir", ck,
+                             "--log-json", tmp_path / "b.jsonl", *extra)
+            assert second.returncode == 2, second.stdout + second.stderr
+            assert second.stderr == (f"python -m fastsample.train: error: rank 0: {ck}: another job (process {holder}) "
+                                     "is writing it now; wait for it, or write somewhere else\n"), second.stderr
+    finally:
+        for pid in ranks:
+            os.kill(pid, signal.SIGCONT)
+    out, err = job.communicate(timeout=120)
+    assert job.returncode == 0, out + err
+    assert [(r["epoch"], r["complete"]) for r in map(json.loads, open(log))] == [(e, True) for e in range(4)]
+    assert not (tmp_path / "b.jsonl").exists()
+    assert sorted(f.name for f in ck.iterdir()) == ["epoch-1.pt", "epoch-2.pt", "epoch-3.pt"]
+    assert all(torch.load(f, weights_only=True)["config"]["log_json"] == str(log) for f in ck.iterdir())  # the first's
+    proc = mpiexec(2, "-m", "fastsample.train", "--data", p2 / "p2", *ARGS, "--epochs", "5", "--checkpoint-dir", ck,
+                   "--resume")
+    assert proc.returncode == 0 and f"resume: from {ck / 'epoch-3.pt'}" in proc.stdout, proc.stdout + proc.stderr
+    assert stray(ck) == []

@@ -11,8 +11,8 @@ from fastsample.data.synth import SynthConfig, write_synthetic
 from fastsample.nn.link import AUC_BINS, auc_from_histograms, rank_counts, score_histogram
 from helpers import native_built, train_records
 
-ARGS = ["--task", "link", "--fanouts", "4,3", "--batch-size", "128", "--hidden", "16", "--threads", "1", "--quiet",
-        "--negatives", "2", "--eval-batch-size", "100"]
+ARGS = ["--task", "link", "--scorer", "dot", "--fanouts", "4,3", "--batch-size", "128", "--hidden", "16", "--threads", "1",
+        "--quiet", "--negatives", "2", "--lr", "0.006", "--eval-batch-size", "100"]
 
 
 @pytest.fixture(scope="module")

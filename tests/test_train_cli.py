@@ -3,6 +3,9 @@ before any work, safe checkpoints, logs that read well in a file."""
 
 import json
 import os
+import re
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -52,7 +55,7 @@ def test_device_cuda_without_cuda_is_one_line(p2):
     assert "--device cuda: no CUDA device is available" in proc.stderr
 
 
-def test_help_shows_every_default_and_every_option_has_help():
+def test_help_groups_the_options_and_shows_every_default():
     parser = build_parser()
     formatter = parser._get_formatter()
     for action in parser._actions:
@@ -60,10 +63,31 @@ def test_help_shows_every_default_and_every_option_has_help():
             continue
         assert action.help, f"{action.option_strings} has no help text"
         if action.default is not None and action.default is not False:
-            assert "default" in formatter._get_help_string(action), f"{action.option_strings} hides its default"
+            assert "(default:" in formatter._get_help_string(action), f"{action.option_strings} hides its default"
+    titles = {g.title: [a.dest for a in g._group_actions] for g in parser._action_groups}
+    for title in ("data and task", "model", "sampling and distribution", "typed data", "link prediction (--task link)",
+                  "performance", "checkpoints, logs and output"):
+        assert titles.get(title), f"no group {title!r} in --help: {list(titles)}"
+    assert titles["options"] == ["help"], f"options in no group: {titles['options']}"
     proc = run_module("fastsample.train", "--help")
     text = " ".join(proc.stdout.split())
-    assert proc.returncode == 0 and "(default: 1000)" in text and "(default: 15,10,5)" in text, text
+    assert proc.returncode == 0, proc.stderr
+    for said in ("(default: 15,10,5 with --task node; 10,10 with --task link)", "(default: 1000 with --task node; 256 "
+                 "with --task link)", "--matmul {auto,blas,onednn}", "auto: native where it was built, else numba",
+                 "(default: retain)", "Typed (heterogeneous) data is detected from the dataset",
+                 "--eval and --eval-batch-size do not apply"):
+        assert said in text, said
+    assert re.search(r"--matmul \{auto,blas,onednn\} [^\[]*?\(default: auto\) --net-model", text), text
+
+
+def test_a_flag_left_out_takes_its_tasks_default():
+    from fastsample.trainer.config import TASK_DEFAULTS, TrainConfig
+
+    for task, defaults in TASK_DEFAULTS.items():
+        config = TrainConfig(data="d", task=task)
+        assert {k: getattr(config, k) for k in defaults} == defaults
+        assert config.layers == len(defaults["fanouts"])
+    assert TrainConfig(data="d", task="link", batch_size=7, fanouts=(3, 2, 1)).batch_size == 7
 
 
 # ---------------------------------------------------------------- output paths, checked at start-up
@@ -147,3 +171,40 @@ def test_single_step_epochs_are_warned_about(p2):
 
 def test_seconds_reads_well():
     assert [seconds(t) for t in (0.00321, 0.0456, 0.64, 1.0, 12.345)] == ["3.2ms", "46ms", "640ms", "1.00s", "12.35s"]
+
+
+def test_a_resumed_part_of_an_epoch_says_its_steps_and_is_not_a_mean_epoch():
+    from fastsample.trainer.metrics import EpochRecord, report_line, summary
+
+    whole = EpochRecord(epoch=0, loss=1.0, train_acc=0.5, val_acc=0.6, test_acc=0.6, epoch_s=2.0, steps=10,
+                        steps_per_epoch=10, rounds_per_step=2)
+    rest = EpochRecord(epoch=1, loss=1.0, train_acc=0.5, val_acc=0.7, test_acc=0.7, epoch_s=0.3, steps=3,
+                       steps_per_epoch=10, first_step=7, rounds_per_step=2)
+    cut = EpochRecord(epoch=2, loss=1.0, train_acc=0.5, epoch_s=0.1, steps=4, steps_per_epoch=10, complete=False)
+    assert report_line(rest).startswith("epoch   1 (steps 7..9 of 10, resumed)  loss")
+    assert report_line(cut).startswith("epoch   2 (steps 0..3 of 10, stopped)  loss")
+    assert report_line(whole).startswith("epoch   0  loss") and report_line(whole).endswith("2 rounds/step")
+    assert summary([whole, rest, cut]).endswith("mean epoch 2.00s")
+    assert summary([rest]).endswith("mean epoch n/a (no whole epoch in this run)")
+
+
+@pytest.mark.parametrize("module, args", [("fastsample.train", ["--data", "x", "--epochs", "0"]),
+                                          ("fastsample.infer", ["--data", "x", "--checkpoint", "c", "--out", "o",
+                                                                "--batch-size", "0"])])
+def test_a_bad_flag_is_refused_before_torch_loads(module, args):
+    # torch takes seconds to import on a busy node; a typo should not wait for it
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", module, *args], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    assert "torch" not in imported and "numba" not in imported, sorted(imported)
+    assert proc.stderr.splitlines()[-1].startswith(f"python -m {module}: error: --")
+
+
+def test_data_and_partition_draw_no_bars_into_a_file(tmp_path):
+    # stderr is a pipe here, as in a Slurm log: a bar's redraws would be noise there
+    runs = [run_module("fastsample.data", "synth", "--preset", "hetero-tiny", tmp_path / "h"),
+            run_module("fastsample.partition", tmp_path / "h", tmp_path / "p2", "--parts", "2")]
+    for proc in runs:
+        assert proc.returncode == 0, proc.stderr
+        assert "\r" not in proc.stdout + proc.stderr and "it/s" not in proc.stderr, proc.stderr

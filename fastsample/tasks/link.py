@@ -74,7 +74,13 @@ class LinkTask:
 
     def describe(self) -> str:
         c = self.config
-        return f"task link ({c.negatives} negatives, {c.negative_sampler}, scorer {c.scorer}), "
+        return (f"task link ({c.negatives} negatives, {c.negative_sampler}, scorer {c.scorer}, "
+                + (f"eval exact every {c.eval_every} epochs), " if c.eval_every else "no eval), "))
+
+    def legend(self) -> str:
+        return ("fastsample.train: the epoch line's train pair-acc is the share of positive edges scored above 0 "
+                "and of negatives below it, each side weighted as one (0.5 at chance); val and test rank each "
+                "held-out edge against its fixed negatives (ROC-AUC, MRR, Hits@K)")
 
     def warn_single_step(self, trainer) -> str | None:
         return None
@@ -86,7 +92,7 @@ class LinkTask:
         negatives, in batches of --eval-batch-size edges."""
         c, comm, model = self.config, trainer.comm, trainer.model
         loader = trainer.loaders["train"]
-        emb = layerwise(model, trainer.shard, comm, c.eval_batch_size, trainer.device, progress=not c.quiet,
+        emb = layerwise(model, trainer.shard, comm, c.eval_batch_size, trainer.device, progress=trainer.progress,
                         inputs=trainer.embeddings.shards() if trainer.embeddings is not None else None,
                         every_type=True)
         gather = FeatureGather(comm, trainer.shard.type_runs, emb)
@@ -114,4 +120,4 @@ class LinkTask:
             out[f"{name}_auc"] = auc_from_histograms(hists[0], hists[1])
             out[f"{name}_mrr"] = float(total[1] / n)
             out.update({f"{name}_hits@{K}": float(total[2 + i] / n) for i, K in enumerate(c.hits)})
-        return out
+        return {**out, "eval": "exact"}

@@ -65,13 +65,14 @@ class NodeTask:
         return loss, [loss.detach().item() * len(batch), float((out.argmax(1) == batch.y).sum()), len(batch)]
 
     def describe(self) -> str:
-        return ""
+        c = self.config
+        return f"task node (eval {c.eval} every {c.eval_every} epochs), " if c.eval_every else "task node (no eval), "
 
     def evaluate(self, trainer, epoch: int) -> dict:
         """{val_acc, test_acc}: exact with --eval full, else sampled."""
         if self.config.eval == "full":
-            return self._exact(trainer)
-        return {f"{split}_acc": self._sampled(trainer, split, epoch) for split in ("val", "test")}
+            return {**self._exact(trainer), "eval": "full"}
+        return {**{f"{split}_acc": self._sampled(trainer, split, epoch) for split in ("val", "test")}, "eval": "sampled"}
 
     @torch.no_grad()
     def _sampled(self, trainer, split: str, epoch: int) -> float:
@@ -90,7 +91,7 @@ class NodeTask:
         """Validation and test accuracy from exact layer-wise inference (one pass for both)."""
         shard = trainer.shard
         out = layerwise(trainer.model, shard, trainer.comm, self.config.eval_batch_size, trainer.device,
-                        progress=not self.config.quiet,
+                        progress=trainer.progress,
                         inputs=trainer.embeddings.shards() if trainer.embeddings is not None else None)
         pred, lo = out.argmax(1), trainer.loaders["val"].lo  # row 0: the first owned node with a label
         stats = np.zeros(4)

@@ -8,11 +8,24 @@
 ``python -m fastsample.train`` is this, driven by the command line.
 """
 
-from fastsample.trainer.checkpoint import CheckpointError, Checkpoints, load_checkpoint
-from fastsample.trainer.config import TrainConfig
-from fastsample.trainer.metrics import EpochRecord, read_log
-from fastsample.trainer.report import ConsoleReporter, Reporter
-from fastsample.trainer.trainer import Trainer, build_model, startup
+import importlib
 
-__all__ = ["TrainConfig", "Trainer", "startup", "build_model", "EpochRecord", "read_log", "Checkpoints",
-           "CheckpointError", "load_checkpoint", "Reporter", "ConsoleReporter"]
+# Loaded on first use, so the command line parses (and refuses a bad flag) before torch loads.
+_LAZY = {
+    "TrainConfig": "config", "Trainer": "trainer", "startup": "trainer", "build_model": "trainer",
+    "EpochRecord": "metrics", "read_log": "metrics", "Checkpoints": "checkpoint", "CheckpointError": "checkpoint",
+    "load_checkpoint": "checkpoint", "Reporter": "report", "ConsoleReporter": "report",
+}
+__all__ = list(_LAZY)
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted({*globals(), *_LAZY})

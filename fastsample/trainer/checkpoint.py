@@ -2,23 +2,44 @@
 a resumed run loads the latest and continues with exactly the losses of an uninterrupted
 run. Sharded embeddings (typed data) are saved beside it, each rank its own shard and
 optimizer state (epoch-N.embed-R-of-P.pt), all before rank 0 writes epoch-N.pt, so an
-epoch-N.pt implies its shards are complete; the directory must then be one every rank
+epoch-N.pt implies its shards were written; the directory must then be one every rank
 can write (a shared file system across machines). Files are read with torch's
-weights-only unpickler: tensors and plain values only, so a tampered file cannot run code."""
+weights-only unpickler: tensors and plain values only, so a tampered file cannot run code.
+
+A checkpoint is a set: epoch-N.pt and, with embeddings, this job's P shards, each
+written atomically but not together, so any one of them can be lost or damaged on its own
+(a disk that filled, a copy cut short, a crash between a shard and epoch-N.pt when an
+epoch is saved again). epoch-N.pt names its shards (a random token each), so a shard of
+another save of epoch N is not taken for its own. resume() takes the newest complete set
+and says which newer ones it skipped and why; none complete (e.g. shards of a job of
+another size) is one error naming each. Every rank must start from the same set, and
+resume runs inside the start-up agreement, where a collective could meet a rank that
+failed earlier: so every rank checks every shard itself (memory-mapped, reading little
+but its own) and all decide alike from the same files.
+
+One job writes a directory: start-up (the trainer's check_outputs, rank 0) takes a lock
+on its .lock file (fastsample/atomic.py's Lock: flock, released by the kernel if the
+process dies), so a second job on it fails at once (Busy, naming the first's process)
+instead of the two interleaving their epochs; the rank-0 Checkpoints holds it until it
+is gone or the process ends, which removes the file.
+"""
 
 from __future__ import annotations
 
+import atexit
 import os
 import re
 import shutil
+import uuid
+import weakref
 from pathlib import Path
 
 import torch
 
-from fastsample.atomic import DiskFull
+from fastsample.atomic import DiskFull, Lock
 from fastsample.options import from_dict, marked, to_dict
 
-__all__ = ["CheckpointError", "Checkpoints", "load_checkpoint"]
+__all__ = ["CheckpointError", "Checkpoints", "load_checkpoint", "lock_directory", "unlock_directory"]
 
 _NAME = re.compile(r"epoch-(\d+)(?:\.step-(\d+))?\.pt")
 
@@ -29,8 +50,69 @@ def _position(path: Path) -> tuple[int, int]:
     return (int(m.group(1)), int(m.group(2))) if m.group(2) else (int(m.group(1)) + 1, 0)
 
 
+LOCK = ".lock"  # in the checkpoint directory: its one writer's lock (fastsample/atomic.py's Lock)
+
+
+class _Held:
+    """A checkpoint directory's lock held by this process: ``claimed`` by start-up until a
+    Checkpoints takes it over, then held while any of ``users`` (Checkpoints) lives."""
+
+    def __init__(self, lock: Lock):
+        self.lock, self.claimed, self.users = lock, True, 0
+
+
+_held: dict[str, _Held] = {}  # resolved directory -> this process's lock on it
+
+
+def lock_directory(directory: str | Path) -> None:
+    """Make this process the one writer of checkpoint directory ``directory`` (existing),
+    or raise fastsample.atomic.Busy naming the process that is. Held until the rank-0
+    Checkpoints of this directory (which takes it over) is gone, or the process ends; a
+    process that holds it already may ask again (a second Trainer in one program)."""
+    key = str(Path(directory).resolve())
+    if key in _held:
+        _held[key].claimed = True
+    else:
+        _held[key] = _Held(Lock(Path(directory) / LOCK, directory))
+
+
+def unlock_directory(directory: str | Path) -> None:
+    """Let go of lock_directory's lock at once (a start-up that failed after taking it)."""
+    held = _held.pop(str(Path(directory).resolve()), None)
+    if held is not None:
+        held.lock.release()
+
+
+def _take_over(key: str) -> bool:
+    held = _held.get(key)
+    if held is None:
+        return False
+    held.claimed, held.users = False, held.users + 1
+    return True
+
+
+def _let_go(key: str) -> None:
+    held = _held.get(key)
+    if held is not None:
+        held.users -= 1
+        if held.users <= 0 and not held.claimed:
+            _held.pop(key).lock.release()
+
+
+@atexit.register
+def _release_all() -> None:
+    while _held:
+        _held.popitem()[1].lock.release()
+
+
 class CheckpointError(ValueError):
     """A checkpoint that is missing, not a checkpoint, or saved with other settings."""
+
+
+def _first(error: Exception) -> str:
+    """A loader's error in a few words: its first line's first sentence (torch's go on with advice)."""
+    line = next((line.strip() for line in str(error).splitlines() if line.strip()), type(error).__name__)
+    return line.split(". ")[0].rstrip(".")
 
 
 def load_checkpoint(path: str | Path, device="cpu") -> dict:
@@ -52,7 +134,7 @@ def load_checkpoint(path: str | Path, device="cpu") -> dict:
         code = next((line for line in lines if "GLOBAL" in line or "Unsupported global" in line), None)
         if code is not None:
             raise CheckpointError(f"{path}: refused: not a plain checkpoint of tensors and values ({code})") from None
-        raise CheckpointError(f"{path}: unreadable, truncated or corrupt ({lines[0]})") from None
+        raise CheckpointError(f"{path}: unreadable, truncated or corrupt ({_first(e)})") from None
     if not isinstance(state, dict) or not {"epoch", "model", "optimizer", "config"} <= state.keys():
         raise CheckpointError(f"{path}: not a fastsample checkpoint (expected epoch, model, optimizer, config)")
     return state
@@ -64,18 +146,47 @@ def shard_path(checkpoint: str | Path, rank: int, num_parts: int) -> Path:
     return checkpoint.with_name(f"{checkpoint.name.removesuffix('.pt')}.embed-{rank}-of-{num_parts}.pt")
 
 
-def load_shard(checkpoint: str | Path, embeddings, rank: int, num_parts: int) -> None:
-    """Rank ``rank``'s embedding shard of ``checkpoint`` into ``embeddings`` (a
-    ShardedEmbeddings of this job's shape); a CheckpointError naming the shard file if it
-    is missing or not this job's."""
+def read_shard(checkpoint: str | Path, rank: int, num_parts: int, token: str | None = None,
+               mapped: bool = False) -> dict:
+    """Rank ``rank`` of ``num_parts``'s embedding shard of ``checkpoint``; a CheckpointError
+    naming the shard file if it is missing, unreadable, not a shard, or (given ``token``,
+    the one ``checkpoint`` records for that rank) another save's. ``mapped``: its tensors
+    mapped from the file, read only if used (a check of another rank's shard that costs
+    little; not for loading: a mapped file another node removes faults when touched)."""
+    checkpoint = Path(checkpoint)
     shard = shard_path(checkpoint, rank, num_parts)
     if not shard.is_file():
-        raise CheckpointError(f"{shard}: missing: {Path(checkpoint).name} has no embedding shard for rank {rank} of "
-                              f"{num_parts} (saved by a job of another size?)")
+        stem = checkpoint.name.removesuffix(".pt")
+        sizes = sorted({int(m.group(1)) for f in checkpoint.parent.glob(f"{stem}.embed-*-of-*.pt")
+                        if (m := re.fullmatch(rf"{re.escape(stem)}\.embed-\d+-of-(\d+)\.pt", f.name))} - {num_parts})
+        why = (f"{checkpoint.name}'s embedding shards are of a job of {' or '.join(map(str, sizes))} ranks, this "
+               f"one has {num_parts}" if sizes else
+               f"{checkpoint.name} has no embedding shard for rank {rank} of {num_parts}")
+        raise CheckpointError(f"{shard}: missing: {why}")
     try:
-        embeddings.load_state_dict(torch.load(shard, map_location="cpu", weights_only=True))
+        state = torch.load(shard, map_location="cpu", weights_only=True, mmap=mapped)
     except Exception as e:
-        raise CheckpointError(f"{shard}: not this job's embedding shard ({type(e).__name__}: {e})") from None
+        why = "not a zip file torch wrote" if "mmap can only be used" in str(e) else _first(e)
+        raise CheckpointError(f"{shard}: unreadable, truncated or corrupt ({why})") from None
+    if not isinstance(state, dict) or not {"tables", "optimizer"} <= state.keys():
+        raise CheckpointError(f"{shard}: not an embedding shard (expected tables, optimizer)")
+    if token is not None and state.get("token") != token:
+        raise CheckpointError(f"{shard}: not {checkpoint.name}'s shard (left by another save of that epoch, "
+                              "e.g. one cut short)")
+    return state
+
+
+def load_shard(checkpoint: str | Path, embeddings, rank: int, num_parts: int, token: str | None = None,
+               state: dict | None = None) -> None:
+    """Rank ``rank``'s embedding shard of ``checkpoint`` (read_shard's, or ``state``, what it
+    read) into ``embeddings`` (a ShardedEmbeddings of this job's shape); a CheckpointError
+    naming the shard file if read_shard finds it bad or it is not this job's."""
+    state = read_shard(checkpoint, rank, num_parts, token) if state is None else state
+    try:
+        embeddings.load_state_dict(state)
+    except Exception as e:
+        raise CheckpointError(f"{shard_path(checkpoint, rank, num_parts)}: not this job's embedding shard "
+                              f"({type(e).__name__}: {e})") from None
 
 
 def _write(path: Path, state: dict) -> None:
@@ -101,6 +212,16 @@ class Checkpoints:
 
     def __init__(self, directory: str | Path, config):
         self.dir, self.config = Path(directory), config
+        key = str(self.dir.resolve())
+        self._hold = None
+        if _take_over(key):  # start-up locked the directory in this process (rank 0): hold it while we live
+            self._hold = weakref.finalize(self, _let_go, key)
+
+    def release(self) -> None:
+        """Let go of the directory's lock (if start-up took it in this process): the job is
+        over. Otherwise it goes with this object, or at exit."""
+        if self._hold is not None:
+            self._hold()  # a finalizer runs once
 
     def save(self, epoch: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer, comm=None,
              embeddings=None, step: int | None = None) -> Path:
@@ -112,19 +233,26 @@ class Checkpoints:
         rank = comm.rank if comm is not None else 0
         name = f"epoch-{epoch}" if step is None else f"epoch-{epoch}.step-{step}"
         path = self.dir / f"{name}.pt"
+        shards = {}
         if embeddings is not None and embeddings.tables:
-            error = None
+            error, token = None, uuid.uuid4().hex  # epoch-N.pt lists its shards' tokens: the set is one save's
             try:
                 _write(shard_path(path, rank, comm.size if comm is not None else 1),
-                       {"epoch": epoch, **embeddings.state_dict()})
+                       {"epoch": epoch, "token": token, **embeddings.state_dict()})
             except OSError as e:
                 error = f"rank {rank}: {e}"
-            errors = [e for e in (comm.allgather_object(error) if comm is not None else [error]) if e]
+            gathered = comm.allgather_object((error, token)) if comm is not None else [(error, token)]
+            errors = [e for e, _ in gathered if e]
             if errors:
                 raise CheckpointError(f"{self.dir}: saving epoch {epoch}'s embedding shards failed: {errors[0]}")
+            shards = {"shards": [t for _, t in gathered]}
         if rank == 0:
-            _write(path, {"epoch": epoch, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                          "config": to_dict(self.config), **({} if step is None else {"step": step})})
+            try:
+                _write(path, {"epoch": epoch, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                              "config": to_dict(self.config), **({} if step is None else {"step": step}), **shards})
+            except DiskFull:
+                self.release()  # the job ends here (the command line aborts it): no lock file left behind
+                raise
             self._prune()
         return path
 
@@ -145,7 +273,8 @@ class Checkpoints:
                       key=lambda f: tuple(-x for x in _position(f)))
 
     def newest_readable(self, device="cpu") -> tuple[Path, dict, list[str]]:
-        """(the newest checkpoint that loads, its contents, why each newer one was skipped)."""
+        """(the newest checkpoint whose epoch-N.pt loads, its contents, why each newer one
+        was skipped); its embedding shards are not looked at (resume() does)."""
         found = self.found()
         if not found:
             raise FileNotFoundError(f"resume: no checkpoint (epoch-*.pt) in {self.dir}")
@@ -159,24 +288,80 @@ class Checkpoints:
 
     def resume(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, device="cpu", embeddings=None,
                rank: int = 0, num_parts: int = 1) -> tuple[int, int, str]:
-        """Load the newest readable checkpoint into model and optimizer (and this rank's
+        """Load the newest complete checkpoint into model and optimizer (and this rank's
         embedding shard into ``embeddings``); returns (the epoch and the step to start
-        from, a line saying which checkpoint it is and which newer ones were skipped, and why)."""
-        path, state, skipped = self.newest_readable(device)
+        from, a line saying which checkpoint it is and which newer ones were skipped, and why).
+
+        Complete: epoch-N.pt loads and, with ``embeddings``, each of the job's ``num_parts``
+        shards of it loads and is the one epoch-N.pt names. Every rank checks every shard
+        (memory-mapped, so it reads little but its own), so every rank decides alike from
+        the same files without a collective (this runs inside the start-up agreement,
+        where a rank that failed earlier waits in its allgather). A set that is complete
+        but whose shard does not fit this rank's tables (settings of another job) is an
+        error, not a skip: only its owner could tell."""
+        found = self.found()
+        if not found:
+            raise FileNotFoundError(f"resume: no checkpoint (epoch-*.pt) in {self.dir}")
+        sharded = embeddings is not None and bool(embeddings.tables)
+        skipped = []  # (file, why) of each newer set that is not complete
+        for path in found:
+            state, why = self._load_set(path, device, sharded, rank, num_parts)
+            if state is not None:
+                break
+            skipped.append(why)
+        else:
+            grouped = {}  # one reason, e.g. a job of another size, said once for every file it holds for
+            for file, why in skipped:
+                grouped.setdefault(why, []).append(file)
+            raise CheckpointError(f"resume: no complete checkpoint in {self.dir}: "
+                                  + "; ".join(f"{', '.join(files)}: {why}" for why, files in grouped.items()))
+        state, shard = state
         try:
             saved = from_dict(type(self.config), state["config"])
         except (TypeError, ValueError) as e:
             raise CheckpointError(f"{path}: its config does not load ({e})") from None
         differ = [k for k in marked(self.config, "resume") if getattr(saved, k) != getattr(self.config, k)]
-        if differ:
-            raise CheckpointError(f"{path}: saved with different {', '.join(differ)}")
+        if differ:  # both values: the user sees what to pass (or that the checkpoint is another run's)
+            show = lambda v: ",".join(map(str, v)) if isinstance(v, tuple) else v
+            raise CheckpointError(f"{path}: saved with different " + ", ".join(
+                f"{k} ({show(getattr(saved, k))} there, {show(getattr(self.config, k))} here)" for k in differ))
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
-        if embeddings is not None and embeddings.tables:
-            load_shard(path, embeddings, rank, num_parts)
+        if sharded:
+            load_shard(path, embeddings, rank, num_parts, state=shard)
         start, step = (state["epoch"], int(state["step"])) if "step" in state else (state["epoch"] + 1, 0)
         if start >= self.config.epochs:
             raise CheckpointError(f"resume: {path.name} already ends epoch {state['epoch']}; epochs "
                                   f"{self.config.epochs} leaves nothing to train (raise it)")
-        note = f"resume: from {path}" + "".join(f"; skipped {why}" for why in skipped)
+        note = f"resume: from {path}" + "".join(f"; skipped {file}: {why}" for file, why in skipped)
         return start, step, note
+
+    @staticmethod
+    def _load_set(path: Path, device, sharded: bool, rank: int, num_parts: int) -> tuple[tuple | None, tuple | None]:
+        """((epoch-N.pt's contents, this rank's shard as read_shard reads it or None), None)
+        if the set is complete; else (None, (the first file at fault, why))."""
+        try:
+            state = load_checkpoint(path, device)
+        except (CheckpointError, FileNotFoundError) as e:  # FileNotFoundError: removed since it was listed
+            return None, (str(path), str(e).removeprefix(f"{path}: "))
+        if not sharded:
+            return (state, None), None
+        tokens = state.get("shards")  # None: saved before checkpoints named their shards
+        if tokens is not None and len(tokens) != num_parts:
+            ranks = f"{len(tokens)} rank{'s' * (len(tokens) != 1)}"
+            return None, (str(path), f"saved by a job of {ranks} (an embedding shard each), this one has "
+                                     f"{num_parts}: resume with {ranks}")
+        mine, bad = None, []
+        for r in range(num_parts):
+            try:
+                shard = read_shard(path, r, num_parts, None if tokens is None else tokens[r], mapped=r != rank)
+            except CheckpointError as e:
+                file = shard_path(path, r, num_parts)
+                bad.append((str(file), str(e).removeprefix(f"{file}: ")))
+                continue
+            if r == rank:
+                mine = shard
+        if bad:
+            file, why = bad[0]
+            return None, (file, why + (f" (and {len(bad) - 1} more of its shards)" if len(bad) > 1 else ""))
+        return (state, mine), None

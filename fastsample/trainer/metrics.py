@@ -58,10 +58,19 @@ class EpochRecord:
     val_mrr: float | None = None
     test_mrr: float | None = None
     hits: dict | None = None  # {"val_hits@K": share, "test_hits@K": share}, flat in the JSON
-    # a resumed mid-epoch checkpoint's epoch starts at first_step; a preempted one is not complete
+    # a resumed mid-epoch checkpoint's epoch starts at first_step; a preempted one is not
+    # complete; steps: how many steps the record covers (None in logs written before it was kept)
     first_step: int = 0
     complete: bool = True
     train_metric: str = "acc"
+    steps: int | None = None
+    steps_per_epoch: int | None = None
+    eval: str | None = None  # how val/test were measured: sampled, full (layer-wise) or exact (link)
+
+    @property
+    def partial(self) -> bool:
+        """Covers only part of its epoch (resumed mid-epoch, or stopped): its time is not an epoch's."""
+        return self.first_step > 0 or not self.complete
 
     def add(self, measured: dict) -> None:
         """Set a task's evaluation fields ({val_acc, ...}; Hits@K ones go to ``hits``)."""
@@ -97,10 +106,18 @@ def seconds(t: float) -> str:
 
 def report_line(r: EpochRecord, prefetch: bool = False) -> str:
     """The epoch's line on the console."""
-    acc = "" if r.val_acc is None else f" val {r.val_acc:.4f} test {r.test_acc:.4f}"
+    acc = "" if r.val_acc is None else f" val {r.val_acc:.4f} test {r.test_acc:.4f} ({r.eval or 'sampled'})"
     if r.val_auc is not None:
-        acc = f" val auc {r.val_auc:.4f} mrr {r.val_mrr:.4f}  test auc {r.test_auc:.4f} mrr {r.test_mrr:.4f}"
-    return (f"epoch {r.epoch:3d}  loss {r.loss:.4f}  train {r.train_metric} {r.train_acc:.4f}{acc}  "
+        hits = lambda split: "".join(f" {k.removeprefix(split + '_')} {v:.4f}" for k, v in (r.hits or {}).items()
+                                     if k.startswith(split + "_"))
+        acc = (f" val auc {r.val_auc:.4f} mrr {r.val_mrr:.4f}{hits('val')}  test auc {r.test_auc:.4f} "
+               f"mrr {r.test_mrr:.4f}{hits('test')}")
+    part = ""
+    if r.partial:  # its loss, time and bytes are those of these steps only
+        last = r.first_step + (r.steps if r.steps is not None else len(r.step_losses))
+        part = f" (steps {r.first_step}..{last - 1}" + (f" of {r.steps_per_epoch}" if r.steps_per_epoch else "") + \
+            (", resumed)" if r.first_step else ", stopped)")
+    return (f"epoch {r.epoch:3d}{part}  loss {r.loss:.4f}  train {r.train_metric} {r.train_acc:.4f}{acc}  "
             f"{seconds(r.epoch_s)} (sample {seconds(r.sample_s)} gather {seconds(r.gather_s)} "
             + (f"(waited {seconds(r.wait_s)}) " if prefetch else "") +
             f"compute {seconds(r.compute_s)} allreduce {seconds(r.allreduce_s)}"
@@ -113,8 +130,10 @@ def report_line(r: EpochRecord, prefetch: bool = False) -> str:
 
 
 def summary(history: list[EpochRecord]) -> str:
-    """One closing line: best validation accuracy, the test accuracy at that epoch, mean epoch time."""
-    mean = seconds(sum(r.epoch_s for r in history) / len(history))
+    """One closing line: best validation accuracy, the test accuracy at that epoch, mean epoch time
+    (over whole epochs only: a resumed or stopped epoch's time is a part's)."""
+    whole = [r.epoch_s for r in history if not r.partial]
+    mean = seconds(sum(whole) / len(whole)) if whole else "n/a (no whole epoch in this run)"
     span = f"epochs {history[0].epoch}..{history[-1].epoch}"
     evaluated = [r for r in history if r.score is not None]
     if not evaluated:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 from typing import Callable
@@ -127,10 +128,13 @@ def load_factory(spec: str):
     return factory
 
 
-def check_outputs(config: TrainConfig) -> None:
+def check_outputs(config: TrainConfig) -> bool:
     """Rank 0 writes the log and the checkpoints: check both places before any work, so a
     bad path is a start-up error (a ConfigError naming the setting), not a crash after the
-    first epoch."""
+    first epoch. Then lock the checkpoint directory (checkpoint.lock_directory): a second
+    job writing it fails here (fastsample.atomic.Busy naming the first's process), and this
+    process holds it until its rank-0 Checkpoints is gone or it ends. Returns whether it
+    created the checkpoint directory (a start-up that fails later removes it again)."""
     if config.log_json:
         log = Path(config.log_json)
         if not log.parent.is_dir():
@@ -139,16 +143,23 @@ def check_outputs(config: TrainConfig) -> None:
             raise ConfigError("log_json", f"{log}: cannot write there")
     if config.checkpoint_dir:
         ckpt = Path(config.checkpoint_dir)
-        if config.resume:  # read, never created
-            if not ckpt.is_dir():
-                raise ConfigError("resume", f": checkpoint directory {ckpt} does not exist")
-            return
+        if config.resume and not ckpt.is_dir():  # read, never created
+            raise ConfigError("resume", f": checkpoint directory {ckpt} does not exist")
+        created = not ckpt.exists()
         try:
             ckpt.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise ConfigError("checkpoint_dir", f"{ckpt}: cannot create it ({e.strerror})") from None
         if not os.access(ckpt, os.W_OK):
             raise ConfigError("checkpoint_dir", f"{ckpt}: cannot write there")
+        from fastsample.trainer.checkpoint import lock_directory
+
+        try:
+            lock_directory(ckpt)
+        except PermissionError:
+            raise ConfigError("checkpoint_dir", f"{ckpt}: cannot write there") from None
+        return created
+    return False
 
 
 class Trainer:
@@ -172,6 +183,7 @@ class Trainer:
         self.config, self.comm, self.rank = config, comm, comm.rank
         self.device = torch.device(config.device)
         self.reporter = reporter if reporter is not None else ConsoleReporter(config.quiet, bool(config.prefetch))
+        self.progress = not config.quiet and sys.stderr.isatty()  # bars (evaluation's) only on a terminal
         self.task = task_for(config)
         self._open_data()
         self._set_model(model, optimizer)
@@ -231,8 +243,13 @@ class Trainer:
         shape_of = getattr(self.model, "product_shape", None)
         rows = c.batch_size * math.prod(f if f > 0 else 64 for f in c.fanouts[1:])  # layer 1's destinations
         shape = shape_of(min(rows, 4096)) if shape_of is not None and self.device.type == "cpu" else None
-        if shape is None:
-            self.matmul_note = "the model's own"
+        if shape is None:  # the R-GCN, a user's model, or off the CPU: torch's products as they come
+            model = getattr(self.model, "encoder", self.model)
+            self.matmul_note = (f"torch's ({type(model).__name__} chooses no engine; --matmul serves the built-in "
+                                "GraphSAGE on the CPU)")
+            if c.matmul != "auto" and self.rank == 0:
+                self.reporter.warn(f"fastsample.train: warning: --matmul {c.matmul} has no effect on "
+                                   f"{type(model).__name__}" + (" off the CPU" if self.device.type != "cpu" else ""))
             return
         plan, source = matmul.plan_for(c.matmul, c.precision, shape) if self.rank == 0 else (None, None)
         plan, source = self.comm.broadcast_object((plan, source))
@@ -327,6 +344,8 @@ class Trainer:
             if self.resumed:
                 (self.reporter.warn if "skipped" in self.resumed else self.reporter.note)(
                     f"fastsample.train: {self.resumed}")
+            if getattr(self.task, "legend", None):  # what the epoch line's columns mean, where not obvious
+                self.reporter.note(self.task.legend())
             warning = self.task.warn_single_step(self)
             if warning:
                 self.reporter.warn(warning)
@@ -394,7 +413,8 @@ class Trainer:
         return EpochRecord(epoch=epoch, loss=totals[0] / max(totals[2], 1), train_acc=totals[1] / max(totals[2], 1),
                            train_metric=self.task.train_metric,
                            epoch_s=epoch_s, **timers, products_flop=flop, products_floor_s=floor, bytes_sent=traffic.bytes_sent,
-                           rounds_per_step=traffic.rounds / max(self.steps_per_epoch, 1),
+                           rounds_per_step=traffic.rounds / max(len(losses), 1), steps=len(losses),
+                           steps_per_epoch=self.steps_per_epoch,
                            net_modelled_s=traffic.modelled_s if c.net_model else None, step_losses=losses,
                            cache_hit_rate=cached / max(cached + remote, 1) if c.cache_fraction else None,
                            remote_input_fraction=(cached + remote) / max(cached + remote + local, 1),
@@ -416,7 +436,17 @@ def startup(config: TrainConfig, comm: Communicator, **components) -> Trainer:
             torch.set_num_threads(config.threads)
             set_num_threads(config.threads)
         if comm.rank == 0:
-            check_outputs(config)
+            created.append(check_outputs(config))
         return Trainer(config, comm, **components)
 
-    return agree(comm, build)
+    created = []  # rank 0: whether check_outputs made the checkpoint directory
+    try:
+        return agree(comm, build)
+    except BaseException:
+        if created and config.checkpoint_dir:  # a start-up that failed on any rank leaves nothing behind
+            from fastsample.trainer.checkpoint import unlock_directory
+
+            unlock_directory(config.checkpoint_dir)
+            if created[0] and not any(Path(config.checkpoint_dir).iterdir()):
+                Path(config.checkpoint_dir).rmdir()
+        raise
