@@ -55,7 +55,7 @@ def test_a_citation2_shaped_directory_converts_and_trains(tmp_path):
     assert not split.undirected and split.val_neg.shape == (60, K) and len(split.test) == 60
     assert np.array_equal(np.sort(ds.graph.indices), np.sort(split.train[:, 0].astype(ds.graph.indices.dtype)))
     assert run_module("fastsample.partition", tmp_path / "d", tmp_path / "p", "--parts", "2").returncode == 0
-    records = train_records(tmp_path / "p", 2, tmp_path / "log.jsonl", "--task", "link", "--fanouts", "5,5",
+    records = train_records(tmp_path / "p", 2, tmp_path / "log.jsonl", "--task", "link", "--scorer", "dot", "--fanouts", "5,5",
                             "--batch-size", "128", "--hidden", "16", "--epochs", "3", "--threads", "1", "--quiet")
     assert max(r["val_auc"] for r in records) > 0.6
 

@@ -152,8 +152,10 @@ def test_log_to_a_file_has_no_progress_bar_and_ends_with_a_summary(p2, tmp_path)
     lines = proc.stdout.splitlines()
     assert "sampler native" in lines[0] or "sampler numba" in lines[0], lines[0]
     assert "sampler auto" not in lines[0]
+    assert "task node (eval sampled every 1 epochs)" in lines[0], lines[0]  # how val/test are measured
     epochs = [line for line in lines if line.startswith("epoch ")]
     assert len(epochs) == 3 and all("MiB (rank 0, this epoch)" in e for e in epochs), epochs
+    assert all(" (sampled)  " in e for e in epochs), epochs
     assert all(" 0.0s" not in e and "(sample 0.0 " not in e for e in epochs), epochs
     records = [json.loads(line) for line in open(log)]
     best = max(records, key=lambda r: r["val_acc"])
