@@ -59,7 +59,7 @@ over P at its own width and dtype; the topology adds a byte (two past 256 edge t
 edge of edge types; the model is the R-GCN (per layer and relation a self and a neighbour
 weight and a bias: 5 copies, as GraphSAGE's less the concatenated weight) plus the
 embedding tables of featureless types, sharded over the ranks (--embed-dim wide; the rows
-and SparseAdam's two moments: 3 copies of N_type / P rows);
+and Adam's two moments: 3 copies of N_type / P rows);
 each fanout applies per (node, edge type), modelled as R / T relations into each node.
 Measured on hetero-large (18.3M nodes, 324M edges, P = 4 on one machine): 1.8 GiB per
 rank predicted against 1.85-1.91 GiB private measured, 8.7 GiB per machine against a
@@ -336,7 +336,7 @@ def plan(c: PlanConfig) -> dict:
     cache_build = (4 if c.cache_policy == "frequency" else 3) * 8 * n if c.cache_fraction else 0
     node_map = node_map_bytes(n, mfgs[0].num_src)
     params = types["params"]
-    model_state = types["state_copies"] * 4 * params + 3 * 4 * types["embedding_rank_values"]  # + SparseAdam's
+    model_state = types["state_copies"] * 4 * params + 3 * 4 * types["embedding_rank_values"]  # + Adam's
 
     # per step, per rank
     mfg_bytes = sum((m.num_dst + 1) * 8 + m.num_edges * 4 + (m.num_dst + m.num_edges) * idb for m in mfgs)

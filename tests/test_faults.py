@@ -296,8 +296,8 @@ def same_state(a, b) -> bool:
 @pytest.mark.mpi
 @pytest.mark.parametrize("task", ["node", "link"])
 def test_sigterm_on_typed_data_resumes_bitwise_embeddings_included(typed, tmp_path, task):
-    # typed data with a featureless type: each rank's embedding shard and its SparseAdam
-    # state are part of the mid-epoch checkpoint; the resumed run's per-step losses, its
+    # typed data with a featureless type: each rank's embedding shard and its Adam state
+    # (RowAdam's moments) are part of the mid-epoch checkpoint; the resumed run's per-step losses, its
     # last checkpoint (model, optimizer, every shard) equal the uninterrupted run's
     import torch
 
@@ -330,7 +330,7 @@ def test_sigterm_on_typed_data_resumes_bitwise_embeddings_included(typed, tmp_pa
     # tokens name one save's shards, and the configs hold the runs' paths: all else is equal
     load = lambda f: {k: v for k, v in torch.load(f, weights_only=True).items() if k not in ("config", "shards")}
     assert all(same_state(load(ck / n), load(full_ck / n)) for n in names)
-    assert load(ck / names[1])["optimizer"]["state"], "the shard holds SparseAdam's state"
+    assert load(ck / names[1])["optimizer"]["exp_avg"], "the shard holds the embeddings' Adam moments"
     assert stray(ck) == []
 
 

@@ -5,16 +5,21 @@ type_runs), so the tables cost O(N/P) per rank, however large the type.
 Each step the loader's typed gather fetches the input nodes' rows in its two rounds, as
 if they were features (fastsample/distributed/gather.py); the model reads them as
 leaf tensors; after backward, ``step`` sends every row's gradient back to its owner (one
-all_to_all, the reverse of the gather's reply) and the owner updates only those rows
-with torch's SparseAdam. A row several ranks gathered gets their summed gradients; as
-the dense gradients, the sum is divided by the ranks (the job's loss is the mean of the
-ranks' losses). Checkpoints hold each rank's shard and optimizer state (state_dict).
+all_to_all, the reverse of the gather's reply) and the owner updates only those rows, in
+place, straight from the received rows (fastsample/distributed/row_adam.py: SparseAdam's
+rule without its COO gradient). A row several ranks gathered gets their summed gradients;
+as the dense gradients, the sum is divided by the ranks (the job's loss is the mean of
+the ranks' losses). Checkpoints hold each rank's shard and optimizer state (state_dict).
 """
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import torch
+
+from fastsample.distributed.row_adam import RowAdam
 
 __all__ = ["ShardedEmbeddings"]
 
@@ -25,7 +30,7 @@ class ShardedEmbeddings:
     Args:
         runs: (P * T + 1,) the partition's type runs; rank, num_parts: this rank's place;
         node_types: the graph's node types (order of the runs); featureless: the types that get a table;
-        dim: the embeddings' width; lr: SparseAdam's learning rate;
+        dim: the embeddings' width; lr: Adam's learning rate (RowAdam: SparseAdam's rule);
         seed: the initial rows are N(0, 1) draws keyed by (seed, type, rank).
     """
 
@@ -41,7 +46,13 @@ class ShardedEmbeddings:
                 rows = int(runs[rank * T + t + 1] - runs[rank * T + t])
                 values = np.random.default_rng([seed, 0xE3B, t, rank]).standard_normal((rows, self.dim), np.float32)
                 self.tables[name] = torch.nn.Parameter(torch.from_numpy(values))
-        self.optimizer = torch.optim.SparseAdam(list(self.tables.values()), lr=lr) if self.tables else None
+        self.optimizer = RowAdam(self.tables, lr) if self.tables else None
+        self.seconds = (0.0, 0.0)  # the last step's (gradient all_to_all, update), for the epoch record
+
+    def warm_up(self) -> None:
+        """Before anything is timed: load the update's compiled code."""
+        if self.optimizer is not None:
+            self.optimizer.warm_up()
 
     def shards(self) -> dict:
         """{type: this rank's rows, as a numpy view the gather reads (updates show through)}."""
@@ -49,7 +60,7 @@ class ShardedEmbeddings:
 
     @property
     def nbytes(self) -> int:
-        """This rank's bytes: the rows and SparseAdam's two moments of each."""
+        """This rank's bytes: the rows and Adam's two moments of each."""
         return 3 * sum(p.numel() * 4 for p in self.tables.values())
 
     def step(self, batch) -> None:
@@ -58,19 +69,14 @@ class ShardedEmbeddings:
         after backward, also when its batch was empty."""
         gather, route = batch.route
         grads = {t: None if batch.x[t].grad is None else batch.x[t].grad.detach().cpu().numpy() for t in self.tables}
-        for name, (rows, values) in gather.send_back(route, grads).items():
-            param = self.tables[name]
-            # the rows' summed gradients, in a fixed order (a row's contributions: this
-            # rank's first, then by rank), so every mode and rerun adds them alike
-            unique, inverse = np.unique(rows, return_inverse=True)
-            total = np.zeros((len(unique), self.dim), np.float32)
-            np.add.at(total, inverse, values)
-            total /= self.num_parts
-            param.grad = torch.sparse_coo_tensor(torch.from_numpy(unique)[None], torch.from_numpy(total),
-                                                 param.shape, is_coalesced=True, check_invariants=False)
-        if self.optimizer is not None:
-            self.optimizer.step()
-            self.optimizer.zero_grad(set_to_none=True)
+        t0 = time.perf_counter()
+        received = gather.send_back(route, grads)
+        t1 = time.perf_counter()
+        for name, (rows, values) in received.items():
+            # a row's contributions come in a fixed order (this rank's first, then by rank)
+            # and RowAdam sums them in it, so every mode and rerun adds them alike
+            self.optimizer.step(name, rows, values, divisor=self.num_parts)
+        self.seconds = (t1 - t0, time.perf_counter() - t1)  # (gradients to their owners, the owners' update)
 
     def state_dict(self) -> dict:
         return {"tables": {t: p.detach().clone() for t, p in self.tables.items()},

@@ -132,7 +132,8 @@ class TrainConfig(JobShape):
     dropout: float = option(0.5, "dropout probability after each hidden layer",
                             check=(lambda v: 0 <= v < 1, "must be in [0, 1)"))
     lr: float | None = option(None, **_per_task("lr", "Adam's learning rate", check=(positive, "must be positive")))
-    embed_lr: float = option(0.01, "typed data: SparseAdam's learning rate for the featureless types' embeddings",
+    embed_lr: float = option(0.01, "typed data: the learning rate of the featureless types' embeddings (Adam, SparseAdam's rule, applied "
+                             "at their owners: fastsample/distributed/row_adam.py)",
                              check=(positive, "must be positive"))
     weight_decay: float = option(0.0, "Adam's L2 penalty", check=(lambda v: v >= 0, "must be >= 0"))
     epochs: int = option(10, "epochs to train (with --resume: in all)", check=(positive, "must be positive"))

@@ -10,7 +10,8 @@ from pathlib import Path
 
 __all__ = ["EpochRecord", "TIMERS", "seconds", "report_line", "summary", "append_log", "read_log"]
 
-TIMERS = ("sample_s", "gather_s", "wait_s", "compute_s", "allreduce_s", "optimizer_s")
+TIMERS = ("sample_s", "gather_s", "wait_s", "compute_s", "allreduce_s", "optimizer_s", "embed_grads_s",
+          "embed_update_s")
 
 
 @dataclass
@@ -22,7 +23,11 @@ class EpochRecord:
     sample_s, gather_s: time spent making the batches (in the prefetch thread, with
     --prefetch); wait_s: the part the training loop waited for; compute_s: forward and
     backward; allreduce_s: the gradient all-reduce; optimizer_s: the optimizer step (None in
-    logs written before it was measured apart: there allreduce_s includes it).
+    logs written before it was measured apart: there allreduce_s includes it); embed_grads_s,
+    embed_update_s: typed data's learnable embeddings: their gradient rows sent to the
+    owners (one all_to_all, packing included), and the owners' update of those rows (0
+    without embeddings; None in logs before they were measured apart: there optimizer_s
+    holds both).
     bytes_sent, rounds_per_step: what rank 0 sent, and the rounds per step, in the
     all_to_all collectives (the gather's two rounds per step; vanilla sampling's two per
     lower layer); the gradient all-reduce is not counted.
@@ -44,6 +49,8 @@ class EpochRecord:
     compute_s: float = 0.0
     allreduce_s: float = 0.0
     optimizer_s: float | None = None
+    embed_grads_s: float | None = None
+    embed_update_s: float | None = None
     bytes_sent: int = 0
     rounds_per_step: float = 0.0
     net_modelled_s: float | None = None
@@ -121,7 +128,9 @@ def report_line(r: EpochRecord, prefetch: bool = False) -> str:
             f"{seconds(r.epoch_s)} (sample {seconds(r.sample_s)} gather {seconds(r.gather_s)} "
             + (f"(waited {seconds(r.wait_s)}) " if prefetch else "") +
             f"compute {seconds(r.compute_s)} allreduce {seconds(r.allreduce_s)}"
-            + (f" optimizer {seconds(r.optimizer_s)}" if r.optimizer_s is not None else "") + ")  "
+            + (f" optimizer {seconds(r.optimizer_s)}" if r.optimizer_s is not None else "")
+            + (f" embeddings: grads {seconds(r.embed_grads_s)} update {seconds(r.embed_update_s)}"
+               if r.embed_update_s else "") + ")  "
             + (f"products floor {seconds(r.products_floor_s)} ({r.epoch_s / r.products_floor_s:.2f}x)  "
                if r.products_floor_s else "") +
             f"sent {r.bytes_sent / 2**20:.1f} MiB (rank 0, this epoch)  "

@@ -289,11 +289,14 @@ class Trainer:
             raise NonFiniteLoss(f"non-finite loss at epoch {epoch}, step {step} (rank {bad[0]}'s batch"
                                 f"{' and others' if len(bad) > 1 else ''}); stopped before updating, "
                                 f"{self._kept()} (--on-nan skip or continue to go on)")
-        if not len(bad) or self.config.on_nan == "continue":
+        update = not len(bad) or self.config.on_nan == "continue"
+        if update:
             self.optimizer.step()
-            if self.embeddings is not None:  # collective: the rows' gradients to their owners, sparse updates
-                self.embeddings.step(batch)
         t3 = time.perf_counter()
+        if update and self.embeddings is not None:  # collective: the rows' gradients to their owners, updated there
+            self.embeddings.step(batch)
+            timers["embed_grads_s"] += self.embeddings.seconds[0]
+            timers["embed_update_s"] += self.embeddings.seconds[1]
         for key, dt in (("sample_s", batch.sample_s), ("gather_s", batch.gather_s), ("wait_s", batch.wait_s),
                         ("compute_s", t1 - t0), ("allreduce_s", t2 - t1), ("optimizer_s", t3 - t2)):
             timers[key] += dt
@@ -317,6 +320,8 @@ class Trainer:
         t0 = time.perf_counter()
         train = self.loaders["train"]
         train.warm_up()  # builds the feature cache, with --cache-fraction
+        if self.embeddings is not None:
+            self.embeddings.warm_up()
         if train.cache is not None:
             for name, loader in self.loaders.items():
                 if loader is not train:
