@@ -107,8 +107,8 @@ class FeatureGather:
         shards: {node type: this rank's rows of that type, or None} in node type order; or
             one array, the rows of untyped data (``__call__`` then returns one matrix).
         keep_dtype: rows come out in their stored dtype (16-bit stays 16-bit); else float32.
-        learnable: the types whose shards are learnable float32 tables (their rows'
-            gradients go back through send_back).
+        learnable: the types whose shards are learnable float32 tables, all of one width
+            (their rows' gradients go back through send_back).
     """
 
     def __init__(self, comm: Communicator, runs: np.ndarray, shards, keep_dtype: bool = False, learnable=()):
@@ -131,10 +131,11 @@ class FeatureGather:
         unknown = [t for t in learnable if t not in shards or shards[t] is None or shards[t].dtype != np.float32]
         if unknown:
             raise ValueError(f"learnable: {', '.join(map(str, unknown))}: not a float32 shard of this gather")
-        self.learnable = [t in learnable for t in self.types]
-        # the gradient round's float32 elements per row: learnable types only
-        self.grad_units = np.array([s.shape[1] if g else 0 for s, g in zip(self.shards, self.learnable)],
-                                   dtype=np.int64)
+        self.learnable = np.array([t in learnable for t in self.types], dtype=bool)
+        widths = {shards[t].shape[1] for t in learnable}
+        if len(widths) > 1:  # one width: the gradient rows travel as one matrix (send_back)
+            raise ValueError(f"learnable: tables of widths {sorted(widths)}; expected one width")
+        self.grad_width = widths.pop() if widths else 0
         self.out_dtypes = [None if s is None else (s.dtype if keep_dtype else np.dtype(np.float32))
                            for s in self.shards]
         self.cache = None  # a FeatureCache (distributed/cache.py), set by build_cache's caller
@@ -225,38 +226,35 @@ class FeatureGather:
         gathered itself first, then those other ranks did, by rank; a row asked for twice
         appears twice. Collective: every rank calls it after every gather that had learnable
         types, empty batches too."""
-        T = len(self.types)
-        g = [None] * T
-        for t, name in enumerate(self.types):
-            if self.learnable[t]:
-                width = self.shards[t].shape[1]
-                have = grads.get(name)
-                rows = int(np.sum(route.types == t))
-                g[t] = (np.zeros((rows, width), np.float32) if have is None
-                        else np.ascontiguousarray(np.asarray(have, dtype=np.float32)))
-                if g[t].shape != (rows, width):
-                    raise ValueError(f"grads[{name!r}]: {g[t].shape}, expected ({rows}, {width}): the gathered rows")
+        T, P, width = len(self.types), self.comm.size, self.grad_width
+        learn = np.flatnonzero(self.learnable)
+        # the learnable types' gradient rows stacked in one matrix: type t's from base[t]
+        counts, base, g, at = np.bincount(route.types, minlength=T), np.zeros(T, np.int64), [], 0
+        for t in learn:
+            name, rows = self.types[t], int(counts[t])
+            have = grads.get(name)
+            g.append(np.zeros((rows, width), np.float32) if have is None
+                     else np.ascontiguousarray(np.asarray(have, dtype=np.float32)))
+            if g[-1].shape != (rows, width):
+                raise ValueError(f"grads[{name!r}]: {g[-1].shape}, expected ({rows}, {width}): the gathered rows")
+            base[t], at = at, at + rows
+        stacked = np.concatenate(g) if len(g) != 1 else g[0]
         # the reverse of round 2: gradient rows in the order asked, to the owners
-        sent_types = route.types[route.order]
-        send = np.empty(int(self.grad_units[sent_types].sum()), dtype=np.float32)
-        for a, b, t, at in self._runs(sent_types, route.asked, self.grad_units):
-            if self.learnable[t]:
-                send[at:at + (b - a) * g[t].shape[1]] = g[t][route.index[route.order[a:b]]].ravel()
-        data, _ = self.comm.all_to_all_v(send, self._segments(sent_types, route.asked, self.grad_units),
-                                         recv_counts=self._segments(route.wanted_types, route.wanted_counts,
-                                                                    self.grad_units))
+        remote = route.order[self.learnable[route.types[route.order]]]
+        send = stacked[base[route.types[remote]] + route.index[remote]]
+        asked_by = np.repeat(np.arange(P), route.asked)[self.learnable[route.types[route.order]]]
+        kept = self.learnable[route.wanted_types]
+        wanted_by = np.repeat(np.arange(P), route.wanted_counts)[kept]
+        data, _ = self.comm.all_to_all_v(send.ravel(), np.bincount(asked_by, minlength=P) * width,
+                                         recv_counts=np.bincount(wanted_by, minlength=P) * width)
+        data = data.reshape(-1, width)
+        kept_types, kept_rows = route.wanted_types[kept], route.wanted_rows[kept]
         out = {}
-        for t, name in enumerate(self.types):
-            if not self.learnable[t]:
-                continue
-            width = self.shards[t].shape[1]
+        for t in learn:
             mine = route.local[route.types[route.local] == t]
-            rows, values = [route.rows[mine]], [g[t][route.index[mine]]]
-            for a, b, tt, at in self._runs(route.wanted_types, route.wanted_counts, self.grad_units):
-                if tt == t:
-                    rows.append(route.wanted_rows[a:b])
-                    values.append(data[at:at + (b - a) * width].reshape(b - a, width))
-            out[name] = (np.concatenate(rows), np.concatenate(values))
+            theirs = kept_types == t
+            out[self.types[t]] = (np.concatenate([route.rows[mine], kept_rows[theirs]]),
+                                  np.concatenate([stacked[base[t] + route.index[mine]], data[theirs]]))
         return out
 
     def _of_type(self, mask: np.ndarray, types: np.ndarray, t: int) -> np.ndarray:
