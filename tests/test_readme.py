@@ -1,7 +1,6 @@
 """The README as a new user meets it: its set-up command, then later commands of its own,
 each in a fresh shell that inherits nothing but what the README says to do (issue 37)."""
 
-import os
 import re
 import shutil
 import subprocess

@@ -101,7 +101,7 @@ def format_summary(s: dict) -> str:
         f"classes     {s['classes']}  ({s['labelled']:,} labelled" +
         (" nodes)" if s["target_type"] == NODE else f" {s['target_type']} nodes)"),
         "splits      " + "  ".join(f"{k} {v:,}" for k, v in s["splits"].items()),
-        *([f"link split  " + ("" if s["link"]["relation"] is None else f"{s['link']['relation']}  ") +
+        *(["link split  " + ("" if s["link"]["relation"] is None else f"{s['link']['relation']}  ") +
            "  ".join(f"{k} {v:,}" for k, v in s["link"]["edges"].items()) +
            f" edges  ({s['link']['negatives']} fixed negatives each)"] if s.get("link") else []),
         f"bytes       topology {format_bytes(s['bytes']['topology'])}  "
