@@ -117,3 +117,15 @@ def test_an_edge_split_whose_ids_are_of_another_type(typed, tmp_path):
         one_line(proc, f"{bad / 'link' / 'val.npy'}: row 3's destination is not a paper node (relation "
                  "author:rev_written_by:paper; paper ids are 0..")
     assert left(tmp_path) == []
+
+
+@pytest.mark.mpi
+def test_the_typed_start_up_line_says_whose_products_run(typed, tmp_path):
+    # the R-GCN runs torch's products: --matmul chooses nothing for it, and says so
+    run_module("fastsample.partition", typed / "h", tmp_path / "p2", "--parts", "2", "--quiet", check=True)
+    proc = mpiexec(2, "-m", "fastsample.train", "--data", tmp_path / "p2", "--fanouts", "3,3", "--epochs", "1",
+                   "--max-steps", "1", "--eval-every", "0", "--threads", "1", "--quiet", "--matmul", "onednn")
+    assert proc.returncode == 0, proc.stderr
+    assert "matmul torch's (RGCN chooses no engine; --matmul serves the built-in GraphSAGE on the CPU)" in \
+        proc.stdout.splitlines()[0], proc.stdout
+    assert proc.stderr.strip() == "fastsample.train: warning: --matmul onednn has no effect on RGCN", proc.stderr
