@@ -115,7 +115,7 @@ def main(argv=None) -> int:
     # leaving the block removes the temporary directory unless it was committed
     with out if out is not None else contextlib.nullcontext():
         def write():
-            h = layerwise(model, part, comm, args.batch_size, progress=cli.progress(args.quiet), inputs=inputs)
+            h = layerwise(model, part, comm, args.batch_size, progress=not args.quiet, inputs=inputs)
             np.save(tmp / f"part-{comm.rank}.npy", h)
             return h.shape[1]
 

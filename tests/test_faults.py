@@ -149,6 +149,18 @@ def is_rank(pid: int) -> bool:
         return False
 
 
+def past_first_epoch(argv, log: Path, timeout: float) -> subprocess.Popen:
+    """A training job started from ``argv``, once its first epoch is in ``log`` (so that a
+    signal now lands mid-run); it must still be running."""
+    job = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + timeout
+    while (not log.exists() or not log.read_text()) and job.poll() is None and time.time() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.2)
+    assert job.poll() is None, "the run ended before the signal"
+    return job
+
+
 @pytest.fixture(scope="module")
 def longer(tmp_path_factory):
     root = tmp_path_factory.mktemp("preempt")
@@ -171,12 +183,7 @@ def test_sigterm_stops_at_a_step_and_resume_continues_bitwise(longer, tmp_path, 
     full = train_records(longer, 2, tmp_path / "full.jsonl", *args)
     ck, log = tmp_path / "ck", tmp_path / "a.jsonl"
     argv = mpiexec_argv(2, "-m", "fastsample.train", "--data", longer, *args, "--checkpoint-dir", ck, "--log-json", log)
-    job = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 120
-    while (not log.exists() or not log.read_text()) and job.poll() is None and time.time() < deadline:
-        time.sleep(0.02)  # the first epoch is done: the stop lands mid-run
-    time.sleep(0.2)
-    assert job.poll() is None, "the run ended before the signal"
+    job = past_first_epoch(argv, log, timeout=120)
     ranks = [p for p in descendants(job.pid) if is_rank(p)]
     assert len(ranks) == 2, ranks
     os.kill(job.pid if target == "mpiexec" else ranks[-1], signal.SIGTERM)
@@ -309,12 +316,7 @@ def test_sigterm_on_typed_data_resumes_bitwise_embeddings_included(typed, tmp_pa
     full = train_records(typed / task, 2, tmp_path / "full.jsonl", *args, "--checkpoint-dir", full_ck)
     argv = mpiexec_argv(2, "-m", "fastsample.train", "--data", typed / task, *args, "--checkpoint-dir", ck,
                         "--log-json", log)
-    job = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 180
-    while (not log.exists() or not log.read_text()) and job.poll() is None and time.time() < deadline:
-        time.sleep(0.02)  # the first epoch is done: the stop lands mid-run
-    time.sleep(0.2)
-    assert job.poll() is None, "the run ended before the signal"
+    job = past_first_epoch(argv, log, timeout=180)
     os.kill(job.pid, signal.SIGTERM)  # mpiexec forwards it to every rank
     out, err = job.communicate(timeout=180)
     assert job.returncode == 75, out + err

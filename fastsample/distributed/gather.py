@@ -240,9 +240,10 @@ class FeatureGather:
             base[t], at = at, at + rows
         stacked = np.concatenate(g) if len(g) != 1 else g[0]
         # the reverse of round 2: gradient rows in the order asked, to the owners
-        remote = route.order[self.learnable[route.types[route.order]]]
+        learnable = self.learnable[route.types[route.order]]
+        remote = route.order[learnable]
         send = stacked[base[route.types[remote]] + route.index[remote]]
-        asked_by = np.repeat(np.arange(P), route.asked)[self.learnable[route.types[route.order]]]
+        asked_by = np.repeat(np.arange(P), route.asked)[learnable]
         kept = self.learnable[route.wanted_types]
         wanted_by = np.repeat(np.arange(P), route.wanted_counts)[kept]
         data, _ = self.comm.all_to_all_v(send.ravel(), np.bincount(asked_by, minlength=P) * width,

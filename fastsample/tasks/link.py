@@ -92,7 +92,7 @@ class LinkTask:
         negatives, in batches of --eval-batch-size edges."""
         c, comm, model = self.config, trainer.comm, trainer.model
         loader = trainer.loaders["train"]
-        emb = layerwise(model, trainer.shard, comm, c.eval_batch_size, trainer.device, progress=trainer.progress,
+        emb = layerwise(model, trainer.shard, comm, c.eval_batch_size, trainer.device, progress=not c.quiet,
                         inputs=trainer.embeddings.shards() if trainer.embeddings is not None else None,
                         every_type=True)
         gather = FeatureGather(comm, trainer.shard.type_runs, emb)

@@ -91,7 +91,7 @@ class NodeTask:
         """Validation and test accuracy from exact layer-wise inference (one pass for both)."""
         shard = trainer.shard
         out = layerwise(trainer.model, shard, trainer.comm, self.config.eval_batch_size, trainer.device,
-                        progress=trainer.progress,
+                        progress=not self.config.quiet,
                         inputs=trainer.embeddings.shards() if trainer.embeddings is not None else None)
         pred, lo = out.argmax(1), trainer.loaders["val"].lo  # row 0: the first owned node with a label
         stats = np.zeros(4)

@@ -272,20 +272,6 @@ class Checkpoints:
         return sorted((f for f in self.dir.glob("epoch-*.pt") if _NAME.fullmatch(f.name)),
                       key=lambda f: tuple(-x for x in _position(f)))
 
-    def newest_readable(self, device="cpu") -> tuple[Path, dict, list[str]]:
-        """(the newest checkpoint whose epoch-N.pt loads, its contents, why each newer one
-        was skipped); its embedding shards are not looked at (resume() does)."""
-        found = self.found()
-        if not found:
-            raise FileNotFoundError(f"resume: no checkpoint (epoch-*.pt) in {self.dir}")
-        skipped = []
-        for path in found:
-            try:
-                return path, load_checkpoint(path, device), skipped
-            except CheckpointError as e:
-                skipped.append(str(e))
-        raise CheckpointError(f"resume: no readable checkpoint in {self.dir}: {'; '.join(skipped)}")
-
     def resume(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, device="cpu", embeddings=None,
                rank: int = 0, num_parts: int = 1) -> tuple[int, int, str]:
         """Load the newest complete checkpoint into model and optimizer (and this rank's

@@ -17,7 +17,6 @@ from __future__ import annotations
 import math
 import os
 import signal
-import sys
 import time
 from pathlib import Path
 from typing import Callable
@@ -183,7 +182,6 @@ class Trainer:
         self.config, self.comm, self.rank = config, comm, comm.rank
         self.device = torch.device(config.device)
         self.reporter = reporter if reporter is not None else ConsoleReporter(config.quiet, bool(config.prefetch))
-        self.progress = not config.quiet and sys.stderr.isatty()  # bars (evaluation's) only on a terminal
         self.task = task_for(config)
         self._open_data()
         self._set_model(model, optimizer)
