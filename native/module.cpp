@@ -14,6 +14,7 @@
 
 #include "activation.hpp"
 #include "aggregate.hpp"
+#include "attention.hpp"
 #include "fused_sample.hpp"
 #include "node_map.hpp"
 #include "rows.hpp"
@@ -128,6 +129,24 @@ void check_aggregate(const In<int64_t>& indptr, const H& h, const O& out) {
   if (with_self && h.shape(0) < out.shape(0)) throw nb::value_error("h: fewer sources than destinations");
 }
 
+// gat_aggregate's shapes: xs (num_src, width), a_src (num_src, heads), a_dst (num_dst,
+// heads), the output (num_dst, heads x width if shared, else width); sources in range is the caller's
+void check_attention(const In<int64_t>& indptr, const In<int32_t>& indices, const ConstRows& xs,
+                     const ConstRows& a_src, const ConstRows& a_dst, bool shared, size_t out_rows,
+                     size_t out_width, int64_t num_dst) {
+  if (num_dst < 0) throw nb::value_error("indptr: empty");
+  if (indptr.data()[num_dst] != static_cast<int64_t>(indices.shape(0)))
+    throw nb::value_error("indices: indptr[-1] entries");
+  const size_t heads = a_src.shape(1);
+  if (heads == 0 || (!shared && xs.shape(1) % heads != 0))
+    throw nb::value_error("xs: width a multiple of a_src's heads");
+  if (a_src.shape(0) != xs.shape(0)) throw nb::value_error("a_src: one row per row of xs");
+  if (a_dst.shape(0) != static_cast<size_t>(num_dst) || a_dst.shape(1) != heads)
+    throw nb::value_error("a_dst: (destinations, heads)");
+  if (out_rows != static_cast<size_t>(num_dst) || out_width != (shared ? heads : 1) * xs.shape(1))
+    throw nb::value_error("out/g: (destinations, heads x xs's width if shared, else xs's width)");
+}
+
 template <typename T>
 void copy_rows_(nb::ndarray<const T, nb::ndim<2>, nb::c_contig, nb::device::cpu> src, In<int64_t> src_rows,
                 nb::ndarray<T, nb::ndim<2>, nb::c_contig, nb::device::cpu> dst, std::optional<In<int64_t>> dst_rows) {
@@ -195,6 +214,45 @@ NB_MODULE(_native, m) {
         nb::arg("col_sum").noconvert().none() = nb::none(),
         "grad_h = A^T grad_agg (+ grad_self on the first rows), masked where mask <= 0 and "
         "scaled; col_sum, if given, = grad_h's column sums (fixed order); see aggregate.cpp");
+  m.def("gat_aggregate",
+        [](In<int64_t> indptr, In<int32_t> indices, ConstRows xs, ConstRows a_src, ConstRows a_dst, bool shared,
+           float slope, Rows out, Rows alpha) {
+          const int64_t num_dst = indptr.shape(0) - 1, heads = a_src.shape(1);
+          check_attention(indptr, indices, xs, a_src, a_dst, shared, out.shape(0), out.shape(1), num_dst);
+          if (alpha.shape(0) != indices.shape(0) || static_cast<int64_t>(alpha.shape(1)) != heads)
+            throw nb::value_error("alpha: (edges, heads)");
+          nb::gil_scoped_release release;
+          gat_aggregate(indptr.data(), indices.data(), num_dst, xs.data(), xs.shape(1), a_src.data(), a_dst.data(),
+                        heads, shared, slope, out.data(), alpha.data());
+        },
+        nb::arg("indptr").noconvert(), nb::arg("indices").noconvert(), nb::arg("xs").noconvert(),
+        nb::arg("a_src").noconvert(), nb::arg("a_dst").noconvert(), nb::arg("shared"), nb::arg("slope"),
+        nb::arg("out").noconvert(), nb::arg("alpha").noconvert(),
+        "out[v] = sum over v's edges of softmax(leaky_relu(a_src[u] + a_dst[v])) xs[u], per head (each head "
+        "the whole row if shared, else its slice); the attention written to alpha (edges, heads); see attention.cpp");
+  m.def("gat_aggregate_backward",
+        [](In<int64_t> indptr, In<int32_t> indices, ConstRows xs, ConstRows a_src, ConstRows a_dst, ConstRows alpha,
+           ConstRows g, bool shared, float slope, Rows grad_xs, Rows grad_a_src, Rows grad_a_dst) {
+          const int64_t num_dst = indptr.shape(0) - 1, heads = a_src.shape(1);
+          check_attention(indptr, indices, xs, a_src, a_dst, shared, g.shape(0), g.shape(1), num_dst);
+          if (alpha.shape(0) != indices.shape(0) || static_cast<int64_t>(alpha.shape(1)) != heads)
+            throw nb::value_error("alpha: (edges, heads)");
+          if (grad_xs.shape(0) != xs.shape(0) || grad_xs.shape(1) != xs.shape(1))
+            throw nb::value_error("grad_xs: xs's shape");
+          if (grad_a_src.shape(0) != a_src.shape(0) || grad_a_src.shape(1) != a_src.shape(1))
+            throw nb::value_error("grad_a_src: a_src's shape");
+          if (grad_a_dst.shape(0) != a_dst.shape(0) || grad_a_dst.shape(1) != a_dst.shape(1))
+            throw nb::value_error("grad_a_dst: a_dst's shape");
+          nb::gil_scoped_release release;
+          gat_aggregate_backward(indptr.data(), indices.data(), num_dst, xs.shape(0), xs.data(), xs.shape(1),
+                                 a_src.data(), a_dst.data(), alpha.data(), g.data(), heads, shared, slope,
+                                 grad_xs.data(), grad_a_src.data(), grad_a_dst.data());
+        },
+        nb::arg("indptr").noconvert(), nb::arg("indices").noconvert(), nb::arg("xs").noconvert(),
+        nb::arg("a_src").noconvert(), nb::arg("a_dst").noconvert(), nb::arg("alpha").noconvert(),
+        nb::arg("g").noconvert(), nb::arg("shared"), nb::arg("slope"), nb::arg("grad_xs").noconvert(),
+        nb::arg("grad_a_src").noconvert(), nb::arg("grad_a_dst").noconvert(),
+        "the gradients of gat_aggregate's xs, a_src and a_dst given g = dL/dout (fixed order); see attention.cpp");
   m.def("bias_relu_dropout",
         [](Rows x, ConstVec bias, double p, uint64_t seed) {
           if (bias.shape(0) != x.shape(1)) throw nb::value_error("bias: one entry per column of x");

@@ -210,3 +210,44 @@ def test_data_and_partition_draw_no_bars_into_a_file(tmp_path):
     for proc in runs:
         assert proc.returncode == 0, proc.stderr
         assert "\r" not in proc.stdout + proc.stderr and "it/s" not in proc.stderr, proc.stderr
+
+
+@pytest.mark.mpi
+def test_step_evaluations_stop_at_the_target_and_say_the_time_to_it(p2, tmp_path):
+    # MLPerf's recipe: validation every N steps, stop at a target. The evaluations land in
+    # their epochs' records, the epochs' traffic stays their steps', the run ends at the first
+    # evaluation at or over the target and says how long it took
+    common = [*SMALL, "--epochs", "6", "--eval-every", "0"]
+    plain = train2("--data", p2, *common, "--log-json", tmp_path / "plain.jsonl")
+    assert plain.returncode == 0, plain.stderr
+    first = [json.loads(line) for line in open(tmp_path / "plain.jsonl")]
+    steps = first[0]["steps_per_epoch"]
+    proc = train2("--data", p2, *common, "--eval-every-steps", 2, "--log-json", tmp_path / "evals.jsonl")
+    assert proc.returncode == 0, proc.stderr
+    records = [json.loads(line) for line in open(tmp_path / "evals.jsonl")]
+    assert [r["step_losses"] for r in records] == [r["step_losses"] for r in first]  # evaluating changes no step
+    assert [r["rounds_per_step"] for r in records] == [r["rounds_per_step"] for r in first]
+    evaluated = [(r["epoch"] * steps + e["step"] + 1) for r in records for e in r["step_evals"]]
+    assert evaluated == list(range(2, 6 * steps + 1, 2))
+    accs = [e["val_acc"] for r in records for e in r["step_evals"]]
+    target = sorted(accs)[len(accs) // 2]  # one the run reaches part-way
+    reach = next(i for i, a in enumerate(accs) if a >= target)
+    proc = train2("--data", p2, *common, "--eval-every-steps", 2, "--target-val-acc", target,
+                  "--log-json", tmp_path / "target.jsonl")
+    assert proc.returncode == 0, proc.stderr
+    records = [json.loads(line) for line in open(tmp_path / "target.jsonl")]
+    got = [e["val_acc"] for r in records for e in r["step_evals"]]
+    assert got == accs[:reach + 1]  # it stopped at the first evaluation reaching the target
+    assert records[-1]["time_to_target_s"] > 0 and records[-1]["val_acc"] == accs[reach]
+    assert f"time to target (val acc {target}): " in proc.stdout.splitlines()[-1]
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("args, message", [
+    (["--eval-every-steps", "2", "--prefetch", "1"], "--eval-every-steps does not run with --prefetch"),
+    (["--target-val-acc", "0.5", "--eval-every", "0"], "--target-val-acc needs node classification with an "
+                                                       "evaluation to stop at"),
+])
+def test_step_evaluation_settings_that_cannot_run_are_refused(p2, args, message):
+    proc = train2("--data", p2, *SMALL, *args)
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr

@@ -9,8 +9,9 @@ and nothing is concatenated on the way.
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
+import contextlib
 import threading
+from abc import ABC, abstractmethod
 
 import numpy as np
 
@@ -39,6 +40,16 @@ class Counters:
     def charge(self, seconds: float) -> None:
         with self._lock:
             self.modelled_s += seconds
+
+    @contextlib.contextmanager
+    def excluded(self):
+        """What runs inside is not counted (an evaluation inside a training epoch)."""
+        kept = self.reset()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self.rounds, self.bytes_sent, self.modelled_s = kept.rounds, kept.bytes_sent, kept.modelled_s
 
     def reset(self) -> "Counters":
         with self._lock:

@@ -123,6 +123,17 @@ class Block:
     def input_index(self, value) -> None:
         self._input_index = value
 
+    def rows_in_dst_order(self, h: dict) -> torch.Tensor:
+        """{node type: its destinations' rows} as one tensor in the destinations' order."""
+        if self.src_type is None:
+            return h[self.node_types[0]]
+        kinds = self.src_type[:self.num_dst]  # the destinations of each type come in their order
+        first = next(iter(h.values()))
+        out = first.new_empty(self.num_dst, first.shape[1])
+        for k, t in enumerate(self.node_types):
+            out[torch.from_numpy(np.flatnonzero(kinds == k)).to(out.device)] = h[t]
+        return out
+
     @property
     def size(self) -> tuple[int, int]:
         """(num_src, num_dst), PyG's ``size`` of a bipartite message passing."""

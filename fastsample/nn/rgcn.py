@@ -15,7 +15,6 @@ The last layer computes the target type only.
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 from torch import nn
 
@@ -122,12 +121,7 @@ class RGCN(nn.Module):
                 h = {t: self.dropout(torch.relu(v)) for t, v in h.items()}
         if self.target_type is not None:
             return h[self.target_type]
-        block = blocks[-1]
-        kinds = block.src_type[:block.num_dst]  # the destinations of each type come in their order
-        out = next(iter(h.values())).new_empty(block.num_dst, next(iter(h.values())).shape[1])
-        for k, t in enumerate(self.node_types):
-            out[torch.from_numpy(np.flatnonzero(kinds == k)).to(out.device)] = h[t]
-        return out
+        return blocks[-1].rows_in_dst_order(h)
 
     def layer(self, i: int, block: Block, h: dict) -> dict:
         """Layer i alone as in eval mode (ReLU below the last layer, no dropout), {node type:

@@ -66,13 +66,20 @@ class NodeTask:
 
     def describe(self) -> str:
         c = self.config
-        return f"task node (eval {c.eval} every {c.eval_every} epochs), " if c.eval_every else "task node (no eval), "
+        evals = [f"{c.eval} every {c.eval_every} epochs"] if c.eval_every else []
+        evals += [f"val every {c.eval_every_steps} steps"] if c.eval_every_steps else []
+        target = f", target val acc {c.target_val_acc}" if c.target_val_acc is not None else ""
+        return f"task node (eval {' and '.join(evals)}{target}), " if evals else "task node (no eval), "
 
     def evaluate(self, trainer, epoch: int) -> dict:
         """{val_acc, test_acc}: exact with --eval full, else sampled."""
         if self.config.eval == "full":
             return {**self._exact(trainer), "eval": "full"}
         return {**{f"{split}_acc": self._sampled(trainer, split, epoch) for split in ("val", "test")}, "eval": "sampled"}
+
+    def validate(self, trainer, epoch: int) -> float:
+        """Validation accuracy alone, sampled (--eval-every-steps: within an epoch)."""
+        return self._sampled(trainer, "val", epoch)  # the next step puts the model back in training mode
 
     @torch.no_grad()
     def _sampled(self, trainer, split: str, epoch: int) -> float:

@@ -68,7 +68,7 @@ class TrainConfig(JobShape):
 
     GROUPS = (  # --help's sections (fastsample/cli.py); a field in none is listed under "options"
         ("data and task", None, ("data", "task")),
-        ("model", None, ("model", "hidden", "layers", "dropout")),
+        ("model", None, ("model", "hidden", "layers", "heads", "dropout")),
         ("training", None, ("epochs", "batch_size", "lr", "weight_decay", "seed", "max_steps", "on_nan")),
         ("sampling and distribution", None, ("fanouts", "mode", "sampler", "backend")),
         ("typed data", "Typed (heterogeneous) data is detected from the dataset (its meta.json lists node types); "
@@ -79,7 +79,7 @@ class TrainConfig(JobShape):
          "link layout). Every other option serves link runs too, typed data included; --eval and "
          "--eval-batch-size do not apply (link evaluation is always exact, layer-wise).",
          ("negatives", "negative_sampler", "exclude", "scorer", "hits")),
-        ("evaluation", None, ("eval_every", "eval", "eval_batch_size")),
+        ("evaluation", None, ("eval_every", "eval", "eval_batch_size", "eval_every_steps", "target_val_acc")),
         ("performance", None,
          ("precision", "matmul", "cache_fraction", "cache_policy", "prefetch", "threads", "allocator", "device",
           "net_model")),
@@ -98,7 +98,8 @@ class TrainConfig(JobShape):
                        "--negatives drawn destinations, evaluated exactly (layer-wise embeddings) by ROC-AUC, MRR "
                        "and Hits@K against the split's fixed negatives", choices=("node", "link"), resume=True)
     model: str = option("sage", "sage: the built-in GraphSAGE (native kernels on the CPU; on typed data the built-in "
-                        "R-GCN, fastsample/nn/rgcn.py); or FILE.py:FUNCTION, a "
+                        "R-GCN, fastsample/nn/rgcn.py); rgat: the built-in R-GAT (MLPerf's GNN benchmark model, "
+                        "native attention kernels, fastsample/nn/rgat.py; on untyped data a GAT); or FILE.py:FUNCTION, a "
                         "factory FUNCTION(in_dim, num_classes, config) -> torch.nn.Module whose forward(blocks, x) "
                         "follows fastsample/nn/block.py (e.g. examples/pyg_gat.py:build)", resume=True)
     sampler: str = option("auto", "the sampling kernel, all giving identical batches: native (fused, C++/OpenMP), "
@@ -129,6 +130,8 @@ class TrainConfig(JobShape):
     hits: tuple[int, ...] = option((1, 3, 10), "link: the K of the Hits@K measures (log fields val_hits@K, "
                                    "test_hits@K)", expect="comma-separated positive integers",
                                    check=(lambda v: len(v) > 0 and min(v) > 0, "must be positive integers"))
+    heads: int = option(4, "rgat: attention heads per layer (they split --hidden: it must be a multiple)",
+                        resume=True, check=(positive, "must be positive"))
     dropout: float = option(0.5, "dropout probability after each hidden layer",
                             check=(lambda v: 0 <= v < 1, "must be in [0, 1)"))
     lr: float | None = option(None, **_per_task("lr", "Adam's learning rate", check=(positive, "must be positive")))
@@ -148,6 +151,14 @@ class TrainConfig(JobShape):
                        "layer-wise inference over every node with all neighbours (fastsample/loading/layerwise.py)",
                        choices=("sampled", "full"))
     eval_batch_size: int = option(4096, "nodes per rank per batch of --eval full", check=(positive, "must be positive"))
+    eval_every_steps: int | None = option(None, "node task: also measure validation accuracy (sampled, the val "
+                                          "split only) every N training steps, counted across epochs (MLPerf's GNN "
+                                          "benchmark evaluates every 0.05 epoch); each result goes to its epoch's "
+                                          "record (step_evals)", check=(positive, "must be positive"))
+    target_val_acc: float | None = option(None, "stop at the first evaluation (--eval-every-steps or an epoch's) "
+                                          "whose validation accuracy reaches this (MLPerf's R-GAT: 0.72), and "
+                                          "report the time to it: from this run's first step, evaluations "
+                                          "included", check=(lambda v: 0 < v <= 1, "must be in (0, 1]"))
     precision: str = option("fp32", "fp32: everything in float32 (the paper's setting); bf16: features gathered, "
                             "sent and read by the first layer in 16 bits (bfloat16, or float16 where stored so), "
                             "and the model's matrix products in bfloat16 with fp32 accumulation where the CPU "
@@ -190,5 +201,17 @@ class TrainConfig(JobShape):
         if self.relation_fanouts is not None and len(self.relation_fanouts.split(";")) != len(self.fanouts):
             raise ConfigError("relation_fanouts", f"has {len(self.relation_fanouts.split(';'))} layers, --fanouts "
                               f"{len(self.fanouts)}")
+        if self.model == "rgat" and self.hidden % self.heads:
+            raise ConfigError("heads", f"{self.heads} does not divide --hidden {self.hidden} (each head gets "
+                              "hidden / heads channels)")
+        if self.eval_every_steps is not None and self.task != "node":
+            raise ConfigError("eval_every_steps", "serves --task node only (link evaluation is exact, layer-wise, "
+                              "and runs at epoch ends)")
+        if self.eval_every_steps is not None and self.prefetch:
+            raise ConfigError("eval_every_steps", "does not run with --prefetch (the evaluation's collectives would "
+                              "interleave with the steps fetched ahead)")
+        if self.target_val_acc is not None and (self.task != "node" or not (self.eval_every_steps or self.eval_every)):
+            raise ConfigError("target_val_acc", "needs node classification with an evaluation to stop at "
+                              "(--eval-every-steps N, or --eval-every N > 0)")
         if self.resume and not self.checkpoint_dir:
             raise ConfigError("resume", "needs a checkpoint_dir (--checkpoint-dir)")

@@ -72,7 +72,14 @@ class EpochRecord:
     train_metric: str = "acc"
     steps: int | None = None
     steps_per_epoch: int | None = None
-    eval: str | None = None  # how val/test were measured: sampled, full (layer-wise) or exact (link)
+    # how val/test were measured: sampled, full (layer-wise) or exact (link); "steps": val_acc is
+    # the epoch's last --eval-every-steps result (no epoch-end evaluation, no test_acc)
+    eval: str | None = None
+    # --eval-every-steps: [{"step": step in this epoch, "val_acc", "s": seconds since the run's first step}]
+    step_evals: list = field(default_factory=list)
+    # --target-val-acc: the target, and where the run reached it (None: not in this epoch)
+    target_val_acc: float | None = None
+    time_to_target_s: float | None = None
 
     @property
     def partial(self) -> bool:
@@ -113,7 +120,8 @@ def seconds(t: float) -> str:
 
 def report_line(r: EpochRecord, prefetch: bool = False) -> str:
     """The epoch's line on the console."""
-    acc = "" if r.val_acc is None else f" val {r.val_acc:.4f} test {r.test_acc:.4f} ({r.eval or 'sampled'})"
+    acc = "" if r.val_acc is None else f" val {r.val_acc:.4f}" + \
+        ("" if r.test_acc is None else f" test {r.test_acc:.4f}") + f" ({r.eval or 'sampled'})"
     if r.val_auc is not None:
         hits = lambda split: "".join(f" {k.removeprefix(split + '_')} {v:.4f}" for k, v in (r.hits or {}).items()
                                      if k.startswith(split + "_"))
@@ -122,8 +130,10 @@ def report_line(r: EpochRecord, prefetch: bool = False) -> str:
     part = ""
     if r.partial:  # its loss, time and bytes are those of these steps only
         last = r.first_step + (r.steps if r.steps is not None else len(r.step_losses))
+        end = ", resumed" if r.first_step else ""
+        end += "" if r.complete else ", reached the target" if r.time_to_target_s is not None else ", stopped"
         part = f" (steps {r.first_step}..{last - 1}" + (f" of {r.steps_per_epoch}" if r.steps_per_epoch else "") + \
-            (", resumed)" if r.first_step else ", stopped)")
+            f"{end})"
     return (f"epoch {r.epoch:3d}{part}  loss {r.loss:.4f}  train {r.train_metric} {r.train_acc:.4f}{acc}  "
             f"{seconds(r.epoch_s)} (sample {seconds(r.sample_s)} gather {seconds(r.gather_s)} "
             + (f"(waited {seconds(r.wait_s)}) " if prefetch else "") +
@@ -135,7 +145,18 @@ def report_line(r: EpochRecord, prefetch: bool = False) -> str:
                if r.products_floor_s else "") +
             f"sent {r.bytes_sent / 2**20:.1f} MiB (rank 0, this epoch)  "
             + (f"cache hits {r.cache_hit_rate:.1%}  " if r.cache_hit_rate is not None else "") +
-            f"{r.rounds_per_step:.0f} rounds/step")
+            f"{r.rounds_per_step:.0f} rounds/step" + _step_evals(r))
+
+
+def _step_evals(r: EpochRecord) -> str:
+    """The epoch's --eval-every-steps results and --target-val-acc's outcome, if any."""
+    out = ""
+    if r.step_evals:
+        accs = [e["val_acc"] for e in r.step_evals]
+        out += f"  step evals {len(accs)} (val last {accs[-1]:.4f} best {max(accs):.4f})"
+    if r.time_to_target_s is not None:
+        out += f"  reached val {r.target_val_acc} after {r.time_to_target_s:.1f}s"
+    return out
 
 
 def summary(history: list[EpochRecord]) -> str:
@@ -146,15 +167,27 @@ def summary(history: list[EpochRecord]) -> str:
     span = f"epochs {history[0].epoch}..{history[-1].epoch}"
     evaluated = [r for r in history if r.score is not None]
     if not evaluated:
-        return f"done: {span}, mean epoch {mean}, no evaluation (--eval-every 0)"
+        return f"done: {span}, mean epoch {mean}, no evaluation (--eval-every 0){_target(history)}"
     best = max(evaluated, key=lambda r: r.score)  # the first epoch that reached it
+    target = _target(history)
     if best.val_auc is not None:
         hits = "  ".join(f"{k.removeprefix('test_')} {v:.4f}" for k, v in (best.hits or {}).items()
                          if k.startswith("test_"))
         return (f"done: {span}, best val auc {best.val_auc:.4f} at epoch {best.epoch} (test there: auc "
                 f"{best.test_auc:.4f} mrr {best.test_mrr:.4f}  {hits}), mean epoch {mean}")
-    return (f"done: {span}, best val {best.val_acc:.4f} at epoch {best.epoch} (test there "
-            f"{best.test_acc:.4f}), mean epoch {mean}")
+    test = "" if best.test_acc is None else f" (test there {best.test_acc:.4f})"
+    return f"done: {span}, best val {best.val_acc:.4f} at epoch {best.epoch}{test}, mean epoch {mean}{target}"
+
+
+def _target(history: list[EpochRecord]) -> str:
+    """--target-val-acc's outcome for the closing line ("" without a target)."""
+    wanted = history[-1].target_val_acc
+    if wanted is None:
+        return ""
+    hit = next((r for r in history if r.time_to_target_s is not None), None)
+    if hit is None:
+        return f"; target val acc {wanted} not reached"
+    return f"; time to target (val acc {wanted}): {hit.time_to_target_s:.1f}s, at epoch {hit.epoch}"
 
 
 def append_log(path: str | Path, record: EpochRecord) -> None:

@@ -35,6 +35,7 @@ from fastsample.distributed.embedding import ShardedEmbeddings
 from fastsample.graph import describe_types, unwrap_one_type
 from fastsample.loading import Batch, narrow_features, open_data
 from fastsample.nn.sage import GraphSAGE
+from fastsample.nn.rgat import RGAT
 from fastsample.nn.rgcn import RGCN
 from fastsample.sampling import fanout_matrix, layer_key, set_num_threads
 from fastsample.tasks import task_for
@@ -70,6 +71,11 @@ def build_model(config: TrainConfig, in_dim, num_classes: int, schema: dict | No
 
 
 def _encoder(config: TrainConfig, task, in_dim, out_dim: int, schema: dict | None) -> torch.nn.Module:
+    if config.model == "rgat":  # untyped data: the one-type case, a GAT
+        typed = schema is not None
+        return RGAT(in_dim, config.hidden, out_dim, config.layers, *((
+            schema["edge_types"], task.encoder_target(schema["target_type"])) if typed else ()),
+            heads=config.heads, dropout=config.dropout)
     if config.model == "sage" and schema is not None:
         return RGCN(in_dim, config.hidden, out_dim, config.layers, schema["edge_types"],
                     task.encoder_target(schema["target_type"]), dropout=config.dropout)
@@ -111,7 +117,7 @@ def load_factory(spec: str):
 
     file, _, name = spec.rpartition(":")
     if not file or not name:
-        raise ConfigError("model", f"{spec}: expected sage or FILE.py:FUNCTION")
+        raise ConfigError("model", f"{spec}: expected sage, rgat or FILE.py:FUNCTION")
     path = Path(file)
     if not path.is_file():
         raise ConfigError("model", f"{spec}: {path} does not exist")
@@ -353,25 +359,40 @@ class Trainer:
             if warning:
                 self.reporter.warn(warning)
         history = []
+        self.t_first_step = time.perf_counter()  # --target-val-acc's clock
         for epoch in range(self.start_epoch, c.epochs):
             first = self.start_step if epoch == self.start_epoch else 0
             record = self.train_epoch(epoch, first)
-            if not record.complete:  # stopped mid-epoch: save the step to resume at, then end
+            reached = record.time_to_target_s is not None
+            if not record.complete and not reached:  # stopped mid-epoch: save the step to resume at, then end
                 self._preempted(epoch, first + len(record.step_losses), record)
-            if c.eval_every and (epoch + 1) % c.eval_every == 0:
+            if c.eval_every and (epoch + 1) % c.eval_every == 0 and not reached:
                 record.add(self.task.evaluate(self, epoch))
+                self._check_target(record, record.val_acc)
+                reached = record.time_to_target_s is not None
             if self.checkpoints is not None:  # collective with embeddings: each rank saves its shard
-                self.checkpoints.save(epoch, self.model, self.optimizer, self.comm, self.embeddings)
+                self.checkpoints.save(epoch, self.model, self.optimizer, self.comm, self.embeddings,
+                                      **({} if record.complete else {"step": first + len(record.step_losses)}))
             history.append(record)
             if lead:
                 self.reporter.epoch(record)
                 if c.log_json:
                     append_log(c.log_json, record)
+            if reached:
+                break
             if self.stop_agreed and epoch + 1 < c.epochs:  # asked at an epoch's last step: it is saved whole
                 self._preempted(epoch + 1, 0, None)
         if lead:
             self.reporter.finished(history)
         return history
+
+    def _check_target(self, record: EpochRecord, val_acc: float | None) -> None:
+        """Mark ``record`` as where --target-val-acc was reached, if ``val_acc`` reaches it (the
+        same on every rank: the accuracy is all-reduced)."""
+        target = self.config.target_val_acc
+        record.target_val_acc = target
+        if target is not None and val_acc is not None and val_acc >= target and record.time_to_target_s is None:
+            record.time_to_target_s = time.perf_counter() - self.t_first_step
 
     def _preempted(self, epoch: int, step: int, record: EpochRecord | None) -> None:
         """Save the state to resume at (epoch, step), log the partial epoch, raise Preempted."""
@@ -399,6 +420,7 @@ class Trainer:
         loader.set_epoch(epoch, first_step)
         before = loader.gather_counts()
         losses, totals, complete = [], np.zeros(3), True
+        evals, probe = [], EpochRecord(epoch=epoch, loss=0.0, train_acc=0.0)  # probe: where the target was met
         for step, batch in enumerate(loader, start=first_step):
             loss_sum, correct, count = self.train_step(batch, epoch, step, timers)
             losses.append(loss_sum / max(count, 1))
@@ -406,10 +428,20 @@ class Trainer:
                 totals += (loss_sum, correct, count)
             if self.rank == 0:
                 self.reporter.step(epoch, step, self.steps_per_epoch, losses[-1])
+            if c.eval_every_steps and (epoch * self.steps_per_epoch + step + 1) % c.eval_every_steps == 0:
+                t_eval = time.perf_counter()
+                with comm.counters.excluded():  # the epoch's traffic is its steps'
+                    val = self.task.validate(self, epoch)
+                evals.append({"step": step, "val_acc": val, "s": t_eval - self.t_first_step,
+                              "eval_s": time.perf_counter() - t_eval})
+                self._check_target(probe, val)
+                if probe.time_to_target_s is not None and step + 1 < self.steps_per_epoch:
+                    complete = False  # the run ends here
+                    break
             if self.stop_agreed and step + 1 < self.steps_per_epoch:  # every rank leaves after this same step
                 complete = False
                 break
-        epoch_s = time.perf_counter() - t_epoch
+        epoch_s = time.perf_counter() - t_epoch - sum(e["eval_s"] for e in evals)  # the steps' time
         flop, floor = self.roofline.epoch()  # after the clock: its one measurement is not the epoch's
         traffic = comm.counters.reset()
         cached, remote, local = (loader.gather_counts()[k] - before[k] for k in ("cached", "remote", "local"))
@@ -421,7 +453,9 @@ class Trainer:
                            net_modelled_s=traffic.modelled_s if c.net_model else None, step_losses=losses,
                            cache_hit_rate=cached / max(cached + remote, 1) if c.cache_fraction else None,
                            remote_input_fraction=(cached + remote) / max(cached + remote + local, 1),
-                           first_step=first_step, complete=complete)
+                           first_step=first_step, complete=complete, step_evals=evals,
+                           target_val_acc=c.target_val_acc, time_to_target_s=probe.time_to_target_s,
+                           **({"val_acc": evals[-1]["val_acc"], "eval": "steps"} if evals else {}))
 
 
 def startup(config: TrainConfig, comm: Communicator, **components) -> Trainer:
