@@ -588,6 +588,28 @@ class DatasetWriter(AtomicDirectory):
         check_space(self.tmp, array.nbytes + 4096, f"{self.path.name}/{name}.npy")
         np.save(self.tmp / f"{name}.npy", array, allow_pickle=False)
 
+    def write_blocks(self, name: str, shape: tuple, dtype, blocks, progress=None) -> None:
+        """Write NAME.npy of ``shape`` and ``dtype`` from ``blocks``, consecutive row blocks
+        (each converted to ``dtype``), in sequential writes: a memmap's dirty pages would
+        count as this process's memory. ``progress`` is called with each block's row count.
+        Rows that do not add up to shape[0] are a DatasetError."""
+        file = self.tmp / f"{name}.npy"
+        file.parent.mkdir(parents=True, exist_ok=True)
+        dtype = np.dtype(dtype)
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        check_space(self.tmp, nbytes + 4096, f"{self.path.name}/{name}.npy")
+        rows = 0
+        with open(file, "wb") as f:
+            np.lib.format.write_array_header_1_0(f, {"descr": np.lib.format.dtype_to_descr(dtype),
+                                                     "fortran_order": False, "shape": tuple(shape)})
+            for block in blocks:
+                np.ascontiguousarray(block, dtype=dtype).tofile(f)
+                rows += len(block)
+                if progress:
+                    progress(len(block))
+        if rows != shape[0]:
+            raise DatasetError(f"{self.path.name}/{name}.npy: {rows} rows written, expected {shape[0]}")
+
     def create(self, name: str, shape: tuple, dtype) -> np.ndarray:
         """A writable memmap for arrays produced in chunks (e.g. large feature matrices)."""
         (self.tmp / f"{name}.npy").parent.mkdir(parents=True, exist_ok=True)

@@ -241,7 +241,7 @@ def shrink_npy(path, length: int) -> None:
 
 def edges_to_csc_file(chunks, num_nodes: int, indices_path, *, symmetric: bool, self_loops: bool = False,
                       expected_edges: int | None = None, budget: int = 1 << 30, progress=None,
-                      types_path=None, num_types: int = 0) -> np.ndarray:
+                      types_path=None, num_types: int = 0, ranges: int | None = None) -> np.ndarray:
     """edges_to_csc for edge lists too large for memory: the same CSC, its indices written
     to the .npy file ``indices_path``, in O(num_nodes) memory plus ``budget`` bytes.
 
@@ -264,6 +264,10 @@ def edges_to_csc_file(chunks, num_nodes: int, indices_path, *, symmetric: bool, 
             chunks are (src, dst, edge type) triples; the edge types go to the .npy file
             ``types_path``, each node's in-edges sorted by (type, source), duplicates merged
             per type; not symmetric (a reverse relation is a type of its own).
+        ranges: how many destination ranges of equal width (default: as many as let
+            ``expected_edges`` pairs, spread evenly over the nodes, fit ``budget``); a caller
+            whose in-degrees are uneven passes more (typed_range_count: a typed graph's
+            dense node types).
     Returns:
         indptr (int64, num_nodes + 1); the indices are in the file, sorted and
         deduplicated within each node exactly as edges_to_csc (typed_edges_to_csc) leaves them.
@@ -275,7 +279,9 @@ def edges_to_csc_file(chunks, num_nodes: int, indices_path, *, symmetric: bool, 
         chunks = _typed_keys(chunks, num_nodes, self_loops)  # one int64 key per edge: type * n + source
         ids, self_loops = np.dtype(np.int64), True
     per_pair = 3 * np.dtype(ids).itemsize
-    width = max(1, -(-num_nodes // max(1, min(num_nodes, -(-per_pair * int(expected_edges or 0) // budget)))))
+    if ranges is None:
+        ranges = -(-per_pair * int(expected_edges or 0) // budget)
+    width = max(1, -(-num_nodes // max(1, min(num_nodes, ranges))))
     ranges = max(1, -(-num_nodes // width))  # ranges of `width` nodes, the last maybe shorter, none empty
     indices_path = Path(indices_path)
     spill = [indices_path.with_name(f"{indices_path.stem}.range{r}.tmp") for r in range(ranges)]
@@ -295,37 +301,71 @@ def edges_to_csc_file(chunks, num_nodes: int, indices_path, *, symmetric: bool, 
             f.close()
     indptr = np.cumsum(counts)
     del counts
-    out = allocated_memmap(indices_path, id_dtype(num_nodes), (int(indptr[-1]),))
-    out_types = None if types_path is None else allocated_memmap(types_path, type_dtype(num_types),
-                                                                 (int(indptr[-1]),))
-    new_indptr = np.zeros(num_nodes + 1, dtype=np.int64)
-    written = 0
-    for r, path in enumerate(spill):
-        first, last = r * width, min(num_nodes, (r + 1) * width)
-        pairs = np.fromfile(path, dtype=ids).reshape(-1, 2)
-        path.unlink()
-        local = indptr[first:last + 1] - indptr[first]
-        segment = np.empty(int(local[-1]), dtype=ids)
-        _place(pairs, first, local[:-1].copy(), segment)
-        del pairs
-        unique = _sort_dedupe(local, segment)
-        kept = np.cumsum(unique)
-        compact = np.empty(int(kept[-1]), dtype=ids)
-        _compact(local, segment, kept, compact)
-        if out_types is not None:  # split the keys back into edge types and sources
-            types, compact = np.divmod(compact, num_nodes)
-            out_types[written:written + len(compact)] = types
-        out[written:written + len(compact)] = compact
-        new_indptr[first + 1:last + 1] = written + kept[1:]
-        written += len(compact)
-    out.flush()
-    del out
+    # the outputs, made at their largest (blocks reserved: a full disk fails here) and then
+    # written in order through files: through the maps, the dirty pages would count as this
+    # process's memory (the whole output, by the end)
+    sinks = []
+    try:
+        for file, dtype in [(indices_path, id_dtype(num_nodes))] + \
+                ([] if types_path is None else [(types_path, type_dtype(num_types))]):
+            made = allocated_memmap(file, dtype, (int(indptr[-1]),))
+            start = made.offset
+            del made
+            sinks.append((open(file, "r+b"), dtype))
+            sinks[-1][0].seek(start)
+        new_indptr = np.zeros(num_nodes + 1, dtype=np.int64)
+        written = 0
+        for r, path in enumerate(spill):
+            first, last = r * width, min(num_nodes, (r + 1) * width)
+            pairs = np.fromfile(path, dtype=ids).reshape(-1, 2)
+            path.unlink()
+            local = indptr[first:last + 1] - indptr[first]
+            segment = np.empty(int(local[-1]), dtype=ids)
+            _place(pairs, first, local[:-1].copy(), segment)
+            del pairs
+            unique = _sort_dedupe(local, segment)
+            kept = np.cumsum(unique)
+            compact = np.empty(int(kept[-1]), dtype=ids)
+            _compact(local, segment, kept, compact)
+            del segment
+            if types_path is not None:  # split the keys back into edge types and sources
+                types, compact = np.divmod(compact, num_nodes)
+                types.astype(sinks[1][1], copy=False).tofile(sinks[1][0])
+                del types
+            compact.astype(sinks[0][1], copy=False).tofile(sinks[0][0])
+            new_indptr[first + 1:last + 1] = written + kept[1:]
+            written += len(compact)
+    finally:
+        for f, _ in sinks:
+            f.close()
     shrink_npy(indices_path, written)
-    if out_types is not None:
-        out_types.flush()
-        del out_types
+    if types_path is not None:
         shrink_npy(types_path, written)
     return new_indptr
+
+
+def typed_range_count(node_type_offset, pairs_into, budget: int = 1 << 30) -> int:
+    """The ``ranges`` for edges_to_csc_file's typed build that keep every destination range
+    within ``budget`` bytes, given ``pairs_into[t]``, the pairs whose destination is of node
+    type t (taken as spread evenly over its nodes): ranges have equal width, so a type far
+    denser than the rest (IGBH's papers, the targets of every citation) needs more of them
+    than the total alone says. Each pair takes 3 int64 (its key and destination, then its
+    placed copy)."""
+    offsets = np.asarray(node_type_offset, dtype=np.int64)
+    n = int(offsets[-1])
+    if n == 0:
+        return 1
+    fits = budget / 24
+    cumulative = np.concatenate([[0.0], np.cumsum(np.asarray(pairs_into, dtype=np.float64))])
+    count = max(1, int(-(-cumulative[-1] // fits)))
+    while count < n:
+        width = -(-n // count)
+        bounds = np.minimum(np.arange(0, n + width, width), n)
+        worst = np.diff(np.interp(bounds, offsets, cumulative)).max()
+        if worst <= fits:
+            break
+        count = max(count + 1, int(count * worst / fits))
+    return min(count, n)
 
 
 def _typed_keys(chunks, num_nodes: int, self_loops: bool):

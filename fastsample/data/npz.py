@@ -50,6 +50,8 @@ class NpyMember:
     data_start: offset of the array data within the member (after the .npy header)
     stored_at:  offset of the member's bytes in the archive file if stored uncompressed,
                 else None (deflated: read through zipfile)
+    plain:      ``archive`` is a plain .npy file or a headerless raw array (open_npy,
+                raw_array), not a .npz: stored_at is 0, and messages name just the file
     """
 
     archive: Path
@@ -59,9 +61,10 @@ class NpyMember:
     fortran: bool
     data_start: int
     stored_at: int | None
+    plain: bool = False
 
     def __str__(self) -> str:
-        return f"{self.archive}: member {self.name!r}"
+        return str(self.archive) if self.plain else f"{self.archive}: member {self.name!r}"
 
     def blocks(self, axis: int = 0) -> Iterator[np.ndarray]:
         """Consecutive slices of the array along ``axis`` (0 or 1, or 0 of a 1-D array),
@@ -122,6 +125,60 @@ class NpyMember:
             raise DatasetError(f"{self}: truncated (a read of {want} bytes got {got})")
 
 
+def _header(f, where: str):
+    """The .npy header at ``f``'s position: (shape, fortran, dtype, data start); DatasetError
+    naming ``where`` if it is none or describes Python objects."""
+    try:
+        version = np.lib.format.read_magic(f)
+        read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        shape, fortran, dtype = read(f)
+    except ValueError as e:
+        raise DatasetError(f"{where}: not a .npy array ({e})") from e
+    if dtype.hasobject:
+        raise DatasetError(f"{where}: holds Python objects (pickled), not numbers")
+    return tuple(shape), fortran, dtype, f.tell()
+
+
+def has_npy_header(path: str | Path) -> bool:
+    """Whether the file ``path`` starts with .npy's magic string (else: a headerless raw array)."""
+    with open(path, "rb") as f:
+        return f.read(len(np.lib.format.MAGIC_PREFIX)) == np.lib.format.MAGIC_PREFIX
+
+
+def open_npy(path: str | Path) -> NpyMember:
+    """A plain .npy file, located but not read: its header parsed, its data read in blocks
+    by ``blocks()`` from the file (sequential reads, not a memory map, whose pages would
+    count in the process's resident memory). DatasetError naming the file if it is
+    missing, not a .npy array, pickled, or shorter than its header says."""
+    path = Path(path)
+    if not path.is_file():
+        raise DatasetError(f"{path}: missing")
+    try:
+        with open(path, "rb") as f:
+            shape, fortran, dtype, data_start = _header(f, str(path))
+            size = f.seek(0, 2)
+    except OSError as e:
+        raise DatasetError(f"{path}: unreadable ({e})") from e
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if size < data_start + nbytes:
+        raise DatasetError(f"{path}: truncated ({size - data_start} bytes of data, its header {shape} {dtype} "
+                           f"needs {nbytes})")
+    return NpyMember(path, path.stem, shape, dtype, fortran, data_start, 0, plain=True)
+
+
+def raw_array(path: str | Path, shape: tuple[int, ...], dtype) -> NpyMember:
+    """A headerless file holding exactly one C-order array of ``shape`` and ``dtype`` (what
+    np.memmap writes), read in blocks like open_npy's; DatasetError naming the file if its
+    size is not that array's."""
+    path, dtype = Path(path), np.dtype(dtype)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    size = path.stat().st_size
+    if size != nbytes:
+        raise DatasetError(f"{path}: {size} bytes, but a headerless {dtype} array of shape {tuple(shape)} "
+                           f"takes {nbytes}")
+    return NpyMember(path, path.stem, tuple(shape), dtype, False, 0, 0, plain=True)
+
+
 def open_npz(path: str | Path) -> dict[str, NpyMember]:
     """Locate every .npy member of the archive ``path`` and parse its header (no data is
     read). Raises DatasetError naming the file (missing, not a zip, a member not a .npy
@@ -138,16 +195,7 @@ def open_npz(path: str | Path) -> dict[str, NpyMember]:
                     continue
                 name = info.filename[:-4]
                 with zf.open(info) as f:
-                    try:
-                        version = np.lib.format.read_magic(f)
-                        read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
-                                else np.lib.format.read_array_header_2_0)
-                        shape, fortran, dtype = read(f)
-                    except ValueError as e:
-                        raise DatasetError(f"{path}: member {name!r}: not a .npy array ({e})") from e
-                    data_start = f.tell()
-                if dtype.hasobject:
-                    raise DatasetError(f"{path}: member {name!r}: holds Python objects (pickled), not numbers")
+                    shape, fortran, dtype, data_start = _header(f, f"{path}: member {name!r}")
                 nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
                 if info.file_size < data_start + nbytes:
                     raise DatasetError(f"{path}: member {name!r}: truncated ({info.file_size - data_start} bytes "

@@ -217,15 +217,8 @@ class OgbNpz:
             del indptr
             # float16 stays float16 (half the disk); any other float width becomes float32
             dtype = np.dtype(np.float16 if self.node_feat.dtype == np.float16 else np.float32)
-            with open(writer.tmp / "features.npy", "wb") as f:
-                # sequential writes, not a memmap: its dirty pages would count as this process's memory
-                np.lib.format.write_array_header_1_0(f, {"descr": np.lib.format.dtype_to_descr(dtype),
-                                                         "fortran_order": False,
-                                                         "shape": self.node_feat.shape})
-                with tqdm(total=n, desc="features", unit="row", unit_scale=True, disable=not progress) as bar:
-                    for block in self.node_feat.blocks(0):
-                        np.ascontiguousarray(block, dtype=dtype).tofile(f)
-                        bar.update(len(block))
+            with tqdm(total=n, desc="features", unit="row", unit_scale=True, disable=not progress) as bar:
+                writer.write_blocks("features", self.node_feat.shape, dtype, self.node_feat.blocks(0), bar.update)
             writer.save("labels", self.labels)
             for key, arr in (("train", self.train), ("val", self.val), ("test", self.test)):
                 writer.save(key, arr.astype(ids, copy=False))
