@@ -77,12 +77,12 @@ class NodeTask:
             return {**self._exact(trainer), "eval": "full"}
         return {**{f"{split}_acc": self._sampled(trainer, split, epoch) for split in ("val", "test")}, "eval": "sampled"}
 
-    def validate(self, trainer, epoch: int) -> float:
+    def validate(self, trainer, epoch: int) -> float | None:
         """Validation accuracy alone, sampled (--eval-every-steps: within an epoch)."""
         return self._sampled(trainer, "val", epoch)  # the next step puts the model back in training mode
 
     @torch.no_grad()
-    def _sampled(self, trainer, split: str, epoch: int) -> float:
+    def _sampled(self, trainer, split: str, epoch: int) -> float | None:
         trainer.model.eval()
         loader = trainer.loaders[split]
         loader.set_epoch(epoch)
@@ -92,7 +92,7 @@ class NodeTask:
                 pred = trainer.model(batch.blocks, trainer.input(batch)).argmax(1)
                 stats += [int((pred == batch.y).sum()), len(batch)]
         trainer.comm.all_reduce(stats)
-        return float(stats[0] / max(stats[1], 1))
+        return float(stats[0] / stats[1]) if stats[1] else None  # None: an empty split (IGBH's test)
 
     def _exact(self, trainer) -> dict:
         """Validation and test accuracy from exact layer-wise inference (one pass for both)."""
@@ -106,7 +106,8 @@ class NodeTask:
             ids = np.asarray(getattr(shard, split)) - lo
             stats[2 * k:2 * k + 2] = [(pred[ids] == shard.labels[ids]).sum(), len(ids)]
         trainer.comm.all_reduce(stats)
-        return {"val_acc": float(stats[0] / max(stats[1], 1)), "test_acc": float(stats[2] / max(stats[3], 1))}
+        return {"val_acc": float(stats[0] / stats[1]) if stats[1] else None,
+                "test_acc": float(stats[2] / stats[3]) if stats[3] else None}
 
     def warn_single_step(self, trainer) -> str | None:
         """A start-up warning when an epoch is one step (one update per epoch)."""

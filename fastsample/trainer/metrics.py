@@ -151,8 +151,8 @@ def report_line(r: EpochRecord, prefetch: bool = False) -> str:
 def _step_evals(r: EpochRecord) -> str:
     """The epoch's --eval-every-steps results and --target-val-acc's outcome, if any."""
     out = ""
-    if r.step_evals:
-        accs = [e["val_acc"] for e in r.step_evals]
+    accs = [e["val_acc"] for e in r.step_evals if e["val_acc"] is not None]
+    if accs:
         out += f"  step evals {len(accs)} (val last {accs[-1]:.4f} best {max(accs):.4f})"
     if r.time_to_target_s is not None:
         out += f"  reached val {r.target_val_acc} after {r.time_to_target_s:.1f}s"
