@@ -1,15 +1,18 @@
-"""R-GCN against a homogeneous GraphSAGE and an MLP on a typed graph, through the trainer.
+"""Typed-graph models against a homogeneous GraphSAGE and an MLP on a typed graph, through the trainer.
 
-Each model trains with ``python -m fastsample.train`` on P ranks, with the same fanouts,
-batch, epochs and seeds; reported: the test accuracy at the best validation epoch, per
-seed and the mean.
-  R-GCN      the typed dataset as it is (the built-in model for typed data)
-  GraphSAGE  the same graph with the types ignored: one node set, every edge kept (no
-             edge types), each type's features in one matrix (a featureless type's rows
-             zero), labels on the same nodes
-  MLP        GraphSAGE on the same nodes with no edges: a node's own features only
+Each model trains with ``python -m fastsample.train`` on P ranks, with the same flags
+(fanouts, batch, hidden, epochs, lr, dropout, heads) and seeds; reported: the test accuracy
+at the best validation epoch, per seed and the mean. --models picks among:
+  rgcn       R-GCN: the typed dataset as it is (--model sage, the built-in model for typed data)
+  rgat       R-GAT: the built-in one on native kernels (--model rgat)
+  pyg-rgat   R-GAT: PyG's, MLPerf's reference architecture (--model examples/pyg_rgat.py:build)
+  sage       GraphSAGE on the same graph with the types ignored: one node set, every edge
+             kept (no edge types), each type's features in one matrix (a featureless
+             type's rows zero), labels on the same nodes
+  mlp        GraphSAGE on the same nodes with no edges: a node's own features only
 
     python bench/hetero_accuracy.py --dataset data/hetero --ranks 2 --seeds 0,1,2
+    python bench/hetero_accuracy.py --dataset data/hetero --models rgat,pyg-rgat,rgcn --dropout 0.2
 """
 
 from __future__ import annotations
@@ -46,11 +49,22 @@ def untyped(ds, path: Path, edges: bool) -> None:
                   num_classes=ds.num_classes, overwrite=True)
 
 
-def train(partition: Path, ranks: int, seed: int, args, log: Path) -> float:
+HERE = Path(__file__).resolve().parent
+MODELS = {  # name: (what the table calls it, --model, trained on: typed, sage or mlp data)
+    "rgcn": ("R-GCN (built-in, --model sage)", "sage", "typed"),
+    "rgat": ("R-GAT (built-in, --model rgat)", "rgat", "typed"),
+    "pyg-rgat": ("R-GAT (PyG's, examples/pyg_rgat.py)", f"{HERE.parent / 'examples' / 'pyg_rgat.py'}:build", "typed"),
+    "sage": ("GraphSAGE (types ignored)", "sage", "sage"),
+    "mlp": ("MLP (own features)", "sage", "mlp"),
+}
+
+
+def train(partition: Path, ranks: int, seed: int, args, log: Path, model: str) -> float:
     cmd = [find_mpiexec() or "mpiexec", "-n", str(ranks), sys.executable, "-m", "fastsample.train", "--data",
-           str(partition), "--fanouts", args.fanouts, "--batch-size", str(args.batch_size), "--hidden",
-           str(args.hidden), "--epochs", str(args.epochs), "--lr", str(args.lr), "--seed", str(seed), "--threads",
-           "1", "--quiet", "--log-json", str(log)]
+           str(partition), "--model", model, "--fanouts", args.fanouts, "--batch-size", str(args.batch_size),
+           "--hidden", str(args.hidden), "--epochs", str(args.epochs), "--lr", str(args.lr), "--dropout",
+           str(args.dropout), "--heads", str(args.heads), "--seed", str(seed), "--threads", "1", "--quiet",
+           "--log-json", str(log)]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{proc.stdout}{proc.stderr}")
@@ -69,27 +83,35 @@ def main(argv=None) -> int:
     p.add_argument("--hidden", type=int, default=64)
     p.add_argument("--epochs", type=int, default=10)
     p.add_argument("--lr", type=float, default=0.005)
+    p.add_argument("--dropout", type=float, default=0.5)
+    p.add_argument("--heads", type=int, default=4, help="R-GAT's attention heads (must divide --hidden)")
+    p.add_argument("--models", default="rgcn,sage,mlp", help=f"comma-separated, of {', '.join(MODELS)}")
     args = p.parse_args(argv)
+    models = args.models.split(",")
+    unknown = [m for m in models if m not in MODELS]
+    if unknown:
+        raise SystemExit(f"--models: unknown {', '.join(unknown)} (known: {', '.join(MODELS)})")
     ds = load_dataset(args.dataset)
     if not ds.typed:
         raise SystemExit(f"{args.dataset}: not a typed dataset")
     seeds = [int(s) for s in args.seeds.split(",")]
     print(f"{ds.name}: {ds.graph.num_nodes:,} nodes, {ds.graph.num_edges:,} edges, {ds.graph.num_edge_types} edge "
           f"types, {len(ds.train):,} training {ds.target_type} nodes | {args.ranks} ranks, fanouts {args.fanouts}, "
-          f"batch {args.batch_size}/rank, hidden {args.hidden}, {args.epochs} epochs, lr {args.lr}, seeds {seeds}",
-          flush=True)
+          f"batch {args.batch_size}/rank, hidden {args.hidden}, {args.epochs} epochs, lr {args.lr}, dropout "
+          f"{args.dropout}, heads {args.heads}, seeds {seeds}", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        untyped(ds, tmp / "sage", edges=True)
-        untyped(ds, tmp / "mlp", edges=False)
-        results = {}
-        for name, source in (("R-GCN", Path(args.dataset)), ("GraphSAGE (types ignored)", tmp / "sage"),
-                             ("MLP (own features)", tmp / "mlp")):
-            part = tmp / f"part-{len(results)}"
-            partition_dataset(source, part, args.ranks, method="random", progress=False)
-            results[name] = [train(part, args.ranks, s, args, tmp / f"log-{len(results)}-{s}.jsonl") for s in seeds]
-            print(f"  {name:26s} test {np.mean(results[name]):.3f}  (seeds: "
-                  f"{', '.join(f'{a:.3f}' for a in results[name])})", flush=True)
+        sources, parts = {"typed": Path(args.dataset), "sage": tmp / "sage", "mlp": tmp / "mlp"}, {}
+        for name in models:
+            label, model, data = MODELS[name]
+            if data not in parts:
+                if data != "typed":
+                    untyped(ds, sources[data], edges=data == "sage")
+                parts[data] = tmp / f"part-{data}"
+                partition_dataset(sources[data], parts[data], args.ranks, method="random", progress=False)
+            accs = [train(parts[data], args.ranks, s, args, tmp / f"log-{name}-{s}.jsonl", model) for s in seeds]
+            print(f"  {label:38s} test {np.mean(accs):.3f}  (seeds: {', '.join(f'{a:.3f}' for a in accs)})",
+                  flush=True)
     return 0
 
 

@@ -1,13 +1,19 @@
 """R-GAT (the MLPerf GNN benchmark's model on IGBH) from PyTorch Geometric, on fastsample's
-typed data path: a HeteroConv of GATConv per relation, summed, on typed blocks.
+typed data path: MLPerf's reference RGNN(model="rgat") over typed blocks.
 
     python -m fastsample.data synth --preset hetero-small data/hetero
     python -m fastsample.partition data/hetero data/hetero-2 --parts 2
     mpiexec -n 2 python -m fastsample.train --data data/hetero-2 --model examples/pyg_rgat.py:build
 Needs torch_geometric: pip install ".[pyg]".
 
-Featureless node types arrive in ``x`` as rows of the trainer's sharded learnable
-embeddings (``--embed-dim`` wide), like any other type's features.
+The architecture is the reference's (mlcommons/training, retired_benchmarks/rgat/rgnn.py):
+per layer a HeteroConv of GATConv(d_in, hidden // heads, heads, add_self_loops=False) per
+relation, summed; LeakyReLU and dropout between layers; a Linear on the target type. The
+built-in ``--model rgat`` (fastsample/nn/rgat.py) is the same model on native kernels
+(bench/rgat.py compares the two on the same weights). Featureless node types arrive in
+``x`` as rows of the trainer's sharded learnable embeddings (``--embed-dim`` wide), like
+any other type's features; a relation between types of unequal widths gets GATConv's two
+projections, (d_src, d_dst).
 """
 
 import torch
@@ -18,24 +24,26 @@ from torch_geometric.nn import GATConv, HeteroConv
 class RGAT(torch.nn.Module):
     def __init__(self, in_dims, hidden, num_classes, edge_types, target_type, layers=2, heads=4, dropout=0.2):
         super().__init__()
-        self.target_type, self.dropout = target_type, dropout
+        self.target_type = target_type
+        self.dropout = torch.nn.Dropout(dropout)
         dims = dict(in_dims)
         self.convs = torch.nn.ModuleList()
-        for i in range(layers):
-            out, h = (num_classes, 1) if i == layers - 1 else (hidden, heads)
-            # a (source, destination) width per relation; no self-loops across types
-            self.convs.append(HeteroConv({tuple(e): GATConv((dims[e[0]], dims[e[2]]), out, heads=h, concat=False,
-                                                            add_self_loops=False) for e in edge_types}, aggr="sum"))
-            dims = dict.fromkeys(dims, out)
+        for _ in range(layers):
+            self.convs.append(HeteroConv({
+                tuple(e): GATConv(dims[e[0]] if dims[e[0]] == dims[e[2]] else (dims[e[0]], dims[e[2]]),
+                                  hidden // heads, heads=heads, add_self_loops=False)
+                for e in edge_types}, aggr="sum"))
+            dims = dict.fromkeys(dims, hidden)
+        self.lin = torch.nn.Linear(hidden, num_classes)
 
     def forward(self, blocks, x):  # fastsample's typed signature: typed blocks, {node type: rows}
         h = x
         for i, (conv, block) in enumerate(zip(self.convs, blocks)):
-            h = conv({t: F.dropout(v, self.dropout, self.training) for t, v in h.items()}, block.edge_index_dict)
+            h = conv(h, block.edge_index_dict)
             h = {t: v[:block.num_dst_dict[t]] for t, v in h.items()}  # this layer's destinations
             if i < len(self.convs) - 1:
-                h = {t: F.elu(v) for t, v in h.items()}
-        return h[self.target_type]
+                h = {t: self.dropout(F.leaky_relu(v)) for t, v in h.items()}
+        return self.lin(h[self.target_type])
 
 
 def build(in_dims, num_classes, args):
@@ -47,4 +55,5 @@ def build(in_dims, num_classes, args):
         meta = read_partition_meta(args.data)["dataset"]
     except ValueError:
         meta = read_meta(args.data)
-    return RGAT(in_dims, args.hidden, num_classes, meta["edge_types"], meta["target_type"], args.layers)
+    return RGAT(in_dims, args.hidden, num_classes, meta["edge_types"], meta["target_type"], args.layers,
+                heads=args.heads, dropout=args.dropout)

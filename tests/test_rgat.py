@@ -167,3 +167,24 @@ def test_the_trainer_trains_rgat_alike_in_every_mode_kernel_and_thread_count(typ
     untyped = [train_records(tmp_path / "u2", 2, tmp_path / f"u-{m}.jsonl", *args, "--mode", m, "--threads", "1")
                for m in ("hybrid", "vanilla")]
     assert [r["step_losses"] for r in untyped[0]] == [r["step_losses"] for r in untyped[1]]
+
+
+@pytest.mark.mpi
+@pytest.mark.slow
+def test_the_mlperf_job_script_runs_to_its_target(tmp_path):
+    # jobs/mlperf_rgat.sh end to end on the generator's smallest IGBH-schema graph: data,
+    # partition, the reference's recipe until the target, the time to it on the last line
+    import os
+    import subprocess
+    import sys
+
+    from helpers import REPO
+
+    env = {**os.environ, "FASTSAMPLE_PRESET": "hetero-tiny", "FASTSAMPLE_TARGET": "0.5",
+           "FASTSAMPLE_WORK": str(tmp_path), "FASTSAMPLE_PYTHON": sys.executable}
+    proc = subprocess.run(["bash", str(REPO / "jobs" / "mlperf_rgat.sh"), "--threads", "1", "--quiet"], cwd=REPO,
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    last = proc.stdout.strip().splitlines()[-1]
+    assert "time to target (val acc 0.5): " in last, proc.stdout
+    assert "evaluation every 1 steps" in proc.stdout  # 600 training papers a rank: 2 steps an epoch
