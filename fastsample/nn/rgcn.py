@@ -88,21 +88,22 @@ class RGCN(nn.Module):
 
     def products(self, blocks: list[Block], batch=None) -> list[tuple[str, str, int, int, int]]:
         """A training step's matrix products, (layer, op, rows, k, n) each (fastsample/nn/roofline.py):
-        per layer and relation into a computed type, W_self over its destinations' rows and
-        W_neigh over their means: the forward, the weight gradient, and the input gradient
-        where the input takes one (above the input layer; there, a learnable embedding's)."""
+        per layer and computed node type one, over its destinations' [h | a mean per relation
+        into the type] (see _conv): the forward, the weight gradient, and the input gradient
+        where the input takes one (above the input layer; there, where a learnable embedding
+        is among the rows)."""
         learnable = {t for t, v in (batch.x.items() if batch is not None else ()) if v is not None and v.requires_grad}
         out = []
         for i, block in enumerate(blocks):
-            for e in self.edge_types:
-                s, _, d = e
-                if d not in self._computed(i):
+            for d in self._computed(i):
+                into = [e for e in self.edge_types if e[2] == d]
+                if not into:
                     continue
-                conv, rows = self.layers[i]["__".join(e)], block.num_dst_dict[d]
-                for name, lin, grad in (("self", conv.self_lin, i > 0 or d in learnable),
-                                        ("neigh", conv.neigh_lin, i > 0 or s in learnable)):
-                    n, k = lin.weight.shape
-                    out += [(f"{i}:{':'.join(e)}:{name}", op, rows, k, n) for op in matmul.OPS[:3 if grad else 2]]
+                convs = [self.layers[i]["__".join(e)] for e in into]
+                k = convs[0].self_lin.in_features + sum(c.neigh_lin.in_features for c in convs)
+                grad = i > 0 or bool(learnable & {d, *(e[0] for e in into)})
+                rows, n = block.num_dst_dict[d], convs[0].self_lin.out_features
+                out += [(f"{i}:{d}", op, rows, k, n) for op in matmul.OPS[:3 if grad else 2]]
         return out
 
     def _computed(self, i: int) -> list[str]:
@@ -138,21 +139,29 @@ class RGCN(nn.Module):
         return {t: x[t].float() for t in self.node_types}
 
     def _conv(self, i: int, block: Block, h: dict) -> dict:
-        """Layer i before its activation: per destination type, the sum over its relations."""
+        """Layer i before its activation: per destination type t, the sum over its relations r
+        of W_self_r h + b_r + W_neigh_r mean_r, as one product: [h | mean_r1 | mean_r2 ...]
+        times [sum_r W_self_r | W_neigh_r1 | W_neigh_r2 ...] plus sum_r b_r (the self terms
+        of all relations share h: one product for them, not one per relation)."""
         layer = self.layers[i]
-        out = {t: None for t in self._computed(i)}
-        for r, e in enumerate(block.edge_types):
-            s, _, d = e
-            if d not in out:
-                continue
-            y = layer["__".join(e)](block.relation_block(r), h[s], h[d][:block.num_dst_dict[d]])
-            out[d] = y if out[d] is None else out[d] + y
         width = layer["__".join(self.edge_types[0])].self_lin.out_features
-        return {t: (v if v is not None else torch.zeros(block.num_dst_dict[t], width)) for t, v in out.items()}
+        out = {}
+        for t in self._computed(i):
+            into = [(r, e) for r, e in enumerate(block.edge_types) if e[2] == t]
+            h_dst = h[t][:block.num_dst_dict[t]]
+            if not into:
+                out[t] = h_dst.new_zeros(block.num_dst_dict[t], width)
+                continue
+            convs = [layer["__".join(e)] for _, e in into]
+            z = torch.cat([h_dst] + [mean(block.relation_block(r), h[e[0]]) for r, e in into], dim=1)
+            w = torch.cat([sum(c.self_lin.weight for c in convs)] + [c.neigh_lin.weight for c in convs], dim=1)
+            out[t] = torch.nn.functional.linear(z, w, sum(c.self_lin.bias for c in convs))
+        return out
 
 
 class _RelationConv(nn.Module):
-    """One relation's SAGEConv (mean): W_self h_dst + b + W_neigh mean(h_src)."""
+    """One relation's SAGEConv (mean) parameters, W_self h_dst + b + W_neigh mean(h_src)
+    (RGCN._conv computes a destination type's relations together)."""
 
     def __init__(self, src_dim: int, dst_dim: int, out_dim: int, scale: float = 1.0):
         super().__init__()
@@ -161,6 +170,3 @@ class _RelationConv(nn.Module):
         with torch.no_grad():
             for p in self.parameters():
                 p.mul_(scale)
-
-    def forward(self, block: Block, h_src: torch.Tensor, h_dst: torch.Tensor) -> torch.Tensor:
-        return self.self_lin(h_dst) + self.neigh_lin(mean(block, h_src))
