@@ -291,6 +291,9 @@ class RGAT(nn.Module):
             if d not in out:
                 continue
             y = layer["__".join(e)](block.relation_block(r), h[s], h[d][:block.num_dst_dict[d]])
-            out[d] = y if out[d] is None else out[d] + y
+            if out[d] is None:
+                out[d] = y
+            else:  # in place: the sum's terms are not needed again, and a new tensor per relation costs its pages
+                out[d] += y
         return {t: (v if v is not None else h[t].new_zeros(block.num_dst_dict[t], self.hidden))
                 for t, v in out.items()}
