@@ -6,11 +6,16 @@ from the sizes alone; what each term counts, and where it was measured, is below
 Persistent, per rank
   topology        hybrid: indptr (N+1) and indices (E) of the whole in-edge CSC, memory-mapped,
                   so the R ranks of a machine share one copy through the page cache (it is
-                  counted once per machine); vanilla: the rank's own rows, (N/P+1) + E/P.
+                  counted once per machine); vanilla: the rank's own rows, (n+1) + e, the
+                  largest part's nodes n and in-edges e under the partitioner's balance.
                   Dtypes by graph.py's rule: ids int32 while N < 2^31, indptr int32 while
                   E < 2^31, else int64 (and int64 whenever the ids are).
-  feature shard   ceil(N/P) x F x the feature dtype (memory-mapped, private to its rank), plus
-                  labels (int64) and the rank's split ids.
+  feature shard   the largest part's rows x F x the feature dtype (memory-mapped, private to
+                  its rank), plus labels (int64) and the rank's split ids. The partitioner
+                  holds every node type and the in-edges within 5 % of the mean per part
+                  (fastsample/partition/balance.py) and uses that room to keep its cut, so
+                  the largest part's rows of a type are 1.05 x N_type/P (type_cap), not
+                  ceil(N_type/P); the same for the in-edges (in_edge_cap).
   feature cache   --cache-fraction f: floor(f N) rows and their int64 ids (distributed/cache.py);
                   its start-up build holds ~4 int64 arrays of N (frequency policy; 3 for degree).
   node map        the fused sampler's global -> local map (native/node_map.hpp): up to 8M nodes
@@ -63,7 +68,8 @@ and Adam's two moments: 3 copies of N_type / P rows);
 each fanout applies per (node, edge type), modelled as R / T relations into each node.
 Measured on hetero-large (18.3M nodes, 324M edges, P = 4 on one machine): 1.8 GiB per
 rank predicted against 1.85-1.91 GiB private measured, 8.7 GiB per machine against a
-9.3 GiB PSS sum (bench/README.md).
+9.3 GiB PSS sum (bench/README.md), when the shard was an even split; with each type's
+rows at the partitioner's 5 % cap, about 58 MiB more per rank.
 
 Partitioning (python -m fastsample.partition, on one machine): METIS's and KaMinPar's
 estimated peaks and the --method auto choice are fastsample/partition/memory.py's own.
@@ -278,6 +284,7 @@ def _types(c: PlanConfig) -> dict:
     else the one-type case the flags describe (GraphSAGE is the one-relation R-GCN: the
     same parameters)."""
     from fastsample.graph import read_meta, type_dtype
+    from fastsample.partition.balance import type_cap
 
     meta = read_meta(c.dataset) if c.dataset is not None else {
         "num_nodes": c.nodes, "feature_dim": c.feature_dim, "dtypes": {"features": np.dtype(c.feature_dtype).name}}
@@ -300,7 +307,7 @@ def _types(c: PlanConfig) -> dict:
             **({"model": "GraphSAGE", "state_copies": 6} if types["target_type"] is None
                else {"model": "R-GCN", "state_copies": 5}),
             "embedding_values": sum(counts[t] for t, s in specs.items() if not s) * c.embed_dim,
-            "embedding_rank_values": sum(math.ceil(counts[t] / c.ranks) for t, s in specs.items() if not s)
+            "embedding_rank_values": sum(type_cap(counts[t], c.ranks) for t, s in specs.items() if not s)
             * c.embed_dim}
 
 
@@ -308,18 +315,21 @@ def plan(c: PlanConfig) -> dict:
     """Every figure of the plan (bytes, expected values), as the report and --json show it."""
     from fastsample.partition import memory as pm
     from fastsample.partition.assign import symmetric_edges
+    from fastsample.partition.balance import in_edge_cap, type_cap
 
     n, e, P, R = c.nodes, c.edges, c.ranks, c.ranks_per_machine
     machines = math.ceil(P / R)
     ids = id_dtype(n)
     offs = np.dtype(np.int64) if ids == np.int64 else offset_dtype(e)
     idb, offb, fb = _itemsize(ids), _itemsize(offs), np.dtype(c.feature_dtype).itemsize
-    shard_rows = [n // P + (r < n % P) for r in range(P)]  # an even split; the partitioner's is within 5 %
-    owned = shard_rows[0]  # the largest
+    shard_rows = [n // P + (r < n % P) for r in range(P)]  # an even split: what the parts hold on average
+    types = _types(c)
+    # the largest part's rows: each type at its cap under the partitioner's balance
+    owned = min(n, sum(type_cap(rows, P) for rows in types["node_types"].values()))
+    edges_owned = in_edge_cap(e, P)
 
     topology = (n + 1) * offb + e * idb
-    rank_topology = (owned + 1) * offb + math.ceil(e / P) * idb  # vanilla: the rank's rows
-    types = _types(c)
+    rank_topology = (owned + 1) * offb + edges_owned * idb  # vanilla: the rank's rows
     # a fanout applies per (node, edge type): about R / T relations into each node
     fanouts = [f if f < 0 else f * types["relations_per_type"] for f in c.fanouts]
     mfgs = expected_mfgs(n, e, fanouts, c.batch_size, c.degree_exponent)
@@ -327,10 +337,10 @@ def plan(c: PlanConfig) -> dict:
 
     # persistent, per rank
     # per-type shards at their widths; labels (int64) and the split ids (at most one per target-type node)
-    shard = sum(math.ceil(rows / P) * width for rows, width in types["featured"])
-    labels = math.ceil(types["target_rows"] / P) * (8 + idb)
+    shard = sum(type_cap(rows, P) * width for rows, width in types["featured"])
+    labels = type_cap(types["target_rows"], P) * (8 + idb)
     topology += e * types["type_bytes"]
-    rank_topology += math.ceil(e / P) * types["type_bytes"]
+    rank_topology += edges_owned * types["type_bytes"]
     cached_rows = min(int(c.cache_fraction * n), n - owned) if c.cache_fraction else 0
     cache = cached_rows * (c.feature_dim * fb + 8)
     cache_build = (4 if c.cache_policy == "frequency" else 3) * 8 * n if c.cache_fraction else 0
@@ -427,7 +437,7 @@ def format_plan(p: dict) -> str:
     row = "  {:<34} {:>11}"
     lines += ["per rank (expected; the largest shard)"]
     lines += [row.format(k, _b(v)) for k, v in [
-        ("feature shard (N/P x F)", r["feature_shard"]),
+        ("feature shard (1.05 N/P x F)", r["feature_shard"]),
         ("labels + split ids", r["labels_and_splits"]),
         (f"feature cache ({r['cache_rows']:,} rows)", r["feature_cache"]),
         ("sampler node map", r["node_map"]),

@@ -5,8 +5,9 @@
 
 Hybrid mode replicates the (relabelled) topology on every rank and shards features,
 labels and splits; vanilla mode shards the topology too (each rank stores the in-edges of
-the nodes it owns). Typed datasets partition too: every node type and split balanced,
-each (rank, node type) one contiguous id run (layout.py). ``partition_dataset(dataset, out, parts)`` writes a partition;
+the nodes it owns). Typed and untyped datasets are balanced alike (balance.py: every
+split of every node type exact to a node, every type and the in-edges within 5 % of the
+mean), each (rank, node type) one contiguous id run (layout.py). ``partition_dataset(dataset, out, parts)`` writes a partition;
 ``load_partition(path, rank, world_size, mode)`` opens one rank's share. Bad arguments and
 damaged or mismatched partitions are a PartitionError (a ValueError) naming the parameter
 or file.

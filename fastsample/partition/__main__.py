@@ -9,7 +9,7 @@ from fastsample import cli
 from fastsample import options as cfg
 from fastsample.choices import PARTITION_METHODS, PARTITION_MODES
 from fastsample.atomic import DiskFull, format_bytes
-from fastsample.graph import DatasetError, read_meta
+from fastsample.graph import NODE, DatasetError, read_meta
 from fastsample.partition.layout import PartitionError, partition_dataset
 
 EPILOG = """\
@@ -18,12 +18,17 @@ examples:
   python -m fastsample.partition data/products data/products-4r --parts 4 --method random
   python -m fastsample.partition data/g8m data/g8m-4 --parts 4 --method kaminpar
 
-METIS balances nodes, in-edges and training nodes at once (KaMinPar: one weight,
-in-degree + mean degree; fastsample/partition/kaminpar.py); a refinement pass then
-brings nodes and in-edges within 5% of the mean, and the fewest nodes are moved so that
-every part holds floor(n/P) or floor(n/P)+1 of each split (all ranks then run the same
-number of steps). Node ids are renumbered so each part owns one
-contiguous range; orig_ids.npy maps new ids back to the dataset's.
+The balance, for every method (an untyped graph is one node type): every part holds
+floor(n/P) or floor(n/P)+1 of each split (train, val, test) of each node type, so all
+ranks run the same number of steps; each node type at most 5% over its mean per part;
+in-edges at most 5% over the mean (or the mean plus the largest in-degree, where one
+node outweighs 5%). METIS and KaMinPar cut the graph balancing one weight, in-degree +
+1 (a constraint per node type leaves METIS's types far over their mean); the
+nodes still over a cap then move, those adding the fewest cut edges first, and a boundary
+refinement (moves, and swaps of two nodes of one group) recovers cut within every cap
+(fastsample/partition/balance.py). The report gives the partitioner's own cut next to
+the cut after balancing, and max/mean per node type. Node ids are renumbered so each
+part owns one contiguous range; orig_ids.npy maps new ids back to the dataset's.
 """
 
 
@@ -52,14 +57,20 @@ def format_report(meta: dict) -> str:
     """partition.json's contents as the report the CLI prints."""
     b = meta["balance"]
     parts = meta["parts"]
+    types = {k: v for k, v in meta["type_balance"].items() if k != NODE}  # the one-type case's name is internal
+    moved = meta["moved_for_balance"]
     lines = [
         f"partition   {meta['dataset']['name']} into {meta['num_parts']} parts by {meta['method']} "
         f"(mode {meta['mode']})",
         f"edge cut    {meta['edge_cut']:,} of {meta['dataset']['num_edges']:,} edges "
-        f"({meta['edge_cut_fraction']:.1%})",
-        "balance     max/mean  " + "  ".join(f"{k} {v:.3f}" for k, v in b.items()),
-        "moved       " + ", ".join(f"{k} {v:,}" for k, v in meta["moved_for_balance"].items())
-        + " nodes (rebalance: nodes and in-edges toward 5% of the mean; splits: floor or floor+1 per part)",
+        f"({meta['edge_cut_fraction']:.1%}; {meta['method']}'s own before balancing "
+        f"{meta['partitioner_edge_cut_fraction']:.1%})",
+        "balance     max/mean  " + "  ".join(f"{k} {v:.3f}" for k, v in b.items())
+        + f"  (splits floor or floor+1 per part; types and in-edges within {meta['balance_tolerance']:.0%})",
+        *(["types       max/mean  " + "  ".join(f"{k} {v:.3f}" for k, v in types.items())] if types else []),
+        f"moved       {moved['balance']:,} nodes to balance"
+        + (f"; refined by {moved['refine_moves']:,} moves and {moved['refine_swaps']:,} swaps"
+           if "refine_moves" in moved else ""),
         f"topology    hybrid {format_bytes(meta['hybrid_topology_bytes'])} on every rank; vanilla per rank "
         + ", ".join(format_bytes(p["vanilla_topology_bytes"]) for p in parts),
         "features    per rank " + ", ".join(format_bytes(p["feature_bytes"]) for p in parts),

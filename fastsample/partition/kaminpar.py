@@ -4,15 +4,13 @@ for graphs METIS cannot hold in memory (which method when: partition/memory.py).
 KaMinPar's Python bindings read a graph file, so the symmetric adjacency is written in
 ParHIP's binary format, in chunks (one header, byte offsets, 64-bit neighbour ids, 64-bit
 node weights), and loaded with graph compression and the memory-lean ``terapart``
-context. KaMinPar takes one node weight, not METIS's three constraints: the weight
-in_degree + ceil(E / N) balances the sum of a part's in-edges and its (scaled) node
-count; the rebalance pass and the exact split balancing that follow (assign.py) then hold
-nodes and in-edges within 5 % and the splits to floor/floor+1, as for METIS.
+context. It balances the one weight METIS gets too (assign.node_weights: in-degree + 1);
+balance.py then brings every node type, split and the in-edges to the stated balance, as
+for METIS.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import tempfile
 from pathlib import Path
@@ -47,13 +45,13 @@ def write_parhip(path: str | Path, adj: CSCGraph, weights: np.ndarray) -> None:
         np.asarray(weights, dtype=np.int64).tofile(f)
 
 
-def kaminpar_parts(adj: CSCGraph, in_degrees: np.ndarray, parts: int, seed: int = 0, threads: int | None = None,
+def kaminpar_parts(adj: CSCGraph, weights: np.ndarray, parts: int, seed: int = 0, threads: int | None = None,
                    eps: float = 0.03, scratch: str | Path | None = None) -> np.ndarray:
     """(num_nodes,) int32 part of each node from KaMinPar on the symmetric adjacency ``adj``.
 
     Args:
         adj: both directions of every edge, no self-loops (assign.symmetric_adjacency).
-        in_degrees: the dataset's in-degrees (the in-edge balance goal).
+        weights: int64 node weights to balance (assign.node_weights).
         parts: blocks; seed: KaMinPar's seed; threads: default all cores; eps: imbalance;
         scratch: the directory for the ParHIP file (8 bytes per edge, 16 per node;
         default: the system's temporary directory).
@@ -63,12 +61,10 @@ def kaminpar_parts(adj: CSCGraph, in_degrees: np.ndarray, parts: int, seed: int 
     n = adj.num_nodes
     if parts == 1:
         return np.zeros(n, dtype=np.int32)
-    weights = np.asarray(in_degrees, dtype=np.int64)
-    weights = weights + max(1, math.ceil(int(weights.sum()) / max(n, 1)))
     with tempfile.TemporaryDirectory(prefix="fastsample-kaminpar-", dir=scratch) as tmp:
         file = Path(tmp) / "graph.parhip"
         write_parhip(file, adj, weights)
-        del weights
+        del weights  # the file holds them (the caller passes its only reference: 8 bytes a node freed)
         graph = kaminpar.load_graph(str(file), kaminpar.GraphFileFormat.PARHIP, compress=True)
     kaminpar.reseed(seed)
     solver = kaminpar.KaMinPar(threads or os.cpu_count() or 1, kaminpar.terapart_context())

@@ -44,8 +44,10 @@ from fastsample.choices import MODES, PARTITION_METHODS, PARTITION_MODES
 from fastsample.edge_splits import load_edge_split
 from fastsample.graph import (NODE, SPLITS, CSCGraph, Dataset, DatasetError, unwrap_one_type, describe_types,
                               expect_array, load_dataset, open_array, open_types, read_json, validate_csc)
-from fastsample.partition.assign import (balance_splits, edge_cut, is_symmetric, metis_parts, random_parts,
-                                         rebalance, symmetric_adjacency, symmetric_edges)
+from fastsample.partition.assign import (edge_cut, is_symmetric, metis_parts, node_weights, random_parts,
+                                         symmetric_adjacency, symmetric_edges)
+from fastsample.partition.balance import TOLERANCE, balance, caps
+from fastsample.partition.refine import refine
 from fastsample.partition import kaminpar as kp
 from fastsample.partition import memory
 from fastsample.partition.relabel import relabel_graph_to, relabel_order
@@ -108,15 +110,16 @@ def _native_stderr():
                 print(text[0], file=sys.stderr, flush=True)
 
 
-def _graph_parts(method: str, ds, parts: int, seed: int, scratch) -> np.ndarray:
-    """METIS or KaMinPar; running out of memory is one PartitionError naming the alternative.
+def _graph_parts(method: str, ds, parts: int, seed: int, scratch) -> tuple[np.ndarray, CSCGraph]:
+    """METIS or KaMinPar, and the symmetric adjacency they ran on (balancing counts its gains
+    on it); running out of memory is one PartitionError naming the alternative.
     scratch: a directory for the symmetrised adjacency of a directed graph."""
     try:
         with _native_stderr() as said:
+            adj = symmetric_adjacency(ds, scratch)
             if method == "metis":
-                return metis_parts(ds, parts, seed, scratch)
-            return kp.kaminpar_parts(symmetric_adjacency(ds, scratch), ds.graph.in_degrees(), parts, seed,
-                                     scratch=scratch)
+                return metis_parts(adj, node_weights(ds.graph.in_degrees()), parts, seed), adj
+            return kp.kaminpar_parts(adj, node_weights(ds.graph.in_degrees()), parts, seed, scratch=scratch), adj
     except (MemoryError, RuntimeError) as e:  # pymetis reports its malloc failure as "unknown exception"
         n, m, sym = ds.graph.num_nodes, ds.graph.num_edges, _sym_edges(ds)
         need = (memory.metis_peak_bytes if method == "metis" else memory.kaminpar_peak_bytes)(n, sym)
@@ -225,16 +228,21 @@ def partition_dataset(dataset, out, parts: int, method: str = "auto", mode: str 
     _check_space(ds, Path(out), mode)
     with AtomicDirectory(out, overwrite=overwrite) as target:
         _stage(f"{method}: {n:,} nodes, {ds.graph.num_edges:,} edges into {parts} parts", progress, t0)
+        E = max(ds.graph.num_edges, 1)
         if method in ("metis", "kaminpar"):
-            part = _graph_parts(method, ds, parts, seed, target.tmp)
-            _stage(f"{method} done: edge cut {edge_cut(ds.graph, part) / max(ds.graph.num_edges, 1):.1%}; "
-                   "rebalancing nodes and in-edges", progress, t0)
-            moved = {"rebalance": rebalance(part, ds, parts)}
-        else:
-            part, moved = random_parts(n, parts, seed), {}
-        moved.update(balance_splits(part, ds, parts))
+            part, adj = _graph_parts(method, ds, parts, seed, target.tmp)
+        else:  # the baseline: no symmetrised copy; the in-edges stand in for it when balancing picks nodes
+            part, adj = random_parts(n, parts, seed), ds.graph
+        before = edge_cut(ds.graph, part)
+        _stage(f"{method} done: edge cut {before / E:.1%}; balancing every node type, split and the in-edges",
+               progress, t0)
+        limits = caps(ds, parts)
+        moved = {"balance": balance(adj, ds.graph.indptr, part, limits)}
+        if method != "random":  # random stays the naive baseline
+            moved["refine_moves"], moved["refine_swaps"] = refine(adj, ds.graph.indptr, part, limits)
+        del adj, limits
         cut = edge_cut(ds.graph, part)
-        _stage(f"edge cut {cut / max(ds.graph.num_edges, 1):.1%}; nodes moved for balance {moved}", progress, t0)
+        _stage(f"edge cut {cut / E:.1%}; nodes moved {moved}", progress, t0)
         orig_ids, offsets = relabel_order(part, parts)
         del part
         tmp = target.tmp
@@ -281,8 +289,8 @@ def partition_dataset(dataset, out, parts: int, method: str = "auto", mode: str 
                           "vanilla_topology_bytes": (hi - lo + 1) * graph.indptr.itemsize
                           + (e_hi - e_lo) * sum(a.itemsize for a in graph.edge_arrays().values())})
 
-        def balance(key):
-            values = np.array([st[key] for st in stats], dtype=np.float64)
+        def max_over_mean(key, t=None):
+            values = np.array([st[key] if t is None else st[key][t] for st in stats], dtype=np.float64)
             return float(values.max() / values.mean()) if values.mean() else 1.0
 
         meta = {
@@ -295,8 +303,11 @@ def partition_dataset(dataset, out, parts: int, method: str = "auto", mode: str 
             "num_parts": parts, "method": method, "mode": mode, "seed": seed,
             "offsets": offsets.tolist(),
             "type_runs": runs.tolist(),
-            "edge_cut": int(cut), "edge_cut_fraction": cut / max(ds.graph.num_edges, 1),
-            "balance": {key: balance(key) for key in ("nodes", "edges", *SPLITS)},
+            "edge_cut": int(cut), "edge_cut_fraction": cut / E,
+            "partitioner_edge_cut": int(before), "partitioner_edge_cut_fraction": before / E,
+            "balance_tolerance": TOLERANCE,
+            "balance": {key: max_over_mean(key) for key in ("nodes", "edges", *SPLITS)},
+            "type_balance": {name: max_over_mean("node_types", t) for t, name in enumerate(ds.graph.node_types)},
             "moved_for_balance": moved,
             "hybrid_topology_bytes": int(topo_bytes),
             "parts": stats,

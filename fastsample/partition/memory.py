@@ -1,9 +1,13 @@
 """The partitioners' memory: their estimated peaks, and ``--method auto``'s choice by them.
 
 Peak memory per directed edge of the symmetric adjacency, measured on this project's
-machines: METIS (pymetis, 3 constraints) ~130 bytes (products, 118M edges: 14.4 GiB);
-KaMinPar terapart with compression ~11 bytes (8M nodes, 312M edges: 3.3 GiB). The planner
-(python -m fastsample.plan) reports the same figures.
+machines: METIS (pymetis) ~130 bytes (products, 118M edges: 14.4 GiB, with 3 constraints;
+it has one since issue 36, and hetero-medium's whole partition peaked the same, 3.0 against
+3.1 GiB); KaMinPar terapart with compression ~11 bytes (8M nodes, 312M edges: 3.3 GiB).
+The balancing after either (balance.py, refine.py) needs at most ~100 bytes per node by
+count of its arrays (hetero-medium: 12-39 measured), after the partitioner has freed its
+own, so it stays below either peak.
+The planner (python -m fastsample.plan) reports the same figures.
 """
 
 from __future__ import annotations
