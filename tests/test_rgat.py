@@ -188,3 +188,20 @@ def test_the_mlperf_job_script_runs_to_its_target(tmp_path):
     last = proc.stdout.strip().splitlines()[-1]
     assert "time to target (val acc 0.5): " in last, proc.stdout
     assert "evaluation every 1 steps" in proc.stdout  # 600 training papers a rank: 2 steps an epoch
+
+
+@pytest.mark.parametrize("model", ["rgat", "rgcn"])
+def test_the_listed_products_are_the_forwards_products(typed, model, order):
+    # the floor (fastsample/nn/roofline.py) counts what the model lists: it must be what runs
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from fastsample.nn.rgcn import RGCN
+
+    ds, batch, x = batch_and_inputs(typed / "h")
+    dims = {t: v.shape[1] for t, v in x.items()}
+    m = (RGAT(dims, 16, ds.num_classes, 3, ds.graph.edge_types, ds.target_type) if model == "rgat" else
+         RGCN(dims, 16, ds.num_classes, 3, ds.graph.edge_types, ds.target_type)).eval()
+    with FlopCounterMode(display=False) as counter:
+        m(batch.blocks, x)
+    listed = sum(2 * rows * k * n for _, op, rows, k, n in m.products(batch.blocks) if op == "forward")
+    assert listed == counter.get_total_flops()

@@ -226,26 +226,31 @@ class RGAT(nn.Module):
         return rows, w.shape[1], w.shape[0]
 
     def products(self, blocks: list[Block], batch=None) -> list[tuple[str, str, int, int, int]]:
-        """A training step's matrix products (fastsample/nn/roofline.py): per layer and relation
-        into a computed type, the sources' projection and the destination scores' (rows,
-        d_in) x (d_in, heads), forward, weight gradient and input gradient where the input
-        takes one; then the final linear layer."""
+        """A training step's matrix products (fastsample/nn/roofline.py), as RelationAttention
+        runs them: per layer and relation into a computed type, the projection (of the
+        sources, or of the destinations' per-head sums: project_first decides) and the
+        scores' (rows, d_in) x (d_in, heads) products, forward, weight gradient and input
+        gradient where the input takes one; then the final linear layer."""
         learnable = {t for t, v in (batch.x.items() if batch is not None and isinstance(batch.x, dict) else ())
                      if v is not None and v.requires_grad}
         out = []
         for i, block in enumerate(blocks):
-            for e in self.edge_types:
+            for r, e in enumerate(block.edge_types):
                 s, _, d = e
                 if d not in self._computed(i):
                     continue
                 conv = self.layers[i]["__".join(e)]
                 grad_s, grad_d = i > 0 or s in learnable, i > 0 or d in learnable
-                n, k = conv.w_src.shape
+                width, d_in = conv.w_src.shape
+                src, dst, edges = block.num_src_dict[s], block.num_dst_dict[d], len(block.csc(r)[1])
                 name = f"{i}:{':'.join(e)}"
-                out += [(f"{name}:src", op, block.num_src_dict[s], k, n) for op in matmul.OPS[:3 if grad_s else 2]]
-                if not (s == d and hasattr(conv, "lin")):
-                    out += [(f"{name}:dst", op, block.num_dst_dict[d], conv.w_dst.shape[1], self.heads)
-                            for op in matmul.OPS[:3 if grad_d else 2]]
+                ops = lambda grad: matmul.OPS[:3 if grad else 2]  # noqa: E731
+                if project_first(src, dst, edges, d_in, self.heads, width):
+                    out += [(f"{name}:project", op, src, d_in, width) for op in ops(grad_s)]
+                else:  # the per-head sums' projection (the aggregation's gradient always flows), the sources' scores
+                    out += [(f"{name}:project", op, dst, d_in, width) for op in matmul.OPS]
+                    out += [(f"{name}:src scores", op, src, d_in, self.heads) for op in ops(grad_s)]
+                out += [(f"{name}:dst scores", op, dst, conv.w_dst.shape[1], self.heads) for op in ops(grad_d)]
         rows = blocks[-1].num_dst_dict[self.target_type] if self.target_type is not None else blocks[-1].num_dst
         return out + [("lin", op, rows, *reversed(self.lin.weight.shape)) for op in matmul.OPS]
 
