@@ -169,7 +169,11 @@ class RelationAttention(nn.Module):
         else:  # sum_u alpha_u W_h x_u = W_h (sum_u alpha_u x_u): weigh raw rows, project the sums
             a_src = h_src @ (w_src.view(H, C, -1) * self.att_src.view(H, C, 1)).sum(1).t()
             agg = attend(block, h_src, a_src, a_dst, shared=True).view(-1, H, h_src.shape[1])
-            out = torch.einsum("nhi,hci->nhc", agg, w_src.view(H, C, -1)).flatten(1)
+            w = w_src.view(H, C, -1)
+            if matmul.current().bf16:  # the plan's bf16 products (fp32 accumulation), as _Project's
+                out = torch.einsum("nhi,hci->nhc", agg.bfloat16(), w.bfloat16()).float().flatten(1)
+            else:
+                out = torch.einsum("nhi,hci->nhc", agg, w).flatten(1)
         return out + self.bias
 
 
