@@ -29,13 +29,14 @@ def main() -> None:
             assert not np.any((ids >= lo) & (ids < hi)), f"{mode} {policy}: caches rows rank {comm.rank} owns"
             assert np.array_equal(cache.by_type[0].rows, reference[ids]), f"{mode} {policy}: rows differ from the owners'"
             # what the policy promised: no node left out scores higher than one kept
-            if policy == "degree":
-                scores = np.bincount(orig_to_new_degree(ds, orig_ids), minlength=n)
-            else:
-                scores = np.zeros(n, dtype=np.int64)
+            degree = np.bincount(orig_to_new_degree(ds, orig_ids), minlength=n)
+            scores = degree
+            if policy == "frequency":  # the first epoch's input nodes, ties (unseen ones too) by degree
+                counts = np.zeros(n, dtype=np.int64)
                 order = loader.order()
                 for step in range(loader.epoch_steps):
-                    scores += np.bincount(loader.sample(loader.seeds(order, step), step)[0].src_ids, minlength=n)
+                    counts += np.bincount(loader.sample(loader.seeds(order, step), step)[0].src_ids, minlength=n)
+                scores = counts * (degree.max() + 1) + degree
             fetched = np.count_nonzero(np.delete(scores, np.arange(lo, hi)) > 0)  # nodes this rank would fetch
             assert len(ids) == min(int(0.1 * n), fetched), f"{mode} {policy}: {len(ids)} rows cached"
             others = np.setdiff1d(np.setdiff1d(np.arange(n), np.arange(lo, hi)), ids)

@@ -8,9 +8,11 @@ Which rows (``policy``):
              in-neighbour): cheap, needs no sampling, blind to the fanouts and the seeds.
   frequency  the non-owned nodes that appear most often among the input nodes
              (mfgs[0].src_ids) of this rank's own batches of the first whole epoch
-             (pre-sampled). The sampler is deterministic, so these are exactly the
-             batches training will draw in that epoch, and later epochs draw from the
-             same distribution.
+             (pre-sampled), ties to the most out-edges. The sampler is deterministic, so
+             these are exactly the batches training will draw in that epoch, and later
+             epochs draw from the same distribution; where that epoch fetched fewer
+             distinct rows than the cache holds (a good partition, small batches), the
+             rest of the cache goes by degree, as later epochs fetch other rows.
 The cache is built collectively at start-up (NodeLoader.warm_up, which supplies the
 scores): each rank picks its ids, then fetches their rows with one gather. It holds the
 rows of each node type at that type's width and dtype (untyped data: one type);
@@ -83,13 +85,14 @@ def degree_scores(part, comm) -> np.ndarray:
     return counts
 
 
-def frequency_scores(inputs, num_nodes: int) -> np.ndarray:
+def frequency_scores(inputs, num_nodes: int, degrees: np.ndarray) -> np.ndarray:
     """How often each node appears in ``inputs``, an iterable of input-id arrays (the
-    mfgs[0].src_ids of the batches the cache is for)."""
+    mfgs[0].src_ids of the batches the cache is for), ties ranked by ``degrees``
+    (degree_scores): count * (max degree + 1) + degree."""
     counts = np.zeros(num_nodes, dtype=np.int64)
     for ids in inputs:
         counts += np.bincount(ids, minlength=num_nodes)
-    return counts
+    return counts * (int(degrees.max(initial=0)) + 1) + degrees
 
 
 def build_cache(gather, scores: np.ndarray, fraction: float) -> FeatureCache:

@@ -401,10 +401,9 @@ class Loader:
     def _ensure_cache(self) -> None:
         """Build the feature cache asked for, unless one is there. Collective."""
         if self.cache_fraction and self.gather.cache is None:
-            if self.cache_policy == "degree":
-                scores = degree_scores(self.part, self.gather.comm)
-            else:  # the input nodes of this rank's whole first epoch (whatever max_steps caps)
-                scores = frequency_scores(self._epoch_inputs(0), self.part.num_nodes)
+            scores = degree_scores(self.part, self.gather.comm)
+            if self.cache_policy == "frequency":  # the input nodes of this rank's whole first epoch
+                scores = frequency_scores(self._epoch_inputs(0), self.part.num_nodes, scores)
             self.gather.cache = build_cache(self.gather, scores, self.cache_fraction)
 
     def _epoch_inputs(self, epoch: int):
