@@ -193,6 +193,24 @@ class Block:
             return self.adj @ h
 
 
+def typed_inputs(x: dict, node_types) -> dict:
+    """A typed model's input rows {node type: float32 rows}: every type must have rows (a
+    featureless type's come from its learnable embeddings; one clear error where not)."""
+    missing = [t for t in node_types if x.get(t) is None]
+    if missing:
+        raise ValueError(f"x: no rows for node types {', '.join(missing)} (featureless: the loader needs "
+                         "embeddings)")
+    return {t: x[t].float() for t in node_types}
+
+
+def check_widths(in_dims: dict) -> None:
+    """A typed model's input widths: a featureless type needs its embeddings' width."""
+    missing = [t for t, d in in_dims.items() if d is None]
+    if missing:
+        raise ValueError(f"in_dims: node types {', '.join(missing)} have no width: give featureless types "
+                         "embeddings (fastsample.distributed.embedding.ShardedEmbeddings) and their width")
+
+
 def _edge_index(indptr: np.ndarray, indices: np.ndarray, device) -> torch.Tensor:
     dst = np.repeat(np.arange(len(indptr) - 1, dtype=np.int64), np.diff(indptr))
     return torch.from_numpy(np.stack([indices.astype(np.int64), dst])).to(device)

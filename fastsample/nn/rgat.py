@@ -35,7 +35,7 @@ from torch import nn
 from fastsample.graph import EDGE, NODE
 from fastsample.native import lib as _native
 from fastsample.nn import matmul
-from fastsample.nn.block import Block
+from fastsample.nn.block import Block, check_widths, typed_inputs
 
 SCORE_SLOPE = 0.2  # GATConv's negative_slope of the attention scores
 ACTIVATION_SLOPE = 0.01  # F.leaky_relu's default, between layers (the reference's)
@@ -200,10 +200,7 @@ class RGAT(nn.Module):
             raise ValueError(f"heads ({heads}) must divide hidden ({hidden})")
         self.untyped = not isinstance(in_dims, dict)
         in_dims = {NODE: in_dims} if self.untyped else dict(in_dims)
-        missing = [t for t, d in in_dims.items() if d is None]
-        if missing:
-            raise ValueError(f"in_dims: node types {', '.join(missing)} have no width: give featureless types "
-                             "embeddings (fastsample.distributed.embedding.ShardedEmbeddings) and their width")
+        check_widths(in_dims)
         self.node_types, self.edge_types = list(in_dims), [tuple(e) for e in edge_types]
         self.target_type, self.heads, self.hidden = target_type, heads, hidden
         self.dropout = nn.Dropout(dropout)
@@ -285,12 +282,7 @@ class RGAT(nn.Module):
         return self.lin(block.rows_in_dst_order(h))
 
     def _inputs(self, x) -> dict:
-        x = {NODE: x} if self.untyped else x
-        missing = [t for t in self.node_types if x.get(t) is None]
-        if missing:
-            raise ValueError(f"x: no rows for node types {', '.join(missing)} (featureless: the loader needs "
-                             "embeddings)")
-        return {t: x[t].float() for t in self.node_types}
+        return typed_inputs({NODE: x} if self.untyped else x, self.node_types)
 
     def _conv(self, i: int, block: Block, h: dict) -> dict:
         """Layer i before its activation: per computed destination type, the sum over its relations."""

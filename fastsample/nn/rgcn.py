@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from fastsample.nn import matmul
-from fastsample.nn.block import Block
+from fastsample.nn.block import Block, check_widths, typed_inputs
 from fastsample.native import lib as _native
 
 
@@ -63,10 +63,7 @@ class RGCN(nn.Module):
         super().__init__()
         if num_layers < 1:
             raise ValueError(f"num_layers must be >= 1 (got {num_layers})")
-        missing = [t for t, d in in_dims.items() if d is None]
-        if missing:
-            raise ValueError(f"in_dims: node types {', '.join(missing)} have no width: give featureless types "
-                             "embeddings (fastsample.distributed.embedding.ShardedEmbeddings) and their width")
+        check_widths(in_dims)
         self.node_types, self.edge_types = list(in_dims), [tuple(e) for e in edge_types]
         self.target_type, self.dropout = target_type, nn.Dropout(dropout)
         dims = dict(in_dims)
@@ -132,11 +129,7 @@ class RGCN(nn.Module):
         return out if i == len(self.layers) - 1 else {t: torch.relu(v) for t, v in out.items()}
 
     def _inputs(self, x: dict) -> dict:
-        missing = [t for t in self.node_types if x.get(t) is None]
-        if missing:
-            raise ValueError(f"x: no rows for node types {', '.join(missing)} (featureless: the loader needs "
-                             "embeddings)")
-        return {t: x[t].float() for t in self.node_types}
+        return typed_inputs(x, self.node_types)
 
     def _conv(self, i: int, block: Block, h: dict) -> dict:
         """Layer i before its activation: per destination type t, the sum over its relations r
