@@ -26,7 +26,6 @@ import argparse
 import statistics
 import time
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 

@@ -12,7 +12,7 @@ import fastsample.nn.rgat as rgat
 from fastsample.data.synth_typed import TYPED_PRESETS, write_typed_synthetic
 from fastsample.graph import load_dataset
 from fastsample.loader import NodeLoader
-from fastsample.nn.rgat import ACTIVATION_SLOPE, RGAT
+from fastsample.nn.rgat import RGAT
 from fastsample.partition import partition_dataset
 from fastsample.sampling import get_num_threads, set_num_threads
 from helpers import native_built, train_records
