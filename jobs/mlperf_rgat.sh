@@ -5,7 +5,7 @@
 #
 #   jobs/mlperf_rgat.sh                           # the IGBH-schema generator's hetero-small, 2 ranks
 #   IGB_ROOT=/data/igbh IGB_SIZE=full FASTSAMPLE_RANKS=16 jobs/mlperf_rgat.sh
-#   sbatch --nodes=16 --ntasks-per-node=1 --cpus-per-task=64 jobs/mlperf_rgat.sh   # ranks: SLURM_NTASKS
+#   mkdir -p logs; sbatch --nodes=16 --ntasks-per-node=1 --cpus-per-task=64 jobs/mlperf_rgat.sh   # ranks: SLURM_NTASKS
 #
 # Environment (all optional):
 #   IGB_ROOT, IGB_SIZE   IGB's processed layout (python -m fastsample.data igb) and its size;
@@ -22,6 +22,11 @@
 # 15,10,5, batch 512 per rank, hidden 512, 4 heads, Adam lr 0.001, dropout 0.2, evaluation
 # every 0.05 epoch on the validation papers (sampled with the training fanouts, as the
 # reference's evaluation loader does), target 0.72.
+# Under sbatch: output to logs/ (create it first, as for train.sbatch); the data and its
+# partition are made in the batch step, on the first node, before the ranks start.
+#SBATCH --job-name=mlperf-rgat
+#SBATCH --output=logs/%x-%j.out
+#SBATCH --time=04:00:00
 set -euo pipefail
 
 PY=${FASTSAMPLE_PYTHON:-$([ -x .venv/bin/python ] && echo .venv/bin/python || echo python3)}
@@ -50,8 +55,13 @@ import json, math, sys
 parts = json.load(open(sys.argv[1] + '/partition.json'))['parts']
 print(max(1, round(0.05 * math.ceil(max(p['train'] for p in parts) / $BATCH))))" "$PART")
 
+THREADS=()
 if [ -n "${SLURM_JOB_ID:-}" ]; then
   LAUNCH=(srun --mpi=pmi2)
+  if [ -n "${SLURM_CPUS_PER_TASK:-}" ]; then  # one thread pool per rank, sized to its task's cores
+    export OMP_NUM_THREADS=$SLURM_CPUS_PER_TASK NUMBA_NUM_THREADS=$SLURM_CPUS_PER_TASK
+    THREADS=(--threads "$SLURM_CPUS_PER_TASK")
+  fi
 else
   MPIEXEC=$(dirname "$PY")/mpiexec
   [ -x "$MPIEXEC" ] || MPIEXEC=mpiexec
@@ -60,4 +70,4 @@ fi
 echo "mlperf_rgat: $PART on $RANKS ranks, target val acc $TARGET, evaluation every $EVAL_STEPS steps"
 "${LAUNCH[@]}" "$PY" -m fastsample.train --data "$PART" --model rgat --layers 3 --fanouts 15,10,5 \
   --batch-size "$BATCH" --hidden 512 --heads 4 --lr 0.001 --dropout 0.2 --epochs "$EPOCHS" \
-  --eval-every 0 --eval-every-steps "$EVAL_STEPS" --target-val-acc "$TARGET" "$@"
+  --eval-every 0 --eval-every-steps "$EVAL_STEPS" --target-val-acc "$TARGET" "${THREADS[@]}" "$@"
