@@ -152,7 +152,7 @@ def test_the_trainer_trains_rgat_alike_in_every_mode_kernel_and_thread_count(typ
     from conftest import make_small_dataset
 
     partition_dataset(typed / "h", typed / "p2", 2, progress=False)
-    args = ["--model", "rgat", "--fanouts", "4,3", "--batch-size", "64", "--hidden", "16", "--epochs", "2", "--quiet"]
+    args = ["--model", "rgat", "--fanouts", "4,3", "--batch-size", "64", "--hidden", "16", "--epochs", "1", "--quiet"]
     kernel = "native" if native_built() else "numba"
     # one run differs from the first in mode and kernel, one in its thread count
     runs = [train_records(typed / "p2", 2, tmp_path / f"{i}.jsonl", *args, *more)
