@@ -205,3 +205,21 @@ def test_the_listed_products_are_the_forwards_products(typed, model, order):
         m(batch.blocks, x)
     listed = sum(2 * rows * k * n for _, op, rows, k, n in m.products(batch.blocks) if op == "forward")
     assert listed == counter.get_total_flops()
+
+
+def test_bf16_products_stay_near_fp32(typed, order):
+    # --precision bf16 where bf16 products pay: both orders of the projection run them
+    from fastsample.nn import matmul
+
+    ds, batch, x = batch_and_inputs(typed / "h")
+    torch.manual_seed(0)
+    model = RGAT({t: v.shape[1] for t, v in x.items()}, 16, ds.num_classes, 3, ds.graph.edge_types, ds.target_type)
+    model.eval()
+    want = model(batch.blocks, x)
+    previous = matmul.use(matmul.Plan(bf16=True, precision="bf16"))
+    try:
+        got = model(batch.blocks, x)
+    finally:
+        matmul.use(previous)
+    assert not torch.equal(got, want)  # bf16 did run
+    assert (got - want).norm() / want.norm() < 0.02
