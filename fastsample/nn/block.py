@@ -181,6 +181,8 @@ class Block:
             weights = (1.0 / degree.clamp(min=1).to(torch.float32)).repeat_interleave(degree)
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+                # torch >= 2.11 warns once that it skips the checks we turned off ourselves
+                warnings.filterwarnings("ignore", message="Sparse invariant checks are implicitly disabled")
                 self._adj = torch.sparse_csr_tensor(indptr, torch.from_numpy(self.indices.astype(np.int64)),
                                                     weights, size=(self.num_dst, self.num_src),
                                                     check_invariants=False).to(self.device)
