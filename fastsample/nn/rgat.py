@@ -121,6 +121,18 @@ def project_first(num_src: int, num_dst: int, num_edges: int, d_in: int, heads: 
     return num_src * d_in * width + num_edges * width < num_dst * d_in * width + num_edges * heads * d_in
 
 
+def _dropout(h: torch.Tensor, dropout: nn.Dropout) -> torch.Tensor:
+    """dropout(h) with the native mask (keep bits a hash of seed and element, the same on any
+    thread count; torch's bernoulli draws are slow on the CPU), the seed from torch's
+    generator so that the step's torch.manual_seed fixes it (as GraphSAGE's)."""
+    if not (dropout.training and dropout.p > 0 and _native is not None and h.device.type == "cpu"
+            and h.dtype == torch.float32 and h.dim() == 2):
+        return dropout(h)
+    mask = torch.empty_like(h)
+    _native.dropout_mask(mask, dropout.p, int(torch.randint(0, 2**62, (1,)).item()))
+    return h * mask
+
+
 def _glorot(t: torch.Tensor) -> None:
     bound = math.sqrt(6.0 / (t.shape[-2] + t.shape[-1]))  # PyG's glorot: the last two dimensions
     nn.init.uniform_(t, -bound, bound)
@@ -263,7 +275,7 @@ class RGAT(nn.Module):
         for i, block in enumerate(blocks):
             h = self._conv(i, block, h)
             if i < last:
-                h = {t: self.dropout(F.leaky_relu(v, ACTIVATION_SLOPE)) for t, v in h.items()}
+                h = {t: _dropout(F.leaky_relu(v, ACTIVATION_SLOPE), self.dropout) for t, v in h.items()}
         return self._output(blocks[-1], h)
 
     def layer(self, i: int, block: Block, h):
