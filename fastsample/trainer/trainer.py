@@ -32,7 +32,7 @@ from fastsample.comm.agree import agree
 from fastsample.options import ConfigError, marked
 from fastsample.distributed import average_gradients
 from fastsample.distributed.embedding import ShardedEmbeddings
-from fastsample.graph import describe_types, unwrap_one_type
+from fastsample.graph import EDGE, NODE, describe_types, unwrap_one_type
 from fastsample.loading import Batch, narrow_features, open_data
 from fastsample.nn.sage import GraphSAGE
 from fastsample.nn.rgat import RGAT
@@ -71,11 +71,10 @@ def build_model(config: TrainConfig, in_dim, num_classes: int, schema: dict | No
 
 
 def _encoder(config: TrainConfig, task, in_dim, out_dim: int, schema: dict | None) -> torch.nn.Module:
-    if config.model == "rgat":  # untyped data: the one-type case, a GAT
-        typed = schema is not None
-        return RGAT(in_dim, config.hidden, out_dim, config.layers, *((
-            schema["edge_types"], task.encoder_target(schema["target_type"])) if typed else ()),
-            heads=config.heads, dropout=config.dropout)
+    if config.model == "rgat":  # untyped data is the one-type case (one relation): a GAT
+        schema = schema or {"edge_types": (EDGE,), "target_type": NODE}
+        return RGAT(in_dim, config.hidden, out_dim, config.layers, schema["edge_types"],
+                    task.encoder_target(schema["target_type"]), heads=config.heads, dropout=config.dropout)
     if config.model == "sage" and schema is not None:
         return RGCN(in_dim, config.hidden, out_dim, config.layers, schema["edge_types"],
                     task.encoder_target(schema["target_type"]), dropout=config.dropout)
@@ -368,7 +367,7 @@ class Trainer:
                 self._preempted(epoch, first + len(record.step_losses), record)
             if c.eval_every and (epoch + 1) % c.eval_every == 0 and not reached:
                 record.add(self.task.evaluate(self, epoch))
-                self._check_target(record, record.val_acc)
+                record.time_to_target_s = self._time_to_target(record.val_acc)
                 reached = record.time_to_target_s is not None
             if self.checkpoints is not None:  # collective with embeddings: each rank saves its shard
                 self.checkpoints.save(epoch, self.model, self.optimizer, self.comm, self.embeddings,
@@ -386,13 +385,13 @@ class Trainer:
             self.reporter.finished(history)
         return history
 
-    def _check_target(self, record: EpochRecord, val_acc: float | None) -> None:
-        """Mark ``record`` as where --target-val-acc was reached, if ``val_acc`` reaches it (the
-        same on every rank: the accuracy is all-reduced)."""
+    def _time_to_target(self, val_acc: float | None) -> float | None:
+        """Seconds since the run's first step if ``val_acc`` reaches --target-val-acc, else None
+        (the same decision on every rank: the accuracy is all-reduced)."""
         target = self.config.target_val_acc
-        record.target_val_acc = target
-        if target is not None and val_acc is not None and val_acc >= target and record.time_to_target_s is None:
-            record.time_to_target_s = time.perf_counter() - self.t_first_step
+        if target is None or val_acc is None or val_acc < target:
+            return None
+        return time.perf_counter() - self.t_first_step
 
     def _preempted(self, epoch: int, step: int, record: EpochRecord | None) -> None:
         """Save the state to resume at (epoch, step), log the partial epoch, raise Preempted."""
@@ -420,7 +419,7 @@ class Trainer:
         loader.set_epoch(epoch, first_step)
         before = loader.gather_counts()
         losses, totals, complete = [], np.zeros(3), True
-        evals, probe = [], EpochRecord(epoch=epoch, loss=0.0, train_acc=0.0)  # probe: where the target was met
+        evals, reached_s = [], None  # --eval-every-steps' results; when --target-val-acc was met
         for step, batch in enumerate(loader, start=first_step):
             loss_sum, correct, count = self.train_step(batch, epoch, step, timers)
             losses.append(loss_sum / max(count, 1))
@@ -434,8 +433,8 @@ class Trainer:
                     val = self.task.validate(self, epoch)
                 evals.append({"step": step, "val_acc": val, "s": t_eval - self.t_first_step,
                               "eval_s": time.perf_counter() - t_eval})
-                self._check_target(probe, val)
-                if probe.time_to_target_s is not None and step + 1 < self.steps_per_epoch:
+                reached_s = self._time_to_target(val)
+                if reached_s is not None and step + 1 < self.steps_per_epoch:
                     complete = False  # the run ends here
                     break
             if self.stop_agreed and step + 1 < self.steps_per_epoch:  # every rank leaves after this same step
@@ -454,7 +453,7 @@ class Trainer:
                            cache_hit_rate=cached / max(cached + remote, 1) if c.cache_fraction else None,
                            remote_input_fraction=(cached + remote) / max(cached + remote + local, 1),
                            first_step=first_step, complete=complete, step_evals=evals,
-                           target_val_acc=c.target_val_acc, time_to_target_s=probe.time_to_target_s,
+                           target_val_acc=c.target_val_acc, time_to_target_s=reached_s,
                            **({"val_acc": evals[-1]["val_acc"], "eval": "steps"} if evals else {}))
 
 
