@@ -36,6 +36,7 @@ from fastsample.graph import EDGE, NODE
 from fastsample.native import lib as _native
 from fastsample.nn import matmul
 from fastsample.nn.block import Block, check_widths, typed_inputs
+from fastsample.nn.sage import dropout
 
 SCORE_SLOPE = 0.2  # GATConv's negative_slope of the attention scores
 ACTIVATION_SLOPE = 0.01  # F.leaky_relu's default, between layers (the reference's)
@@ -119,18 +120,6 @@ def project_first(num_src: int, num_dst: int, num_edges: int, d_in: int, heads: 
     edge, then project each destination's per-head sums): the products' multiply-adds plus
     the elements weighed, each way. Sizes only, so every rank, kernel and mode decides alike."""
     return num_src * d_in * width + num_edges * width < num_dst * d_in * width + num_edges * heads * d_in
-
-
-def _dropout(h: torch.Tensor, dropout: nn.Dropout) -> torch.Tensor:
-    """dropout(h) with the native mask (keep bits a hash of seed and element, the same on any
-    thread count; torch's bernoulli draws are slow on the CPU), the seed from torch's
-    generator so that the step's torch.manual_seed fixes it (as GraphSAGE's)."""
-    if not (dropout.training and dropout.p > 0 and _native is not None and h.device.type == "cpu"
-            and h.dtype == torch.float32 and h.dim() == 2):
-        return dropout(h)
-    mask = torch.empty_like(h)
-    _native.dropout_mask(mask, dropout.p, int(torch.randint(0, 2**62, (1,)).item()))
-    return h * mask
 
 
 def _glorot(t: torch.Tensor) -> None:
@@ -275,7 +264,7 @@ class RGAT(nn.Module):
         for i, block in enumerate(blocks):
             h = self._conv(i, block, h)
             if i < last:
-                h = {t: _dropout(F.leaky_relu(v, ACTIVATION_SLOPE), self.dropout) for t, v in h.items()}
+                h = {t: dropout(F.leaky_relu(v, ACTIVATION_SLOPE), self.dropout) for t, v in h.items()}
         return self._output(blocks[-1], h)
 
     def layer(self, i: int, block: Block, h):

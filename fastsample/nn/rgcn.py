@@ -20,6 +20,7 @@ from torch import nn
 
 from fastsample.nn import matmul
 from fastsample.nn.block import Block, check_widths, typed_inputs
+from fastsample.nn.sage import dropout
 from fastsample.native import lib as _native
 
 
@@ -38,35 +39,6 @@ class _NativeMean(torch.autograd.Function):
         grad = torch.empty(ctx.num_src, g.shape[1], dtype=torch.float32)
         _native.mean_aggregate_backward(ctx.block.indptr, ctx.block.indices, g.contiguous(), None, None, 1.0, grad)
         return grad, None
-
-
-class _NativeReluDropout(torch.autograd.Function):
-    """dropout(relu(x)) on the native kernel (bias_relu_dropout: keep bits a hash of (seed,
-    element), the same on any thread count); torch's bernoulli draws took a quarter of an
-    R-GCN step. Backward: the gradient where the output is positive, times 1 / (1 - p)."""
-
-    @staticmethod
-    def forward(ctx, x, p, seed):
-        y = x.contiguous().clone()
-        _native.bias_relu_dropout(y, torch.zeros(y.shape[1]), p, seed)
-        ctx.save_for_backward(y)
-        ctx.scale = 1.0 / (1.0 - p)
-        return y
-
-    @staticmethod
-    def backward(ctx, g):
-        (y,) = ctx.saved_tensors
-        return g * (y > 0) * ctx.scale, None, None
-
-
-def relu_dropout(h: torch.Tensor, dropout: nn.Dropout) -> torch.Tensor:
-    """dropout(relu(h)): natively on the CPU in training, the seed from torch's generator (so
-    the step's torch.manual_seed fixes it, as GraphSAGE's native masks)."""
-    if not dropout.training or dropout.p == 0:
-        return torch.relu(h)
-    if _native is not None and h.device.type == "cpu" and h.dtype == torch.float32 and h.dim() == 2 and len(h):
-        return _NativeReluDropout.apply(h, dropout.p, int(torch.randint(0, 2**62, (1,)).item()))
-    return dropout(torch.relu(h))
 
 
 def mean(block: Block, h: torch.Tensor) -> torch.Tensor:
@@ -145,7 +117,7 @@ class RGCN(nn.Module):
         for i, block in enumerate(blocks):
             h = self._conv(i, block, h)
             if i < last:
-                h = {t: relu_dropout(v, self.dropout) for t, v in h.items()}
+                h = {t: dropout(torch.relu(v), self.dropout) for t, v in h.items()}
         if self.target_type is not None:
             return h[self.target_type]
         return blocks[-1].rows_in_dst_order(h)

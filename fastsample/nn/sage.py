@@ -39,6 +39,23 @@ AGGREGATIONS = ("auto", "native", "torch")
 HALF = (torch.bfloat16, torch.float16)
 
 
+def dropout_seed() -> int:
+    """From torch's generator, so torch.manual_seed fixes the native dropout masks."""
+    return int(torch.randint(0, 2**62, (1,)).item())
+
+
+def dropout(h: torch.Tensor, module: nn.Dropout) -> torch.Tensor:
+    """``module`` applied to ``h``, with the native keep bits on the CPU (a hash of the seed
+    and the element, the same on any thread count, the draws the fused native layers make;
+    torch's bernoulli_ is ~20x slower): the plain-PyTorch GraphSAGE, the R-GCN and the R-GAT."""
+    if not (module.training and module.p > 0 and _native is not None and h.device.type == "cpu"
+            and h.dtype == torch.float32 and h.dim() == 2):
+        return module(h)
+    mask = torch.empty_like(h)
+    _native.dropout_mask(mask, module.p, dropout_seed())
+    return h * mask
+
+
 class _NativeSAGE(torch.autograd.Function):
     """One layer on the native kernels; see the module docstring.
 
@@ -181,18 +198,11 @@ class GraphSAGE(nn.Module):
         if self._native_layers(x):
             return self._forward_native(blocks, x)
         x = x.float()  # 16-bit features: the plain-PyTorch layers compute in fp32
-        native_kernels = _native is not None and x.device.type == "cpu"
         h = x
         for i, (layer, block) in enumerate(zip(self.layers, blocks)):
             h = layer(block, h)
             if i < len(self.layers) - 1:
-                h = torch.relu(h)
-                if native_kernels and self.training and self.dropout.p > 0:  # the native path's draws
-                    mask = torch.empty_like(h)
-                    _native.dropout_mask(mask, self.dropout.p, self._dropout_seed())
-                    h = h * mask
-                else:
-                    h = self.dropout(h)
+                h = dropout(torch.relu(h), self.dropout)  # the native path's draws where it runs
         return h
 
     def _native_layers(self, x: torch.Tensor) -> bool:
@@ -223,14 +233,9 @@ class GraphSAGE(nn.Module):
         slots = [{} for _ in self.layers]  # bias gradients handed down in backward (_NativeSAGE's link)
         for i, (layer, block) in enumerate(zip(self.layers, blocks)):
             drop = p if i < len(self.layers) - 1 else None
-            seed = self._dropout_seed() if drop else 0
+            seed = dropout_seed() if drop else 0
             link = (slots[i], slots[i - 1] if in_scale is not None else None)
             h = _NativeSAGE.apply(h, layer.self_lin.weight, layer.self_lin.bias, layer.neigh_lin.weight, block,
                                   drop, seed, in_scale, link)
             in_scale = None if drop is None else 1.0 / (1.0 - drop)
         return h
-
-    @staticmethod
-    def _dropout_seed() -> int:
-        """From torch's generator, so torch.manual_seed fixes the native dropout masks."""
-        return int(torch.randint(0, 2**62, (1,)).item())
