@@ -54,14 +54,32 @@ struct F32 {
   static float load(float v) { return v; }
 };
 
+// Where the sources' rows are: one matrix (h, width wide), or a table of each row's
+// address (rows read where they landed: a feature shard, a cache, a receive buffer;
+// fastsample/rows.py), so an input layer reads them without a copy into one matrix first.
+template <typename T>
+struct Dense {
+  using Value = T;
+  const T* h;
+  int64_t width;
+  const T* row(int64_t i) const { return h + i * width; }
+};
+
+template <typename T>
+struct Table {
+  using Value = T;
+  const int64_t* addr;
+  const T* row(int64_t i) const { return reinterpret_cast<const T*>(addr[i]); }
+};
+
 // Destination i's row of the output. Inlined into each FS_CLONES function, whose own
 // `omp parallel for` calls it: an OpenMP region inside a shared helper would be outlined
 // once, for the baseline ISA, and lose the clones' vector width.
-template <typename Load, typename T>
+template <typename Load, typename Src>
 [[gnu::always_inline]] inline void mean_row(const int64_t* indptr, const int32_t* indices, int64_t num_edges,
-                                            const T* h, int64_t width, float* o, bool with_self, int64_t i) {
+                                            const Src& src, int64_t width, float* o, bool with_self, int64_t i) {
   if (with_self) {
-    const T* self = h + i * width;
+    const typename Src::Value* self = src.row(i);
 #pragma omp simd
     for (int64_t f = 0; f < width; ++f) o[f] = Load::load(self[f]);
     o += width;
@@ -69,8 +87,8 @@ template <typename Load, typename T>
   std::fill(o, o + width, 0.0f);
   const int64_t begin = indptr[i], end = indptr[i + 1];
   for (int64_t j = begin; j < end; ++j) {
-    if (j + kAhead < num_edges) prefetch_lines(h + static_cast<int64_t>(indices[j + kAhead]) * width, width);
-    const T* row = h + static_cast<int64_t>(indices[j]) * width;
+    if (j + kAhead < num_edges) prefetch_lines(src.row(indices[j + kAhead]), width);
+    const typename Src::Value* row = src.row(indices[j]);
 #pragma omp simd
     for (int64_t f = 0; f < width; ++f) o[f] += Load::load(row[f]);
   }
@@ -88,7 +106,7 @@ FS_CLONES void mean_aggregate(const int64_t* indptr, const int32_t* indices, int
   const int64_t num_edges = indptr[num_dst], stride = with_self ? 2 * width : width;
 #pragma omp parallel for schedule(dynamic, 64)
   for (int64_t i = 0; i < num_dst; ++i)
-    mean_row<F32>(indptr, indices, num_edges, h, width, out + i * stride, with_self, i);
+    mean_row<F32>(indptr, indices, num_edges, Dense<float>{h, width}, width, out + i * stride, with_self, i);
 }
 
 FS_CLONES void mean_aggregate_half(const int64_t* indptr, const int32_t* indices, int64_t num_dst, const uint16_t* h,
@@ -97,11 +115,33 @@ FS_CLONES void mean_aggregate_half(const int64_t* indptr, const int32_t* indices
   if (bf16) {
 #pragma omp parallel for schedule(dynamic, 64)
     for (int64_t i = 0; i < num_dst; ++i)
-      mean_row<Bf16>(indptr, indices, num_edges, h, width, out + i * stride, with_self, i);
+      mean_row<Bf16>(indptr, indices, num_edges, Dense<uint16_t>{h, width}, width, out + i * stride, with_self, i);
   } else {
 #pragma omp parallel for schedule(dynamic, 64)
     for (int64_t i = 0; i < num_dst; ++i)
-      mean_row<Fp16>(indptr, indices, num_edges, h, width, out + i * stride, with_self, i);
+      mean_row<Fp16>(indptr, indices, num_edges, Dense<uint16_t>{h, width}, width, out + i * stride, with_self, i);
+  }
+}
+
+FS_CLONES void mean_aggregate_at(const int64_t* indptr, const int32_t* indices, int64_t num_dst, const int64_t* addr,
+                                 RowKind kind, int64_t width, float* out, bool with_self) {
+  const int64_t num_edges = indptr[num_dst], stride = with_self ? 2 * width : width;
+  switch (kind) {
+    case RowKind::kF32:
+#pragma omp parallel for schedule(dynamic, 64)
+      for (int64_t i = 0; i < num_dst; ++i)
+        mean_row<F32>(indptr, indices, num_edges, Table<float>{addr}, width, out + i * stride, with_self, i);
+      break;
+    case RowKind::kBf16:
+#pragma omp parallel for schedule(dynamic, 64)
+      for (int64_t i = 0; i < num_dst; ++i)
+        mean_row<Bf16>(indptr, indices, num_edges, Table<uint16_t>{addr}, width, out + i * stride, with_self, i);
+      break;
+    case RowKind::kF16:
+#pragma omp parallel for schedule(dynamic, 64)
+      for (int64_t i = 0; i < num_dst; ++i)
+        mean_row<Fp16>(indptr, indices, num_edges, Table<uint16_t>{addr}, width, out + i * stride, with_self, i);
+      break;
   }
 }
 

@@ -14,6 +14,16 @@ void mean_aggregate(const int64_t* indptr, const int32_t* indices, int64_t num_d
 void mean_aggregate_half(const int64_t* indptr, const int32_t* indices, int64_t num_dst, const uint16_t* h,
                          int64_t width, float* out, bool with_self, bool bf16);
 
+// The element type of rows read through an address table.
+enum class RowKind : int { kF32 = 0, kBf16 = 1, kF16 = 2 };
+
+// mean_aggregate / mean_aggregate_half over rows found through addr: source u's row (width
+// elements of `kind`) starts at address addr[u]. The input layer reads the gathered rows
+// where they landed (shard, cache, receive buffer) instead of a copy of them in one matrix;
+// the same sums in the same order, so the same bits.
+void mean_aggregate_at(const int64_t* indptr, const int32_t* indices, int64_t num_dst, const int64_t* addr,
+                       RowKind kind, int64_t width, float* out, bool with_self);
+
 // The input gradient of a GraphSAGE layer, in one pass over the sources:
 //   grad_h[u, :] = grad_self[u, :] (u < num_dst, if grad_self)
 //                + sum over edges i -> u of grad_agg[i, :] / deg(i)

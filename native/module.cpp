@@ -195,6 +195,22 @@ NB_MODULE(_native, m) {
         nb::arg("indptr").noconvert(), nb::arg("indices").noconvert(), nb::arg("h").noconvert(),
         nb::arg("out").noconvert(), nb::arg("bf16"),
         "mean_aggregate over 16-bit rows h (bfloat16 bits if bf16, else float16, as uint16), summed in fp32");
+  m.def("mean_aggregate_at",
+        [](In<int64_t> indptr, In<int32_t> indices, In<int64_t> addr, int kind, Rows out, bool with_self) {
+          if (kind < 0 || kind > 2) throw nb::value_error("kind: 0 (float32), 1 (bfloat16) or 2 (float16)");
+          if (static_cast<int64_t>(out.shape(0)) != indptr.shape(0) - 1)
+            throw nb::value_error("out: one row per destination");
+          if (with_self && (out.shape(1) % 2 != 0 || addr.shape(0) < out.shape(0)))
+            throw nb::value_error("with_self: out twice the rows' width, and a row per destination");
+          nb::gil_scoped_release release;
+          mean_aggregate_at(indptr.data(), indices.data(), indptr.shape(0) - 1, addr.data(), static_cast<RowKind>(kind),
+                            with_self ? out.shape(1) / 2 : out.shape(1), out.data(), with_self);
+        },
+        nb::arg("indptr").noconvert(), nb::arg("indices").noconvert(), nb::arg("addr").noconvert(), nb::arg("kind"),
+        nb::arg("out").noconvert(), nb::arg("with_self"),
+        "mean_aggregate over rows found through an address table: source u's row starts at addr[u] "
+        "(kind: 0 float32, 1 bfloat16, 2 float16; out's width, halved if with_self); the addresses are the "
+        "caller's to keep valid (fastsample/rows.py)");
   m.def("mean_aggregate_backward",
         [](In<int64_t> indptr, In<int32_t> indices, ConstStridedRows grad_agg, std::optional<ConstStridedRows> grad_self,
            std::optional<ConstRows> mask, float scale, Rows grad_h, std::optional<Vec> col_sum) {
@@ -268,6 +284,14 @@ NB_MODULE(_native, m) {
         },
         nb::arg("mask").noconvert(), nb::arg("p"), nb::arg("seed"),
         "mask = 1/(1-p) where relu_dropout keeps an element, else 0 (same seed, same draws)");
+  m.def("copy_rows_at",
+        [](In<int64_t> addr, nb::ndarray<uint8_t, nb::ndim<2>, nb::c_contig, nb::device::cpu> dst) {
+          if (dst.shape(0) != addr.shape(0)) throw nb::value_error("dst: one row per address");
+          nb::gil_scoped_release release;
+          copy_rows_at(addr.data(), reinterpret_cast<char*>(dst.data()), addr.shape(0), dst.shape(1));
+        },
+        nb::arg("addr").noconvert(), nb::arg("dst").noconvert(),
+        "dst[i] = the dst.shape[1] bytes at address addr[i] (a row table's rows into one matrix)");
   m.def("copy_rows", &copy_rows_<float>, nb::arg("src").noconvert(), nb::arg("src_rows").noconvert(),
         nb::arg("dst").noconvert(), nb::arg("dst_rows").noconvert().none() = nb::none(),
         "dst[dst_rows[i] (or i)] = src[src_rows[i]]; row ids are not checked (the caller's are in range)");

@@ -126,11 +126,23 @@ def test_warm_up_faults_the_feature_shard_in_and_populate_skips_what_it_should(t
 
 
 @pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="needs /proc/self/smaps")
-def test_loader_warm_up_maps_the_whole_feature_shard(tmp_path):
+def test_a_loader_reads_its_feature_shard_into_memory_and_resident_skips_what_it_should(tmp_path):
+    """The gathered rows are read at random where they are (fastsample/rows.py): through a
+    file mapping's small pages every row would miss the TLB (allocator.resident)."""
+    from fastsample.allocator import resident
+
     data = make_small_dataset(tmp_path / "wide", num_nodes=2000, feature_dim=512)  # 4 MiB of features
     loader = NodeLoader(data, fanouts=[3, 2], batch_size=4)
     file = (data / "features.npy").resolve()
-    size_kib = file.stat().st_size // 1024
-    assert resident_kib(file) < size_kib // 2
-    loader.warm_up()
-    assert resident_kib(file) >= size_kib
+    shard = loader.gather.shards[0]
+    assert not isinstance(shard, np.memmap) and not shard.flags.writeable
+    assert resident_kib(file) == 0  # the mapping it was read through is gone
+    assert np.array_equal(shard, np.load(file))
+    batch = next(iter(loader))
+    assert torch.equal(batch.x, torch.from_numpy(np.load(file)[batch.mfgs[0].src_ids]))
+    rows = np.load(file, mmap_mode="r")
+    assert resident(rows, share=1e-9) is rows  # larger than that share of the free memory: left mapped
+    plain = np.ones((3, 2))
+    assert resident(plain) is plain  # not a mapping
+    kept = NodeLoader(data, fanouts=[3, 2], batch_size=4, precision="bf16")
+    assert kept.gather.shards[0].dtype == np.uint16  # narrowed into memory, once

@@ -64,11 +64,12 @@ class ShardedEmbeddings:
         return 3 * sum(p.numel() * 4 for p in self.tables.values())
 
     def step(self, batch) -> None:
-        """Send the gradients of the rows ``batch`` gathered (batch.x[type].grad; none: zeros)
+        """Send the gradients of the rows ``batch`` gathered (batch.inputs[type].grad; none: zeros)
         to their owners and update those rows. Collective: every rank, every training step,
         after backward, also when its batch was empty."""
         gather, route = batch.route
-        grads = {t: None if batch.x[t].grad is None else batch.x[t].grad.detach().cpu().numpy() for t in self.tables}
+        rows = batch.inputs  # the learnable rows are tensors there already (batch.x would make the others)
+        grads = {t: None if rows[t].grad is None else rows[t].grad.detach().cpu().numpy() for t in self.tables}
         t0 = time.perf_counter()
         received = gather.send_back(route, grads)
         t1 = time.perf_counter()

@@ -6,10 +6,12 @@ every node type at once (untyped data is the one-type case).
     round 2  the rows back in the order asked (so grouped by (source, type)): both sides
              know each id's type, so both know every segment's size, and the reply needs
              no count exchange
-Rows this rank owns are copied from its own shard and never cross the communicator, and
-neither do rows in the rank's hot-feature cache (distributed/cache.py). The result is one
-matrix per node type, rows in the order the ids of that type come; ``index`` says where
-each id's row is (the one-type case: the ids' own order). A featureless type (no shard)
+Rows this rank owns never cross the communicator, and neither do rows in the rank's
+hot-feature cache (distributed/cache.py). Nothing is copied into one matrix: the result is
+one row table per node type (fastsample/rows.py), rows in the order the ids of that type
+come, each read where it is (the shard, the cache, round 2's receive buffer), as the
+built-in models' input layers read them; ``rows`` makes the matrices on first access.
+``index`` says where each id's row is (the one-type case: the ids' own order). A featureless type (no shard)
 gets None. Rows travel in the shards' dtype when they share one (every untyped gather:
 the native row copies and any backend's element types), else as bytes.
 
@@ -22,6 +24,7 @@ ids (the type runs: run i is type i mod T, of rank i // T; untyped: the owned ra
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,6 +36,7 @@ from fastsample.graph import by_type, unwrap_one_type
 from fastsample.comm import Communicator
 
 from fastsample.native import lib as _native
+from fastsample.rows import RowTable
 
 
 _ROWS = {np.dtype(np.float32): np.float32, np.dtype(np.float16): np.uint16, bf16.BITS: np.uint16}
@@ -77,13 +81,19 @@ class Route:
 
 @dataclass
 class Gathered:
-    """One gather's result: ``rows`` {node type: its ids' rows, or None}, each id's node type
-    index (``types``) and row in its type's matrix (``index``), and the ``route``."""
+    """One gather's result: ``tables`` {node type: where its ids' rows are (a RowTable), or
+    None}, each id's node type index (``types``) and row in its type's table (``index``),
+    and the ``route``; ``rows`` the tables as matrices (float32 unless the gather keeps
+    16-bit rows 16-bit), made on first access."""
 
-    rows: dict
+    tables: dict
     types: np.ndarray
     index: np.ndarray
     route: Route
+
+    @functools.cached_property
+    def rows(self) -> dict:
+        return {t: None if rows is None else rows.materialize() for t, rows in self.tables.items()}
 
     def in_order(self) -> np.ndarray:
         """Every id's row, in the ids' order, as one matrix (the types' rows equally wide)."""
@@ -162,20 +172,24 @@ class FeatureGather:
         owner, types, rows = self.locate(ids)
         T = len(self.types)
         index, counts = positions_by_type(types, T)  # each id's rank among the ids of its type
-        out = {name: None if dtype is None else np.empty((counts[t], self.shards[t].shape[1]), dtype=dtype)
-               for t, (name, dtype) in enumerate(zip(self.types, self.out_dtypes))}
+        # where each row is: source 0 the shard, 1 the cache, 2 round 2's receive buffer
+        which = [np.empty(counts[t], np.int8) for t in range(T)]
+        offset = [np.empty(counts[t], np.int64) for t in range(T)]
         local = owner == self.comm.rank
         for t in range(T):
-            if self.shards[t] is not None:
-                at = self._of_type(local, types, t)
-                copy_rows(self.shards[t], rows[at], out[self.types[t]], index[at])
+            at = self._of_type(local, types, t)
+            which[t][index[at]] = 0
+            offset[t][index[at]] = rows[at] * self.row_bytes[t]
         fetch = ~local
-        for t, cached in (self.cache.by_type.items() if self.cache is not None else ()):
+        cached = {}
+        for t, held in (self.cache.by_type.items() if self.cache is not None else ()):
             at = self._of_type(fetch, types, t)
-            slot = cached.lookup(ids[at])
+            slot = held.lookup(ids[at])
             hit = slot >= 0
-            copy_rows(cached.rows, slot[hit], out[self.types[t]], index[at[hit]])
+            which[t][index[at[hit]]] = 1
+            offset[t][index[at[hit]]] = slot[hit] * self.row_bytes[t]
             fetch[at[hit]] = False
+            cached[t] = held.rows
             self.rows_cached += int(hit.sum())
         remote = np.flatnonzero(fetch)
         self.rows_local += int(local.sum())
@@ -189,9 +203,20 @@ class FeatureGather:
         reply = self._pack(w_types, w_rows, wanted_counts)
         data, _ = self.comm.all_to_all_v(reply, self._segments(w_types, wanted_counts, self.row_units),
                                          recv_counts=self._segments(types[order], asked, self.row_units))
-        self._unpack(data, types[order], index[order], asked, out)
-        return Gathered(out, types, index, Route(types, index, np.flatnonzero(local), rows, order, asked, w_types,
-                                                 w_rows, wanted_counts))
+        # the rows arrived back to back in the order asked
+        sizes = self.row_bytes[types[order]] if T > 1 else np.full(len(order), self.row_bytes[0])
+        at_byte = np.cumsum(sizes) - sizes
+        for t in range(T):
+            mine = slice(None) if T == 1 else types[order] == t
+            which[t][index[order[mine]]] = 2
+            offset[t][index[order[mine]]] = at_byte[mine]
+        empty = np.empty(0, np.uint8)
+        tables = {name: None if shard is None else
+                  RowTable(shard.dtype, shard.shape[1], (shard, cached.get(t, empty), data), which[t], offset[t],
+                           self.out_dtypes[t])
+                  for t, (name, shard) in enumerate(zip(self.types, self.shards))}
+        return Gathered(tables, types, index, Route(types, index, np.flatnonzero(local), rows, order, asked, w_types,
+                                                    w_rows, wanted_counts))
 
     def warm_up(self) -> bool:
         """Fault this rank's rows of every type in now (allocator.populate)."""
@@ -294,9 +319,3 @@ class FeatureGather:
             if self.row_units[t]:
                 copy_rows(self.shards[t], rows[a:b], self._rows_of(out, t, at, b - a))
         return out
-
-    def _unpack(self, data: np.ndarray, types: np.ndarray, index: np.ndarray, per_rank: np.ndarray,
-                out: dict) -> None:
-        for a, b, t, at in self._runs(types, per_rank, self.row_units):
-            if self.row_units[t]:
-                copy_rows(self._rows_of(data, t, at, b - a), np.arange(b - a), out[self.types[t]], index[a:b])

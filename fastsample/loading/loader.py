@@ -47,6 +47,7 @@ import numpy as np
 import torch
 
 from fastsample import bf16
+from fastsample import allocator
 from fastsample.allocator import available_memory
 from fastsample.nn.block import Block
 from fastsample.choices import CACHE_POLICIES, MODES, PRECISIONS, check_choice, check_fanouts
@@ -58,6 +59,7 @@ from fastsample.distributed.cache import FeatureCache, build_cache, degree_score
 from fastsample.graph import load_dataset, unwrap_one_type
 from fastsample.loading.seeds import EdgeSeeds, NodeSeeds, StepSeeds
 from fastsample.partition import RankPartition, load_partition
+from fastsample.rows import RowTable
 from fastsample.loading.prefetch import Prefetcher
 from fastsample.sampling import MFG, LocalSampler, Sampler, get_num_threads, set_num_threads
 
@@ -72,7 +74,10 @@ class Batch:
             with precision "bf16" 16-bit (bfloat16; float16 where the features are stored so).
             Typed data: {node type: (its input nodes, its width)}; a featureless type's rows
             are its learnable embeddings (a leaf tensor that takes a gradient) when the
-            loader has ``embeddings``, else None
+            loader has ``embeddings``, else None. Made on first access from
+    inputs: the same rows as the gather left them: on the CPU, row tables (fastsample/rows.py)
+            that the built-in models' input layers read where the rows are, without x's copy;
+            learnable rows and rows on a GPU are x's tensors already
     y:      int64 (S,) labels of the seeds, on the loader's device (node batches; else None)
     mfgs:   the sampled MFGs (numpy, global ids in src_ids), input layer first
     blocks: the same as Blocks, what a model's forward takes (fastsample/nn/block.py; typed
@@ -89,7 +94,7 @@ class Batch:
     """
 
     seeds: torch.Tensor
-    x: torch.Tensor | dict
+    inputs: torch.Tensor | RowTable | dict
     y: torch.Tensor | None
     mfgs: list[MFG]
     blocks: list
@@ -104,6 +109,18 @@ class Batch:
     edges: np.ndarray | None = None
     negatives: np.ndarray | None = None
 
+    @property
+    def x(self) -> torch.Tensor | dict:
+        """The input rows as tensors (see the class doc): ``inputs`` with each row table
+        (fastsample/rows.py: rows still where the gather found them, as the built-in models
+        read them) made a tensor, on first access, and kept."""
+        if isinstance(self.inputs, RowTable):
+            self.inputs = as_tensor(self.inputs.materialize(), torch.device("cpu"))
+        elif isinstance(self.inputs, dict):
+            self.inputs.update({t: as_tensor(v.materialize(), torch.device("cpu"))
+                                for t, v in self.inputs.items() if isinstance(v, RowTable)})
+        return self.inputs
+
     def edge_index(self, i: int) -> torch.Tensor:
         """Layer i's edges, PyG's layout: (2, E_i) int64, row 0 source position, row 1 destination position."""
         return self.blocks[i].edge_index
@@ -116,12 +133,21 @@ class Batch:
         return self.num_items
 
 
-def open_data(data, comm: Communicator, mode: str = "hybrid") -> RankPartition:
+def open_data(data, comm: Communicator, mode: str = "hybrid", resident: bool = True) -> RankPartition:
     """This rank's share of ``data``: a partition directory (python -m fastsample.partition)
-    built for ``comm.size`` ranks, or, for one process, a dataset directory."""
+    built for ``comm.size`` ranks, or, for one process, a dataset directory; an opened one
+    as it is. ``resident``: feature shards that fit are read into memory (allocator.resident:
+    the gathered rows are read in place, at random; a file mapping's small pages slow that)."""
     if isinstance(data, RankPartition):
         return data
-    path = Path(data)
+    part = _open(Path(data), comm, mode)
+    if not resident:
+        return part
+    return dataclasses.replace(part, features=unwrap_one_type(
+        {t: None if f is None else allocator.resident(f) for t, f in part.shards.items()}))
+
+
+def _open(path: Path, comm: Communicator, mode: str) -> RankPartition:
     if (path / "partition.json").is_file():
         return load_partition(path, comm.rank, comm.size, mode)
     if not path.exists():
@@ -151,12 +177,16 @@ def as_tensor(rows: np.ndarray, device: torch.device, learnable: bool = False) -
 
 
 def inputs_of(gather: FeatureGather, got, mfgs: list[MFG], device, node_types=(), edge_types=(),
-              learnable=()) -> tuple:
+              learnable=(), in_place: bool = False) -> tuple:
     """(x, blocks) a model takes, from a gather's rows around ``mfgs``: {node type: rows}
     (``learnable`` types' as leaves that take a gradient; untyped data's one matrix, as
     unwrap_one_type shows it) and blocks with each source's type (each layer's source types
-    are the input layer's first rows': its destinations are the next layer's sources)."""
-    x = {t: None if r is None else as_tensor(r, device, t in learnable) for t, r in got.rows.items()}
+    are the input layer's first rows': its destinations are the next layer's sources).
+    ``in_place``: on the CPU, the rows that take no gradient stay row tables (Batch.inputs)."""
+    device = torch.device(device)
+    keep = in_place and device.type == "cpu"
+    x = {t: None if r is None else r if keep and t not in learnable else as_tensor(r.materialize(), device, t in learnable)
+         for t, r in got.tables.items()}
     return unwrap_one_type(x), [Block.from_mfg(m, device, got.types[:m.num_src], node_types, edge_types)
                                 for m in mfgs]
 
@@ -217,7 +247,7 @@ class Loader:
         if not 0 <= cache_fraction < 1:
             raise ConfigError("cache_fraction", f"must be in [0, 1) (got {cache_fraction!r})")
         self.comm = comm if comm is not None else LocalCommunicator()
-        self.part = open_data(data, self.comm, mode)
+        self.part = open_data(data, self.comm, mode, resident=precision != "bf16")  # bf16: narrowed into memory
         if precision == "bf16":
             self.part = narrow_features(self.part)
         self.source = seeds(self.part, split, self.comm)
@@ -367,7 +397,8 @@ class Loader:
         """(batch.x, batch.blocks) of a gather's rows (inputs_of); the input block says each
         input node's index among its type's (what embeddings are indexed by), made when read."""
         tables = self.embeddings.tables if self.embeddings is not None else {}
-        x, blocks = inputs_of(self.gather, got, mfgs, self.device, self.node_types, self.edge_types, tables)
+        x, blocks = inputs_of(self.gather, got, mfgs, self.device, self.node_types, self.edge_types, tables,
+                              in_place=True)
 
         def input_index():
             ids = np.asarray(mfgs[0].src_ids, dtype=np.int64)
@@ -382,7 +413,7 @@ class Loader:
         update before this step), in two rounds on the caller's communicator."""
         t0 = time.perf_counter()
         got = self.embed_gather.gather(batch.mfgs[0].src_ids)
-        batch.x.update({t: as_tensor(got.rows[t], self.device, True) for t in self.embeddings.tables})
+        batch.inputs.update({t: as_tensor(got.rows[t], self.device, True) for t in self.embeddings.tables})
         batch.route = (self.embed_gather, got.route)
         dt = time.perf_counter() - t0
         batch.gather_s += dt

@@ -41,6 +41,7 @@ import torch
 
 from fastsample.graph import EDGE, NODE
 from fastsample.sampling import MFG
+from fastsample.rows import RowTable
 
 
 def positions_by_type(types: np.ndarray, num_types: int) -> tuple[np.ndarray, np.ndarray]:
@@ -196,13 +197,14 @@ class Block:
 
 
 def typed_inputs(x: dict, node_types) -> dict:
-    """A typed model's input rows {node type: float32 rows}: every type must have rows (a
-    featureless type's come from its learnable embeddings; one clear error where not)."""
+    """A typed model's input rows {node type: float32 rows, or a row table as it is
+    (fastsample/rows.py)}: every type must have rows (a featureless type's come from its
+    learnable embeddings; one clear error where not)."""
     missing = [t for t in node_types if x.get(t) is None]
     if missing:
         raise ValueError(f"x: no rows for node types {', '.join(missing)} (featureless: the loader needs "
                          "embeddings)")
-    return {t: x[t].float() for t in node_types}
+    return {t: x[t] if isinstance(x[t], RowTable) else x[t].float() for t in node_types}
 
 
 def check_widths(in_dims: dict) -> None:

@@ -56,6 +56,10 @@ class LinkModel(nn.Module):
     def reads_16bit_input(self) -> bool:
         return getattr(self.encoder, "reads_16bit_input", False)
 
+    @property
+    def reads_row_tables(self) -> bool:
+        return getattr(self.encoder, "reads_row_tables", False)
+
     def product_shape(self, rows: int):
         """The encoder's widest product (fastsample/nn/matmul.py's engine choice), if it says."""
         shape_of = getattr(self.encoder, "product_shape", None)

@@ -233,8 +233,8 @@ class RGAT(nn.Module):
         sources, or of the destinations' per-head sums: project_first decides) and the
         scores' (rows, d_in) x (d_in, heads) products, forward, weight gradient and input
         gradient where the input takes one; then the final linear layer."""
-        learnable = {t for t, v in (batch.x.items() if batch is not None and isinstance(batch.x, dict) else ())
-                     if v is not None and v.requires_grad}
+        learnable = {t for t, v in (batch.inputs.items() if batch is not None and isinstance(batch.inputs, dict) else ())
+                     if isinstance(v, torch.Tensor) and v.requires_grad}
         out = []
         for i, block in enumerate(blocks):
             for r, e in enumerate(block.edge_types):

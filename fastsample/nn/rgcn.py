@@ -22,6 +22,7 @@ from fastsample.nn import matmul
 from fastsample.nn.block import Block, check_widths, typed_inputs
 from fastsample.nn.sage import dropout
 from fastsample.native import lib as _native
+from fastsample.rows import RowTable, tensor_of
 
 
 class _NativeMean(torch.autograd.Function):
@@ -41,15 +42,23 @@ class _NativeMean(torch.autograd.Function):
         return grad, None
 
 
-def mean(block: Block, h: torch.Tensor) -> torch.Tensor:
-    """The mean of each destination's in-neighbours' rows of ``h`` (0 without edges)."""
+def mean(block: Block, h) -> torch.Tensor:
+    """The mean of each destination's in-neighbours' rows of ``h`` (0 without edges): a
+    tensor, or a row table (fastsample/rows.py), read where its rows are."""
+    if isinstance(h, RowTable):
+        if not h.readable:
+            return mean(block, tensor_of(h).float())
+        out = torch.empty(block.num_dst, h.width, dtype=torch.float32)
+        h.mean_into(block.indptr, block.indices, out, with_self=False)
+        return out
     if _native is not None and h.device.type == "cpu" and h.dtype == torch.float32:
         return _NativeMean.apply(h, block)
     return block.mean(h)
 
 
 class RGCN(nn.Module):
-    """R-GCN (see the module doc).
+    """R-GCN (see the module doc). Its input rows may be row tables (``reads_row_tables``,
+    fastsample/rows.py): the input layer's means read the gathered rows where they are.
 
     Args:
         in_dims: {node type: its input width (an embedding's for a featureless type)} in node type order;
@@ -58,6 +67,8 @@ class RGCN(nn.Module):
         target_type: the node type whose outputs are returned (None: every type's, a link encoder);
         dropout: probability after each hidden layer.
     """
+
+    reads_row_tables = True
 
     def __init__(self, in_dims: dict, hidden: int, num_classes: int, num_layers: int, edge_types, target_type: str,
                  dropout: float = 0.5):
@@ -90,7 +101,8 @@ class RGCN(nn.Module):
         into the type] (see _conv): the forward, the weight gradient, and the input gradient
         where the input takes one (above the input layer; there, where a learnable embedding
         is among the rows)."""
-        learnable = {t for t, v in (batch.x.items() if batch is not None else ()) if v is not None and v.requires_grad}
+        learnable = {t for t, v in (batch.inputs.items() if batch is not None else ())
+                     if isinstance(v, torch.Tensor) and v.requires_grad}
         out = []
         for i, block in enumerate(blocks):
             for d in self._computed(i):
@@ -142,7 +154,7 @@ class RGCN(nn.Module):
         out = {}
         for t in self._computed(i):
             into = [(r, e) for r, e in enumerate(block.edge_types) if e[2] == t]
-            h_dst = h[t][:block.num_dst_dict[t]]
+            h_dst = tensor_of(h[t], block.num_dst_dict[t]).float()  # a row table's: those rows alone
             if not into:
                 out[t] = h_dst.new_zeros(block.num_dst_dict[t], width)
                 continue

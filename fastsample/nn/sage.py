@@ -34,6 +34,7 @@ from fastsample.nn.block import Block
 
 from fastsample.native import lib as _native
 from fastsample.native import require
+from fastsample.rows import RowTable, tensor_of
 
 AGGREGATIONS = ("auto", "native", "torch")
 HALF = (torch.bfloat16, torch.float16)
@@ -115,10 +116,13 @@ class _NativeSAGE(torch.autograd.Function):
                 None, None, None, None, None)
 
 
-def aggregate(block: Block, h: torch.Tensor, z: torch.Tensor) -> None:
+def aggregate(block: Block, h, z: torch.Tensor) -> None:
     """z = [h[:num_dst] | mean of the in-neighbours' rows] (or only the mean, if z is as wide
-    as h) in fp32, on the native kernel; h float32, bfloat16 or float16 (read as is)."""
-    if h.dtype == torch.float32:
+    as h) in fp32, on the native kernel; h float32, bfloat16 or float16 (read as is), or a
+    row table of them (fastsample/rows.py: the gathered rows read where they are)."""
+    if isinstance(h, RowTable):
+        h.mean_into(block.indptr, block.indices, z, with_self=z.shape[1] == 2 * h.width)
+    elif h.dtype == torch.float32:
         _native.mean_aggregate(block.indptr, block.indices, h, z)
     elif h.dtype in HALF:
         _native.mean_aggregate_half(block.indptr, block.indices, h.view(torch.uint16), z, h.dtype == torch.bfloat16)
@@ -151,11 +155,14 @@ class GraphSAGE(nn.Module):
         aggregation: auto (native where it runs, else torch), native or torch.
 
     What a trainer may ask of a model (capabilities, not its class): ``reads_16bit_input``
-    (its first layer takes bfloat16/float16 features as they are), ``product_shape(rows)``
+    (its first layer takes bfloat16/float16 features as they are), ``reads_row_tables``
+    (x may be a row table, fastsample/rows.py: its first layer reads the gathered rows
+    where they are, no copy into one matrix first), ``product_shape(rows)``
     (its widest matrix product, for fastsample/nn/matmul.py's engine choice).
     """
 
     reads_16bit_input = True
+    reads_row_tables = True
 
     def __init__(self, in_dim: int, hidden: int, num_classes: int, num_layers: int, dropout: float = 0.5,
                  aggregation: str = "auto"):
@@ -195,6 +202,10 @@ class GraphSAGE(nn.Module):
         Returns:
             The logits of blocks[-1]'s destination nodes, (num_dst, num_classes).
         """
+        if isinstance(x, RowTable):
+            if x.readable and self.aggregation != "torch":
+                return self._forward_native(blocks, x)
+            x = tensor_of(x)
         if self._native_layers(x):
             return self._forward_native(blocks, x)
         x = x.float()  # 16-bit features: the plain-PyTorch layers compute in fp32
@@ -229,7 +240,7 @@ class GraphSAGE(nn.Module):
 
     def _forward_native(self, blocks: list[Block], x: torch.Tensor) -> torch.Tensor:
         p = self.dropout.p if self.training else 0.0
-        h, in_scale = x.contiguous(), None
+        h, in_scale = x if isinstance(x, RowTable) else x.contiguous(), None
         slots = [{} for _ in self.layers]  # bias gradients handed down in backward (_NativeSAGE's link)
         for i, (layer, block) in enumerate(zip(self.layers, blocks)):
             drop = p if i < len(self.layers) - 1 else None

@@ -208,7 +208,8 @@ class Trainer:
 
     def _open_data(self) -> None:
         c = self.config
-        self.shard = open_data(c.data, self.comm, c.mode)  # a partition, or a dataset for one process
+        # a partition, or a dataset for one process; bf16 narrows the shards into memory itself
+        self.shard = open_data(c.data, self.comm, c.mode, resident=c.precision != "bf16")
         self.num_classes = self.shard.num_classes
         if c.precision == "bf16":  # once, for every loader
             self.shard = narrow_features(self.shard)
@@ -260,11 +261,14 @@ class Trainer:
         self.matmul_note = f"{plan.describe()} ({source})"
 
     def input(self, batch: Batch) -> torch.Tensor:
-        """batch.x for the model: 16-bit features go as they are to a model that reads them
+        """The input rows for the model: row tables as they are to a model that reads them
+        (``reads_row_tables``: the built-in GraphSAGE and R-GCN read the rows where the gather
+        found them), else batch.x; 16-bit features as they are to a model that reads them
         (``reads_16bit_input``, as the built-in GraphSAGE), widened for any other."""
+        x = batch.inputs if getattr(self.model, "reads_row_tables", False) else batch.x
         if getattr(self.model, "reads_16bit_input", False):
-            return batch.x
-        return tree_map(lambda v: v if v is None or v.dtype == torch.float32 else v.float(), batch.x)
+            return x
+        return tree_map(lambda v: v if not isinstance(v, torch.Tensor) or v.dtype == torch.float32 else v.float(), x)
 
     # ---------------------------------------------------------------- one step
 

@@ -1,0 +1,126 @@
+"""Before and after in one run: the same training job on an earlier commit and on the working
+tree, alternating, on the same host; per-phase medians of each and their ratio.
+
+    python bench/before_after.py --rev HEAD --ranks 2 --rounds 2 -- \\
+        --data data/medium-2 --fanouts 15,10,5 --batch-size 1000 --epochs 3 --eval-every 0 --threads 1
+
+Everything after ``--`` goes to ``python -m fastsample.train`` on both sides, with
+``--log-json`` added. ``--rev`` is checked out into a temporary git worktree and run from
+there. Its native module is this tree's built one (copied in; building the old tree's
+would take minutes): fine for changes that add kernels or change Python, not for a change
+to an existing kernel's behaviour, and the worktree refuses to start if the copy does not
+import. Epoch 0 (warm-up) is left out; the table shows the medians over the remaining
+epochs of every round, and the speed-up before/after per phase. The CPU and the job's
+arguments are printed with the result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PHASES = ("epoch_s", "sample_s", "gather_s", "compute_s", "allreduce_s", "optimizer_s", "embed_grads_s",
+          "embed_update_s")
+# run fastsample.train from the tree in FASTSAMPLE_TREE, not from the editable install
+LAUNCHER = """import os, runpy, sys
+sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in type(f).__module__.lower()]
+sys.path.insert(0, os.environ["FASTSAMPLE_TREE"])
+for k in [k for k in sys.modules if k.split(".")[0] == "fastsample"]:
+    del sys.modules[k]
+sys.argv = ["fastsample.train"] + sys.argv[1:]
+runpy.run_module("fastsample.train", run_name="__main__", alter_sys=True)
+"""
+
+
+def cpu_model() -> str:
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown CPU"
+    fields = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
+    get = lambda k: fields.get(k, "?").strip()
+    return f"{get('Model name')} (family {get('CPU family')} model {get('Model')}), {get('CPU(s)')} CPUs"
+
+
+def worktree(rev: str, where: Path) -> Path:
+    """``rev`` checked out at ``where``, with this tree's native module copied in."""
+    subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(where), rev], check=True,
+                   capture_output=True, text=True)
+    from fastsample.native import lib
+
+    if lib is None:
+        sys.exit("before_after: the native module is not built here (make setup)")
+    shutil.copy2(lib.__file__, where / "fastsample" / Path(lib.__file__).name)
+    probe = subprocess.run([sys.executable, "-c", LAUNCHER.split("sys.argv")[0] + "import fastsample.native as n; "
+                            "assert n.lib is not None"], env={**os.environ, "FASTSAMPLE_TREE": str(where)},
+                           capture_output=True, text=True)
+    if probe.returncode:
+        sys.exit(f"before_after: {rev}'s tree does not import with this native module:\n{probe.stderr[-2000:]}")
+    return where
+
+
+def run(side: str, tree: Path | None, ranks: int, args: list[str], log: Path, timeout: float) -> list[dict]:
+    from fastsample.launcher import find_mpiexec
+
+    log.unlink(missing_ok=True)
+    entry = [sys.executable, "-m", "fastsample.train"] if tree is None else [sys.executable, "-c", LAUNCHER]
+    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+    if tree is not None:
+        env["FASTSAMPLE_TREE"] = str(tree)
+    argv = [find_mpiexec(), "-n", str(ranks), *entry, *args, "--log-json", str(log), "--quiet"]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout)
+    if done.returncode:
+        sys.exit(f"before_after: the {side} run failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    return [json.loads(line) for line in log.read_text().splitlines()]
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--rev", default="HEAD", help="the commit run as 'before' (default HEAD: the working tree's "
+                   "uncommitted changes are 'after')")
+    p.add_argument("--ranks", type=int, default=2, help="ranks per run (mpiexec -n)")
+    p.add_argument("--rounds", type=int, default=2, help="before/after pairs, alternating")
+    p.add_argument("--timeout", type=float, default=1800, help="seconds per run")
+    p.add_argument("--json", help="write every epoch record of both sides here")
+    p.add_argument("train_args", nargs=argparse.REMAINDER, help="-- then python -m fastsample.train's arguments")
+    a = p.parse_args(argv)
+    args = a.train_args[1:] if a.train_args[:1] == ["--"] else a.train_args
+    if not args:
+        p.error("give the training job's arguments after --")
+    print(f"CPU: {cpu_model()}")
+    print(f"job: mpiexec -n {a.ranks} python -m fastsample.train {' '.join(args)}; before = {a.rev}, after = "
+          f"the working tree; {a.rounds} rounds, alternating; medians of epochs >= 1", flush=True)
+    records = {"before": [], "after": []}
+    with tempfile.TemporaryDirectory(prefix="before-after-") as tmp:
+        tree = worktree(a.rev, Path(tmp) / "tree")
+        try:
+            for r in range(a.rounds):
+                for side, where in (("before", tree), ("after", None)):
+                    got = run(side, where, a.ranks, args, Path(tmp) / f"{side}.jsonl", a.timeout)
+                    kept = [e for e in got if e["epoch"] >= 1] or got
+                    records[side] += kept
+                    print(f"round {r + 1} {side:6s}: epochs " + ", ".join(f"{e['epoch_s']:.2f}" for e in kept) +
+                          " s (gather " + ", ".join(f"{e['gather_s']:.2f}" for e in kept) + ")", flush=True)
+        finally:
+            subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(tree)], capture_output=True)
+    print(f"\n{'phase':16s} {'before':>9s} {'after':>9s} {'before/after':>13s}")
+    for k in PHASES:
+        vals = {s: [e[k] for e in records[s] if e.get(k) is not None] for s in records}
+        if not vals["before"] or not vals["after"]:
+            continue
+        b, f = statistics.median(vals["before"]), statistics.median(vals["after"])
+        print(f"{k:16s} {b:9.3f} {f:9.3f} {b / f if f else float('inf'):12.2f}x")
+    if a.json:
+        Path(a.json).write_text(json.dumps(records, indent=1))
+
+
+if __name__ == "__main__":
+    main()

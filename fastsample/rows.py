@@ -1,0 +1,100 @@
+"""Gathered rows read where they landed: a row table.
+
+A step's input rows come from up to three places: this rank's feature shard (the rows it
+owns), its hot-feature cache, and the buffer the gather's second round received the rest
+in. Copying them all into one matrix before the input layer reads them writes every row
+once more, and reads it once more (on DistDGL's workload that pass was most of the
+gather). A RowTable records where each row is instead, its source array and byte offset,
+and the built-in models' input layers read the rows there through their addresses
+(native/aggregate.cpp, mean_aggregate_at): the same sums in the same order, so the same
+bits. ``materialize`` makes the one matrix for whoever wants it (Batch.x on first access, a
+user's model, a GPU, a learnable table's leaf).
+
+The table keeps its sources alive; they must not change while it is read (feature shards
+and caches do not; learnable tables do, and are always materialized).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from fastsample import bf16
+from fastsample.native import lib as _native
+
+# the native kernels' element kinds (native/aggregate.hpp, RowKind)
+KINDS = {np.dtype(np.float32): 0, bf16.BITS: 1, np.dtype(np.float16): 2}
+
+
+class RowTable:
+    """``n`` rows of ``width`` elements of ``dtype``, row i at byte ``offset[i]`` of
+    ``sources[which[i]]`` (C-contiguous arrays of any shape; which None: all in sources[0]);
+    ``materialize`` gives them as ``out_dtype`` (default ``dtype``; float32 widens 16-bit rows)."""
+
+    def __init__(self, dtype, width: int, sources, which: np.ndarray | None, offset: np.ndarray, out_dtype=None):
+        self.dtype, self.width = np.dtype(dtype), int(width)
+        self.out_dtype = self.dtype if out_dtype is None else np.dtype(out_dtype)
+        self.sources = tuple(sources)
+        self.which = which
+        self.offset = np.asarray(offset, dtype=np.int64)
+        self.row_bytes = self.width * self.dtype.itemsize
+        for s, src in enumerate(self.sources):  # an offset outside its source would read memory not ours
+            if not src.flags.c_contiguous:
+                raise ValueError(f"sources[{s}]: not C-contiguous")
+            mine = self.offset if which is None else self.offset[which == s]
+            if len(mine) and (mine.min() < 0 or mine.max() + self.row_bytes > src.nbytes):
+                raise ValueError(f"offset: rows outside sources[{s}] ({src.nbytes} bytes)")
+        self._addr = None
+
+    def __len__(self) -> int:
+        return len(self.offset)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return len(self), self.width
+
+    @property
+    def readable(self) -> bool:
+        """Whether the native kernels can read the rows in place (the module is built, the
+        dtype is one they read, every row aligned to its element)."""
+        return (_native is not None and self.dtype in KINDS
+                and not np.any(self.addresses() % self.dtype.itemsize))
+
+    def addresses(self) -> np.ndarray:
+        """int64 (n,): each row's address (valid while this table lives)."""
+        if self._addr is None:
+            base = np.array([s.ctypes.data for s in self.sources], dtype=np.int64)
+            self._addr = self.offset + (base[0] if self.which is None else base[self.which])
+        return self._addr
+
+    def materialize(self, stop: int | None = None) -> np.ndarray:
+        """Rows [0, stop) (all by default) as one (rows, width) matrix of ``out_dtype``."""
+        n = len(self) if stop is None else int(stop)
+        out = np.empty((n, self.width), dtype=self.dtype)
+        flat = out.view(np.uint8).reshape(n, self.row_bytes)
+        if _native is not None:
+            _native.copy_rows_at(self.addresses()[:n], flat)
+        else:
+            cols = np.arange(self.row_bytes, dtype=np.int64)
+            for s, src in enumerate(self.sources):
+                at = np.arange(n) if self.which is None else np.flatnonzero(self.which[:n] == s)
+                flat[at] = src.reshape(-1).view(np.uint8)[self.offset[at, None] + cols]
+        return out if self.out_dtype == self.dtype else bf16.widen(out).astype(self.out_dtype, copy=False)
+
+    def mean_into(self, indptr: torch.Tensor, indices: torch.Tensor, out: torch.Tensor, with_self: bool) -> None:
+        """out = [row i | mean of its sources' rows] (with_self) or the mean alone, per
+        destination of a CSC (indptr int64, indices int32), in fp32: mean_aggregate_at."""
+        _native.mean_aggregate_at(indptr, indices, torch.from_numpy(self.addresses()), KINDS[self.dtype], out,
+                                  with_self)
+
+
+def tensor_of(rows, stop: int | None = None) -> torch.Tensor:
+    """A RowTable's rows (or a tensor's) [0, stop) as a tensor, bfloat16 bits as torch.bfloat16."""
+    if isinstance(rows, RowTable):
+        return bf16.to_tensor(rows.materialize(stop))
+    return rows if stop is None else rows[:stop]
+
+
+def in_place(x) -> bool:
+    """Whether ``x`` (a batch's input rows, or a dict of them) holds a row table."""
+    return any(isinstance(v, RowTable) for v in (x.values() if isinstance(x, dict) else (x,)))

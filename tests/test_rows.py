@@ -1,0 +1,142 @@
+"""Row tables (fastsample/rows.py): gathered rows read where they landed give the same bits
+as the one matrix they replace, in the kernels and in the built-in models."""
+
+import numpy as np
+import pytest
+import torch
+
+import fastsample.rows as rows_module
+from fastsample import bf16
+from fastsample.nn.block import Block
+from fastsample.nn.rgcn import RGCN
+from fastsample.nn.sage import GraphSAGE
+from fastsample.rows import RowTable
+from fastsample.sampling import MFG
+
+from helpers import native_built
+
+needs_native = pytest.mark.skipif(not native_built(), reason="native module not built")
+
+DTYPES = {"float32": np.float32, "bfloat16": bf16.BITS, "float16": np.float16}
+
+
+def scattered(rng, n: int, width: int, dtype) -> tuple[np.ndarray, RowTable]:
+    """n rows, and a table of the same rows spread over three sources as a gather leaves
+    them: a shard, a cache, and a byte buffer (rows back to back) of another layout."""
+    values = rng.standard_normal((n, width)).astype(np.float32)
+    rows = bf16.narrow(values) if dtype == bf16.BITS else values.astype(dtype)
+    which = rng.integers(0, 3, n).astype(np.int8)
+    shard = np.zeros((n + 5, width), dtype=rows.dtype)
+    at_shard = rng.permutation(n + 5)[:n]
+    shard[at_shard] = rows
+    cache = np.zeros((n, width), dtype=rows.dtype)
+    at_cache = rng.permutation(n)
+    cache[at_cache] = rows
+    mine = np.flatnonzero(which == 2)
+    buffer = np.ascontiguousarray(rows[mine]).view(np.uint8).reshape(-1)
+    offset = np.where(which == 0, at_shard, at_cache).astype(np.int64) * rows.itemsize * width
+    offset[mine] = np.arange(len(mine)) * rows.itemsize * width
+    return rows, RowTable(rows.dtype, width, (shard, cache, buffer), which, offset)
+
+
+def csc(rng, num_dst: int, num_src: int, max_deg: int = 6) -> tuple[np.ndarray, np.ndarray]:
+    deg = rng.integers(0, max_deg + 1, num_dst)
+    indptr = np.concatenate([[0], np.cumsum(deg)]).astype(np.int64)
+    return indptr, rng.integers(0, num_src, int(indptr[-1])).astype(np.int32)
+
+
+@pytest.mark.parametrize("name", list(DTYPES))
+@pytest.mark.parametrize("native", [True, False])
+def test_materialize_gives_the_rows_native_or_not(name, native, monkeypatch):
+    if native and not native_built():
+        pytest.skip("native module not built")
+    if not native:
+        monkeypatch.setattr(rows_module, "_native", None)
+    rows, table = scattered(np.random.default_rng(0), 97, 13, DTYPES[name])
+    assert np.array_equal(table.materialize(), rows)
+    assert np.array_equal(table.materialize(40), rows[:40])
+
+
+def test_materialize_widens_to_the_out_dtype():
+    rows, table = scattered(np.random.default_rng(1), 30, 8, bf16.BITS)
+    wide = RowTable(table.dtype, 8, table.sources, table.which, table.offset, out_dtype=np.float32)
+    assert wide.materialize().dtype == np.float32
+    assert np.array_equal(wide.materialize(), bf16.widen(rows))
+
+
+def test_an_offset_outside_its_source_is_refused():
+    shard = np.zeros((4, 3), np.float32)
+    with pytest.raises(ValueError, match=r"outside sources\[0\]"):
+        RowTable(np.float32, 3, (shard,), None, np.array([0, 4 * 12]))  # 12-byte rows: row 4 is past the end
+    with pytest.raises(ValueError, match=r"outside sources\[0\]"):
+        RowTable(np.float32, 3, (shard,), None, np.array([-12, 0]))
+    RowTable(np.float32, 3, (shard,), None, np.array([0, 3 * 12]))  # the last row
+
+
+@needs_native
+@pytest.mark.parametrize("name", list(DTYPES))
+@pytest.mark.parametrize("with_self", [True, False])
+def test_the_mean_over_a_table_equals_the_mean_over_its_matrix(name, with_self):
+    from fastsample.native import lib
+
+    rng = np.random.default_rng(2)
+    rows, table = scattered(rng, 200, 24, DTYPES[name])
+    indptr, indices = csc(rng, 80, 200)
+    want = np.empty((80, 48 if with_self else 24), np.float32)
+    if name == "float32":
+        lib.mean_aggregate(indptr, indices, rows, want)
+    else:
+        lib.mean_aggregate_half(indptr, indices, rows.view(np.uint16), want, name == "bfloat16")
+    got = np.full_like(want, np.nan)
+    table.mean_into(torch.from_numpy(indptr), torch.from_numpy(indices), torch.from_numpy(got), with_self)
+    assert np.array_equal(got, want)  # the same sums in the same order
+
+
+def block(rng, num_dst: int, num_src: int) -> Block:
+    indptr, indices = csc(rng, num_dst, num_src)
+    mfg = MFG(indptr, indices, np.arange(num_src, dtype=np.int64), num_dst)
+    return Block.from_mfg(mfg, "cpu")
+
+
+@needs_native
+def test_graphsage_reads_a_table_as_it_reads_the_matrix():
+    rng = np.random.default_rng(3)
+    rows, table = scattered(rng, 300, 16, np.float32)
+    blocks = [block(rng, 120, 300), block(rng, 40, 120)]
+    torch.manual_seed(0)
+    model = GraphSAGE(16, 32, 5, 2)
+    outs, grads = [], []
+    for x in (torch.from_numpy(rows.copy()), table):
+        model.zero_grad()
+        torch.manual_seed(7)  # the same dropout draws
+        out = model(blocks, x)
+        out.square().sum().backward()
+        outs.append(out.detach())
+        grads.append([p.grad.clone() for p in model.parameters()])
+    assert torch.equal(outs[0], outs[1])
+    assert all(torch.equal(a, b) for a, b in zip(*grads))
+
+
+@needs_native
+def test_rgcn_reads_tables_as_it_reads_the_matrices():
+    rng = np.random.default_rng(4)
+    node_types = ["paper", "author"]
+    edge_types = [("paper", "cites", "paper"), ("author", "writes", "paper"), ("paper", "written_by", "author")]
+    a_rows, a_table = scattered(rng, 150, 8, np.float32)
+    p_rows, p_table = scattered(rng, 200, 8, bf16.BITS)
+    p_table = RowTable(p_table.dtype, 8, p_table.sources, p_table.which, p_table.offset, out_dtype=np.float32)
+    # one typed block: sources 0..349 (papers first), destinations 0..59 of them
+    src_types = np.concatenate([np.zeros(200, np.int8), np.ones(150, np.int8)])
+    indptr, indices = csc(rng, 60, 350)
+    etypes = np.where(src_types[indices] == 1, 1, 0).astype(np.uint8)
+    for i in range(60):  # a destination's edges in edge-type order
+        e = slice(indptr[i], indptr[i + 1])
+        order = np.argsort(etypes[e], kind="stable")
+        indices[e], etypes[e] = indices[e][order], etypes[e][order]
+    mfg = MFG(indptr, indices, np.arange(350, dtype=np.int64), 60, etypes)
+    b = Block.from_mfg(mfg, "cpu", src_types, node_types, edge_types)
+    torch.manual_seed(0)
+    model = RGCN({"paper": 8, "author": 8}, 16, 3, 1, edge_types, "paper")
+    want = model([b], {"paper": torch.from_numpy(bf16.widen(p_rows)), "author": torch.from_numpy(a_rows.copy())})
+    got = model([b], {"paper": p_table, "author": a_table})
+    assert torch.equal(got, want)
