@@ -19,7 +19,7 @@ PACKAGE = REPO / "fastsample"
 # Lowest first. A module takes the layer of the longest prefix listed here.
 LAYERS = [
     # 0: facts and schemas that depend on nothing of ours
-    ["fastsample.choices", "fastsample.options", "fastsample.atomic", "fastsample.allocator", "fastsample.bf16",
+    ["fastsample.choices", "fastsample.options", "fastsample.atomic", "fastsample.allocator", "fastsample.bf16", "fastsample.rows",
      "fastsample.native", "fastsample.launcher", "fastsample.sampling.mfg", "fastsample.sampling.rng",
      "fastsample.sampling.nodemap", "fastsample.comm.base"],
     # 1: the dataset record and the job's settings
