@@ -367,7 +367,14 @@ class Loader:
             set_num_threads(threads)
         order = self.order()
         for step in range(self.first_step, self.steps):
-            yield self.batch(self.step_seeds(order, step), step)
+            batch = self.batch(self.step_seeds(order, step), step)
+            if threads is not None:
+                # in the background, the copy into x is hidden, and the input layer then reads
+                # x in the order the sampler met the rows, faster than at random in the shard
+                t0 = time.perf_counter()
+                batch.x
+                batch.gather_s += time.perf_counter() - t0
+            yield batch
 
     def sample(self, seeds: np.ndarray, step: int, seed: int | None = None, exclude=None) -> list[MFG]:
         """The MFGs around ``seeds`` for (seed, this epoch, step, this rank), without the
