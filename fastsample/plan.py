@@ -10,8 +10,10 @@ Persistent, per rank
                   largest part's nodes n and in-edges e under the partitioner's balance.
                   Dtypes by graph.py's rule: ids int32 while N < 2^31, indptr int32 while
                   E < 2^31, else int64 (and int64 whenever the ids are).
-  feature shard   the largest part's rows x F x the feature dtype (memory-mapped, private to
-                  its rank), plus labels (int64) and the rank's split ids. The partitioner
+  feature shard   the largest part's rows x F x the feature dtype (private to its rank: read
+                  into its memory at start-up where it fits in half the available memory,
+                  allocator.resident; else memory-mapped), plus labels (int64) and the
+                  rank's split ids. The partitioner
                   holds every node type and the in-edges within 5 % of the mean per part
                   (fastsample/partition/balance.py) and uses that room to keep its cut, so
                   the largest part's rows of a type are 1.05 x N_type/P (type_cap), not
@@ -32,7 +34,9 @@ Persistent, per rank
 Per step, per rank (expected: see "Sampled sizes")
   MFGs            per layer indptr (dst+1) int64, indices (edges) int32, src_ids (dst+edges)
                   ids: the native kernel allocates src for the worst case, dst + edges.
-  gathered input  x: src_0 x F float32 rows, plus the gather's buffers: the rows this rank
+  gathered input  x: src_0 x F float32 rows (an upper bound: the built-in models read the rows
+                  where the gather left them, fastsample/rows.py, and x is made only with
+                  --prefetch or for another model), plus the gather's buffers: the rows this rank
                   sends and receives ((P-1)/P of the inputs each way, a random partition's
                   share; METIS keeps more local) and ~5 int64 per input node of bookkeeping.
   activations     per layer Z = [h_dst | mean] (dst x 2 d_in, fp32) and the output (dst x d_out);
