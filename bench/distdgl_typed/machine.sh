@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# One simulated DistDGL "machine" M: its graph server (partition M) + its trainer (rank M).
+# Must run inside its own mount namespace (run_distdgl.sh does: unshare -m --propagation private),
+# because DGL names shared-memory segments after the graph name only, so two servers on one host
+# would collide in /dev/shm. A private tmpfs on /dev/shm per "machine" gives each server+trainer pair
+# its own segment namespace, as on two real hosts. Network stays shared: everything is 127.0.0.1.
+# usage: machine.sh M NUM_MACHINES PART_CONFIG IP_CONFIG LOGDIR TIMEOUT_S THREADS EPOCHS [extra train.py args]
+set -u
+# (bench/distdgl_typed copy of /work/shared/peers/distdgl: starts train_typed.py, TRAIN_PY overrides)
+M=$1; NM=$2; PART_CONFIG=$3; IP_CONFIG=$4; LOGDIR=$5; TMO=$6; THREADS=$7; EPOCHS=$8; shift 8
+HERE=$(cd "$(dirname "$0")" && pwd)
+PY=${PY:?set PY to a python that has torch 2.13 and dgl 1.1.3}
+
+mount -t tmpfs -o size=${SHM_SIZE:-8g} tmpfs /dev/shm || { echo "cannot mount private /dev/shm"; exit 3; }
+
+common_env=(DGL_DIST_MODE=distributed DGL_NUM_SERVER=1 DGL_IP_CONFIG="$IP_CONFIG"
+            DGL_GRAPH_FORMAT=csc GLOO_SOCKET_IFNAME=lo OMP_NUM_THREADS="$THREADS" PYTHONUNBUFFERED=1)
+
+env "${common_env[@]}" DGL_ROLE=server DGL_SERVER_ID="$M" DGL_NUM_CLIENT="$NM" \
+    DGL_CONF_PATH="$PART_CONFIG" OMP_NUM_THREADS=1 \
+    timeout -k 10 "$TMO" "$PY" "$HERE/server.py" > "$LOGDIR/server$M.log" 2>&1 &
+SPID=$!
+
+env "${common_env[@]}" DGL_ROLE=client DGL_NUM_SAMPLER=0 \
+    timeout -k 10 "$TMO" "$PY" "$HERE/${TRAIN_PY:-train_typed.py}" --part_config "$PART_CONFIG" \
+    --ip_config "$IP_CONFIG" --torch_port "${TORCH_PORT:-29631}" --machine_id "$M" --world_size "$NM" --threads "$THREADS" \
+    --epochs "$EPOCHS" --out "$LOGDIR/results.jsonl" "$@" > "$LOGDIR/trainer$M.log" 2>&1 &
+TPID=$!
+
+trap 'kill $TPID $SPID 2>/dev/null' TERM INT
+wait $TPID; TRC=$?
+wait $SPID; SRC=$?
+echo "machine $M: trainer rc=$TRC server rc=$SRC" >> "$LOGDIR/rc.txt"
+exit $(( TRC != 0 ? TRC : SRC ))

@@ -1,0 +1,311 @@
+"""Typed epoch: fastsample's R-GCN against DistDGL 1.1.3's, same graph, same work, same run.
+
+Runs both systems alternately (rounds x [fastsample, DistDGL]) at 2 ranks x 1 thread on one
+typed dataset, each partitioned by its own system's partitioner:
+
+  fastsample  mpiexec -n 2 python -m fastsample.train --data OURS_PARTITION ...
+              (python -m fastsample.partition DATASET OURS_PARTITION --parts 2)
+  DistDGL     bench/distdgl_typed/run_distdgl.sh DGL_PART_CONFIG ...  (train_typed.py;
+              bench/distdgl_typed/partition_typed.py DATASET DGL_DIR --parts 2, METIS)
+
+and prints the settings, the CPU, per-phase medians of the measured epochs (epoch 0 of every
+run is warm-up) for both, and the epoch ratio DistDGL / fastsample. The work is the same on
+both sides: fanouts per relation (an int fanout is per relation on both), batch per rank,
+hidden width, layers, R-GCN = per relation SAGEConv(mean) summed over relations (DGL:
+HeteroGraphConv(..., aggregate='sum')), ReLU + dropout, Adam on dense weights, learnable
+N(0,1) embeddings (--embed-dim) for featureless types updated by sparse Adam (fastsample's
+RowAdam at the owners; DGL's DistEmbedding + SparseAdam).
+
+Every timed run holds `flock LOCK` (--lock; the CPU is shared with other benchmarks), and the
+CPU seconds other processes used meanwhile are reported per run; holding the lock, each run
+first waits (--quiet-wait) for other processes' load to stop, and a run disturbed anyway
+(--max-foreign-cpu) is repeated (--retries). Needs root (the DistDGL harness's unshare/tmpfs).
+
+usage:
+  .venv/bin/python bench/typed_vs_distdgl.py --ours /tmp/w/hm-2 --dgl /tmp/w/dgt/hm-2/typed.json
+      --rounds 1 --epochs 4 --out /tmp/w/dgt/cmp-hm
+  (partitions: python -m fastsample.partition /tmp/w/hm /tmp/w/hm-2 --parts 2;
+   bench/out/dgl-envs/dgl113/bin/python bench/distdgl_typed/partition_typed.py /tmp/w/hm /tmp/w/dgt/hm-2)
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+PHASES = [  # (label, fastsample's record keys summed, DistDGL's keys summed)
+    ("sample", ["sample_s"], ["sample_s"]),
+    ("gather / fetch (features, embedding rows, labels)", ["gather_s"], ["fetch_s"]),
+    ("compute (forward + loss + backward)", ["compute_s"], ["compute_s"]),
+    ("all-reduce (dense gradients)", ["allreduce_s"], ["allreduce_s"]),
+    ("dense optimizer step (Adam)", ["optimizer_s"], ["optimizer_s"]),
+    ("embedding update (grads to owners + sparse Adam)", ["embed_grads_s", "embed_update_s"], ["embed_update_s"]),
+]
+
+
+def die(msg: str):
+    sys.exit(f"typed_vs_distdgl.py: {msg}")
+
+
+def cpu() -> str:
+    out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+    f = {k.strip(): v.strip() for k, v in (line.split(":", 1) for line in out.splitlines() if ":" in line)}
+    return (f"{f.get('Model name', '?')} (family {f.get('CPU family', '?')}, model {f.get('Model', '?')}), "
+            f"{os.cpu_count()} logical CPUs")
+
+
+class ForeignCPU:
+    """CPU seconds used, while a run is timed, by processes outside this driver's tree (another
+    benchmark on the shared CPU that does not take the lock): /proc scanned every 0.5 s, each
+    foreign process's utime + stime growth summed (processes living < 0.5 s are missed)."""
+
+    def __init__(self):
+        import threading
+        self.tick = os.sysconf("SC_CLK_TCK")
+        self.first, self.last, self.stop = {}, {}, threading.Event()
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _scan(self):
+        procs = {}
+        for d in os.listdir("/proc"):
+            if d.isdigit():
+                try:
+                    f = open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()
+                    procs[int(d)] = (int(f[1]), int(f[11]) + int(f[12]))  # ppid, utime + stime
+                except (OSError, IndexError, ValueError):
+                    pass
+        me = os.getpid()
+        for pid, (ppid, t) in procs.items():
+            q, mine = pid, False
+            for _ in range(64):
+                if q == me:
+                    mine = True
+                    break
+                if q not in procs or q <= 1:
+                    break
+                q = procs[q][0]
+            if not mine:
+                self.first.setdefault(pid, t)
+                self.last[pid] = t
+
+    def _loop(self):
+        while not self.stop.wait(0.5):
+            self._scan()
+
+    def __enter__(self):
+        self._scan()
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join()
+        self.seconds = sum(self.last[p] - self.first[p] for p in self.last) / self.tick
+
+
+def source_state() -> str:
+    """fastsample's code as run: HEAD and a digest of uncommitted changes under fastsample/ and
+    native/ (the tree may change between runs when others work in it)."""
+    import hashlib
+    git = lambda *a: subprocess.run(["git", *a], capture_output=True, text=True, cwd=REPO).stdout  # noqa: E731
+    head = git("rev-parse", "--short", "HEAD").strip()
+    diff = git("diff", "HEAD", "--", "fastsample", "native")
+    return head + (f"+dirty:{hashlib.sha1(diff.encode()).hexdigest()[:8]}" if diff else "")
+
+
+def quiet_wait(max_s: float, cores: float = 0.15, window: float = 3.0) -> float:
+    """Waits (up to max_s) until processes outside this driver's tree use under `cores` CPUs
+    over a window; returns the seconds waited."""
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < max_s:
+        with ForeignCPU() as fc:
+            time.sleep(window)
+        if fc.seconds < cores * window:
+            break
+    return time.perf_counter() - t0
+
+
+def run(cmd: list, log: Path, env=None, lock=None, quiet_s: float = 0.0) -> tuple[float, float]:
+    """Runs cmd holding LOCK (flock(2), as flock(1) takes it: `flock LOCK cmd`), after waiting up
+    to quiet_s for the CPU to be free of foreign load; returns (wall seconds once the lock is
+    held and the wait is over, foreign CPU seconds meanwhile: see ForeignCPU)."""
+    import fcntl
+    lf = open(lock, "a") if lock else None
+    try:
+        if lf:
+            fcntl.flock(lf, fcntl.LOCK_EX)
+        if quiet_s:
+            waited = quiet_wait(quiet_s)
+            if waited > 5:
+                print(f"  (waited {waited:.0f} s for other processes' load to stop)", flush=True)
+        t0 = time.perf_counter()
+        with open(log, "w") as f, ForeignCPU() as fc:
+            rc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, cwd=REPO).returncode
+        wall = time.perf_counter() - t0
+    finally:
+        if lf:
+            fcntl.flock(lf, fcntl.LOCK_UN)
+            lf.close()
+    if rc:
+        tail = log.read_text()[-3000:]
+        die(f"{' '.join(map(str, cmd))} exited {rc}; the end of {log}:\n{tail}")
+    return wall, fc.seconds
+
+
+def median(rows, keys):
+    return statistics.median(sum(r[k] or 0.0 for k in keys) for r in rows)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--ours", required=True, help="fastsample partition directory (python -m fastsample.partition)")
+    ap.add_argument("--dgl", required=True, help="DistDGL partition config JSON (partition_typed.py)")
+    ap.add_argument("--dgl-python", default=str(REPO / "bench/out/dgl-envs/dgl113/bin/python"),
+                    help="a python with torch and dgl 1.1.3 (bench/setup_dgl.sh)")
+    ap.add_argument("--python", default=str(REPO / ".venv/bin/python"), help="fastsample's python")
+    ap.add_argument("--mpiexec", default=str(REPO / ".venv/bin/mpiexec"))
+    ap.add_argument("--rounds", type=int, default=2, help="alternations fastsample, DistDGL (default 2)")
+    ap.add_argument("--epochs", type=int, default=3, help="epochs per run, the first warm-up (default 3)")
+    ap.add_argument("--fanouts", default="15,10", help="per layer, input layer first; per relation on both sides")
+    ap.add_argument("--batch-size", type=int, default=1024, help="training seeds per rank per step")
+    ap.add_argument("--hidden", type=int, default=256)
+    ap.add_argument("--dropout", type=float, default=0.5)
+    ap.add_argument("--lr", type=float, default=0.006, help="Adam, dense weights")
+    ap.add_argument("--embed-lr", type=float, default=0.01, help="sparse Adam, embeddings")
+    ap.add_argument("--embed-dim", type=int, default=64)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--ranks", type=int, default=2)
+    ap.add_argument("--lock", default="/tmp/w/bench.lock", help="flock file around every timed run ('' : none)")
+    ap.add_argument("--timeout", type=int, default=1800, help="DistDGL run timeout, seconds")
+    ap.add_argument("--quiet-wait", type=float, default=300,
+                    help="holding the lock, wait up to this many seconds for other processes' CPU load to stop "
+                         "before each run (0: do not wait) (default 300)")
+    ap.add_argument("--max-foreign-cpu", type=float, default=5.0,
+                    help="repeat a fastsample run during which other processes used more CPU seconds than this "
+                         "(3x for a DistDGL run, which lasts ~3x longer) (default 5)")
+    ap.add_argument("--retries", type=int, default=2, help="repeats of a disturbed run at most (default 2)")
+    ap.add_argument("--out", required=True, help="directory for the logs and results.json")
+    a = ap.parse_args()
+
+    ours, dgl_cfg = Path(a.ours).resolve(), Path(a.dgl).resolve()
+    if not (ours / "partition.json").exists():
+        die(f"{ours}/partition.json not found: --ours must be a fastsample partition directory")
+    if not dgl_cfg.is_file() or not (dgl_cfg.parent / "typed_info.json").exists():
+        die(f"{dgl_cfg} (and typed_info.json beside it) not found: partition with bench/distdgl_typed/partition_typed.py")
+    if not Path(a.dgl_python).exists():
+        die(f"--dgl-python {a.dgl_python} not found (bench/setup_dgl.sh makes one)")
+    if shutil.which("unshare") is None or os.geteuid() != 0:
+        die("the DistDGL harness needs root and unshare (a private /dev/shm per simulated machine)")
+    part = json.loads((ours / "partition.json").read_text())
+    info = json.loads((dgl_cfg.parent / "typed_info.json").read_text())
+    nparts = json.loads(dgl_cfg.read_text())["num_parts"]
+    if part["num_parts"] != a.ranks or nparts != a.ranks:
+        die(f"--ranks {a.ranks}, but fastsample's partition has {part['num_parts']} parts and DGL's {nparts}")
+    src_ours, src_dgl = Path(part["source"]).resolve(), Path(info["dataset"]).resolve()
+    if src_ours != src_dgl:
+        die(f"the partitions are of different datasets: fastsample's of {src_ours}, DGL's of {src_dgl}")
+    meta = part["dataset"]
+    out = Path(a.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    layers = len(a.fanouts.split(","))
+    settings = {"dataset": str(src_ours), "nodes": meta["num_nodes"], "edges": meta["num_edges"],
+                "node_types": meta["node_types"], "relations": len(meta["edge_types"]),
+                "featureless": info["featureless"], "ranks": a.ranks, "threads": a.threads,
+                "fanouts (per relation, input layer first)": a.fanouts, "layers": layers,
+                "batch per rank": a.batch_size, "hidden": a.hidden, "dropout": a.dropout, "lr": a.lr,
+                "embed_lr": a.embed_lr, "embed_dim": a.embed_dim, "epochs per run": a.epochs,
+                "rounds": a.rounds, "cpu": cpu(), "fastsample source": source_state()}
+    print("settings: " + json.dumps(settings), flush=True)
+
+    env = dict(os.environ, OMP_NUM_THREADS=str(a.threads), PY=a.dgl_python)
+    lock = a.lock or None
+    rec = {"fastsample": [], "distdgl": [], "distdgl_max": []}
+    walls = {"fastsample": [], "distdgl": []}
+    foreign_cpu = {"fastsample": [], "distdgl": []}
+    sources = [settings["fastsample source"]]
+    discarded = []
+    for r in range(a.rounds):
+        log_json = out / f"fastsample-{r}.jsonl"
+        log_json.unlink(missing_ok=True)
+        cmd = [a.mpiexec, "-n", str(a.ranks), a.python, "-m", "fastsample.train", "--data", str(ours),
+               "--fanouts", a.fanouts, "--layers", str(layers), "--batch-size", str(a.batch_size),
+               "--hidden", str(a.hidden), "--dropout", str(a.dropout), "--lr", str(a.lr), "--embed-lr",
+               str(a.embed_lr), "--embed-dim", str(a.embed_dim), "--threads", str(a.threads),
+               "--epochs", str(a.epochs), "--eval-every", "0", "--log-json", str(log_json), "--quiet"]
+        for attempt in range(a.retries + 1):
+            log_json.unlink(missing_ok=True)
+            w, foreign = run(cmd, out / f"fastsample-{r}.log", env, lock, a.quiet_wait)
+            if foreign <= a.max_foreign_cpu or attempt == a.retries:
+                break
+            discarded.append({"system": "fastsample", "round": r, "foreign_cpu_s": foreign, "log": log_json.read_text()})
+            print(f"round {r}: fastsample run discarded: {foreign:.1f} CPU s by other processes meanwhile "
+                  f"(> --max-foreign-cpu {a.max_foreign_cpu}); again", flush=True)
+        rows = [json.loads(line) for line in log_json.read_text().splitlines() if line.strip()]
+        sources.append(source_state())
+        rec["fastsample"] += [x for x in rows if x["epoch"] > 0]
+        walls["fastsample"].append(w)
+        foreign_cpu["fastsample"].append(foreign)
+        print(f"round {r}: fastsample epochs " + ", ".join(f"{x['epoch_s']:.2f}" for x in rows) + f" s (run {w:.0f} s, "
+              f"{foreign:.1f} CPU s by other processes meanwhile)", flush=True)
+
+        logdir = out / f"distdgl-{r}"
+        cmd = ["bash", str(HERE / "distdgl_typed/run_distdgl.sh"), str(dgl_cfg), str(logdir), str(a.threads),
+               str(a.epochs), str(a.timeout), "--batch_size", str(a.batch_size), "--fanouts", a.fanouts,
+               "--hidden", str(a.hidden), "--dropout", str(a.dropout), "--lr", str(a.lr), "--embed_lr",
+               str(a.embed_lr), "--embed_dim", str(a.embed_dim)]
+        for attempt in range(a.retries + 1):
+            w, foreign = run(cmd, out / f"distdgl-{r}.log", env, lock, a.quiet_wait)
+            if foreign <= a.max_foreign_cpu * 3 or attempt == a.retries:  # a DistDGL run is ~3x longer
+                break
+            discarded.append({"system": "distdgl", "round": r, "foreign_cpu_s": foreign,
+                              "log": (logdir / "results.jsonl").read_text()})
+            print(f"round {r}: DistDGL run discarded: {foreign:.1f} CPU s by other processes meanwhile "
+                  f"(> 3 x --max-foreign-cpu); again", flush=True)
+        res = [json.loads(line) for line in (logdir / "results.jsonl").read_text().splitlines() if line.strip()]
+        r0 = next(x for x in res if x["summary"]["rank"] == 0)["epochs"]
+        rec["distdgl"] += [x for x in r0 if not x["warmup"]]
+        walls["distdgl"].append(w)
+        foreign_cpu["distdgl"].append(foreign)
+        print(f"round {r}: DistDGL epochs " + ", ".join(f"{x['epoch_s']:.2f}" for x in r0) + f" s (run {w:.0f} s, "
+              f"{foreign:.1f} CPU s by other processes meanwhile; "
+              f"{r0[-1]['batches']} steps, {r0[-1]['avg_input_nodes']} input nodes and "
+              f"{r0[-1]['avg_sampled_edges']} sampled edges per step)", flush=True)
+
+    fs, dg = rec["fastsample"], rec["distdgl"]
+    table = []
+    for label, kf, kd in PHASES:
+        table.append((label, median(fs, kf), median(dg, kd)))
+    ef, ed = median(fs, ["epoch_s"]), median(dg, ["epoch_s"])
+    edmax = median(dg, ["epoch_s_max_over_trainers"])
+    table.append(("other (epoch minus the phases)", ef - sum(t[1] for t in table), ed - sum(t[2] for t in table)))
+    print(f"\nmedians of {len(fs)} (fastsample) and {len(dg)} (DistDGL) measured epochs, rank 0, seconds; "
+          f"CPU {settings['cpu']}")
+    print("| phase | fastsample | DistDGL 1.1.3 | DistDGL / fastsample |\n|---|---:|---:|---:|")
+    for label, f, d in table:
+        print(f"| {label} | {f:.3f} | {d:.3f} | {d / f:.1f}x |" if f > 0.0005 else f"| {label} | {f:.3f} | {d:.3f} | |")
+    print(f"| **epoch** | **{ef:.2f}** | **{ed:.2f}** (slowest trainer {edmax:.2f}) | **{ed / ef:.2f}x** |")
+    result = {"settings": settings, "median": {"fastsample": {t[0]: t[1] for t in table} | {"epoch": ef},
+                                               "distdgl": {t[0]: t[2] for t in table} | {"epoch": ed,
+                                                                                       "epoch_max_over_trainers": edmax}},
+              "ratio": ed / ef, "epochs": rec, "run_walls_s": walls,
+              "foreign_cpu_s": foreign_cpu, "fastsample_source": sources,
+              "discarded_runs": discarded}
+    if len(set(sources)) > 1:
+        print(f"warning: fastsample's sources changed during the runs: {sources}")
+    (out / "results.json").write_text(json.dumps(result, indent=1))
+    print("CPU seconds used by other processes during the kept runs: fastsample "
+          + ", ".join(f"{x:.1f}" for x in foreign_cpu["fastsample"]) + "; DistDGL "
+          + ", ".join(f"{x:.1f}" for x in foreign_cpu["distdgl"]) + f"; {len(discarded)} disturbed runs discarded")
+    print(f"\nepoch ratio DistDGL / fastsample: {ed / ef:.2f}x  (results: {out / 'results.json'})")
+
+
+if __name__ == "__main__":
+    main()
