@@ -3,12 +3,18 @@
 A step's input rows come from up to three places: this rank's feature shard (the rows it
 owns), its hot-feature cache, and the buffer the gather's second round received the rest
 in. Copying them all into one matrix before the input layer reads them writes every row
-once more, and reads it once more (on DistDGL's workload that pass was most of the
+once more, and reads it once more (on DistDGL's workload that pass was about half the
 gather). A RowTable records where each row is instead, its source array and byte offset,
 and the built-in models' input layers read the rows there through their addresses
 (native/aggregate.cpp, mean_aggregate_at): the same sums in the same order, so the same
 bits. ``materialize`` makes the one matrix for whoever wants it (Batch.x on first access, a
 user's model, a GPU, a learnable table's leaf).
+
+What it costs: x held the rows in the order the sampler first met them, so the mean over
+x read mostly in sequence; in place every read is a random row of the shard. On medium
+(Zen 3) the two come out even per step (bench/README.md, "Gathered rows read where they
+land"); the copy's memory (one row per input node) is saved. With prefetch the loader's
+background thread still makes x, where the copy is hidden.
 
 The table keeps its sources alive; they must not change while it is read (feature shards
 and caches do not; learnable tables do, and are always materialized).
