@@ -170,6 +170,10 @@ for epoch in range(args.epochs):
         y = label[seeds[target]].long()
         c = time.perf_counter()
         opt.zero_grad()
+        if sparse_opt is not None:
+            # as DGL's examples do: without it, step() never resets the embeddings' traces, and
+            # every step sends and applies the gradient rows of all earlier steps again
+            sparse_opt.zero_grad()
         out = model(blocks, x)
         loss = F.cross_entropy(out, y)
         loss.backward()
