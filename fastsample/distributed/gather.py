@@ -204,7 +204,7 @@ class FeatureGather:
         data, _ = self.comm.all_to_all_v(reply, self._segments(w_types, wanted_counts, self.row_units),
                                          recv_counts=self._segments(types[order], asked, self.row_units))
         # the rows arrived back to back in the order asked
-        sizes = self.row_bytes[types[order]] if T > 1 else np.full(len(order), self.row_bytes[0])
+        sizes = self.row_bytes[types[order]]
         at_byte = np.cumsum(sizes) - sizes
         for t in range(T):
             mine = slice(None) if T == 1 else types[order] == t
