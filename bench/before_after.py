@@ -26,6 +26,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from timing import cpu_model
+
 REPO = Path(__file__).resolve().parents[1]
 PHASES = ("epoch_s", "sample_s", "gather_s", "compute_s", "allreduce_s", "optimizer_s", "embed_grads_s",
           "embed_update_s")
@@ -38,16 +40,6 @@ for k in [k for k in sys.modules if k.split(".")[0] == "fastsample"]:
 sys.argv = ["fastsample.train"] + sys.argv[1:]
 runpy.run_module("fastsample.train", run_name="__main__", alter_sys=True)
 """
-
-
-def cpu_model() -> str:
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown CPU"
-    fields = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
-    get = lambda k: fields.get(k, "?").strip()
-    return f"{get('Model name')} (family {get('CPU family')} model {get('Model')}), {get('CPU(s)')} CPUs"
 
 
 def worktree(rev: str, where: Path) -> Path:

@@ -16,7 +16,6 @@ correctly rounded), and the ratio of their times is reported.
 from __future__ import annotations
 
 import argparse
-import platform
 import statistics
 import time
 import warnings
@@ -29,16 +28,7 @@ from fastsample.distributed.row_adam import RowAdam
 from fastsample.graph import load_dataset
 from fastsample.loading import NodeLoader
 from fastsample.sampling import set_num_threads
-
-
-def cpu_name() -> str:
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
+from timing import cpu_model
 
 
 def steps_of(dataset: str, batch_size: int, fanouts: list, dim: int, steps: int, seed: int) -> tuple:
@@ -113,7 +103,7 @@ def main() -> None:
     rows = [sum(len(r) for r, _ in s.values()) for s in steps]
     print(f"{args.dataset}: featureless tables {sizes}, width {args.dim} | batch {args.batch_size}, fanouts "
           f"{fanouts}, two batches' rows per step (as two ranks'), {len(steps)} steps, {statistics.mean(rows):,.0f} "
-          f"gradient rows per step | {args.threads} thread(s), {cpu_name()}")
+          f"gradient rows per step | {args.threads} thread(s), {cpu_model()}")
     rng = np.random.default_rng(1)
     init = {t: rng.standard_normal((n, args.dim)).astype(np.float32) for t, n in sizes.items()}
     times = {"torch SparseAdam (COO)": [], "RowAdam": []}

@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import tempfile
 import time
@@ -37,16 +36,9 @@ from fastsample.loader import EdgeLoader
 from fastsample.edge_splits import edge_keys
 from fastsample.graph import load_dataset
 from fastsample.sampling import edge_positions, set_num_threads
-from timing import median_ms, time_batches
+from timing import cpu_model, median_ms, time_batches
 
 HERE = Path(__file__).resolve().parent
-
-
-def cpu_model() -> str:
-    for line in open("/proc/cpuinfo"):
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor()
 
 
 def reverse_positions(graph) -> np.ndarray:

@@ -39,6 +39,8 @@ import sys
 import time
 from pathlib import Path
 
+from timing import cpu_model
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 PHASES = [  # (label, fastsample's record keys summed, DistDGL's keys summed)
@@ -53,13 +55,6 @@ PHASES = [  # (label, fastsample's record keys summed, DistDGL's keys summed)
 
 def die(msg: str):
     sys.exit(f"typed_vs_distdgl.py: {msg}")
-
-
-def cpu() -> str:
-    out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    f = {k.strip(): v.strip() for k, v in (line.split(":", 1) for line in out.splitlines() if ":" in line)}
-    return (f"{f.get('Model name', '?')} (family {f.get('CPU family', '?')}, model {f.get('Model', '?')}), "
-            f"{os.cpu_count()} logical CPUs")
 
 
 class ForeignCPU:
@@ -222,7 +217,7 @@ def main():
                 "fanouts (per relation, input layer first)": a.fanouts, "layers": layers,
                 "batch per rank": a.batch_size, "hidden": a.hidden, "dropout": a.dropout, "lr": a.lr,
                 "embed_lr": a.embed_lr, "embed_dim": a.embed_dim, "epochs per run": a.epochs,
-                "rounds": a.rounds, "cpu": cpu(), "fastsample source": source_state()}
+                "rounds": a.rounds, "cpu": cpu_model(), "fastsample source": source_state()}
     print("settings: " + json.dumps(settings), flush=True)
 
     env = dict(os.environ, OMP_NUM_THREADS=str(a.threads), PY=a.dgl_python)
