@@ -102,16 +102,16 @@ template <typename Load, typename Src>
 }  // namespace
 
 FS_CLONES void mean_aggregate(const int64_t* indptr, const int32_t* indices, int64_t num_dst, const float* h,
-                              int64_t width, float* out, bool with_self) {
-  const int64_t num_edges = indptr[num_dst], stride = with_self ? 2 * width : width;
+                              int64_t width, float* out, int64_t out_stride, bool with_self) {
+  const int64_t num_edges = indptr[num_dst], stride = out_stride;
 #pragma omp parallel for schedule(dynamic, 64)
   for (int64_t i = 0; i < num_dst; ++i)
     mean_row<F32>(indptr, indices, num_edges, Dense<float>{h, width}, width, out + i * stride, with_self, i);
 }
 
 FS_CLONES void mean_aggregate_half(const int64_t* indptr, const int32_t* indices, int64_t num_dst, const uint16_t* h,
-                                   int64_t width, float* out, bool with_self, bool bf16) {
-  const int64_t num_edges = indptr[num_dst], stride = with_self ? 2 * width : width;
+                                   int64_t width, float* out, int64_t out_stride, bool with_self, bool bf16) {
+  const int64_t num_edges = indptr[num_dst], stride = out_stride;
   if (bf16) {
 #pragma omp parallel for schedule(dynamic, 64)
     for (int64_t i = 0; i < num_dst; ++i)
@@ -124,8 +124,8 @@ FS_CLONES void mean_aggregate_half(const int64_t* indptr, const int32_t* indices
 }
 
 FS_CLONES void mean_aggregate_at(const int64_t* indptr, const int32_t* indices, int64_t num_dst, const int64_t* addr,
-                                 RowKind kind, int64_t width, float* out, bool with_self) {
-  const int64_t num_edges = indptr[num_dst], stride = with_self ? 2 * width : width;
+                                 RowKind kind, int64_t width, float* out, int64_t out_stride, bool with_self) {
+  const int64_t num_edges = indptr[num_dst], stride = out_stride;
   switch (kind) {
     case RowKind::kF32:
 #pragma omp parallel for schedule(dynamic, 64)

@@ -115,11 +115,14 @@ using ConstRows16 = nb::ndarray<const uint16_t, nb::ndim<2>, nb::c_contig, nb::d
 using ConstVec = nb::ndarray<const float, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 using Vec = nb::ndarray<float, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 using ConstStridedRows = nb::ndarray<const float, nb::ndim<2>, nb::device::cpu>;
+using StridedRows = nb::ndarray<float, nb::ndim<2>, nb::device::cpu>;
 
 template <typename A>
 int64_t row_stride(const A& a, const char* name) {
   if (a.shape(1) > 1 && a.stride(1) != 1) throw nb::value_error((std::string(name) + ": rows must be contiguous").c_str());
-  return a.stride(0);
+  if (a.shape(0) > 1 && a.stride(0) < static_cast<int64_t>(a.shape(1)))
+    throw nb::value_error((std::string(name) + ": rows overlap").c_str());
+  return a.shape(0) > 1 ? a.stride(0) : static_cast<int64_t>(a.shape(1));
 }
 template <typename H, typename O>
 void check_aggregate(const In<int64_t>& indptr, const H& h, const O& out) {
@@ -175,36 +178,39 @@ NB_MODULE(_native, m) {
   def_sampling<int64_t, int64_t, int16_t>(m);
 
   m.def("mean_aggregate",
-        [](In<int64_t> indptr, In<int32_t> indices, ConstRows h, Rows out) {
+        [](In<int64_t> indptr, In<int32_t> indices, ConstRows h, StridedRows out) {
           check_aggregate(indptr, h, out);
+          const int64_t stride = row_stride(out, "out");
           nb::gil_scoped_release release;
-          mean_aggregate(indptr.data(), indices.data(), indptr.shape(0) - 1, h.data(), h.shape(1), out.data(),
+          mean_aggregate(indptr.data(), indices.data(), indptr.shape(0) - 1, h.data(), h.shape(1), out.data(), stride,
                          out.shape(1) == 2 * h.shape(1));
         },
         nb::arg("indptr").noconvert(), nb::arg("indices").noconvert(), nb::arg("h").noconvert(),
         nb::arg("out").noconvert(),
         "out[i] = mean of h[indices[indptr[i]:indptr[i+1]]] (0 without edges); if out is twice "
-        "h's width, out[i] = [h[i] | mean]; see aggregate.cpp");
+        "h's width, out[i] = [h[i] | mean]; out's rows may be apart (a column block); see aggregate.cpp");
   m.def("mean_aggregate_half",
-        [](In<int64_t> indptr, In<int32_t> indices, ConstRows16 h, Rows out, bool bf16) {
+        [](In<int64_t> indptr, In<int32_t> indices, ConstRows16 h, StridedRows out, bool bf16) {
           check_aggregate(indptr, h, out);
+          const int64_t stride = row_stride(out, "out");
           nb::gil_scoped_release release;
           mean_aggregate_half(indptr.data(), indices.data(), indptr.shape(0) - 1, h.data(), h.shape(1), out.data(),
-                              out.shape(1) == 2 * h.shape(1), bf16);
+                              stride, out.shape(1) == 2 * h.shape(1), bf16);
         },
         nb::arg("indptr").noconvert(), nb::arg("indices").noconvert(), nb::arg("h").noconvert(),
         nb::arg("out").noconvert(), nb::arg("bf16"),
         "mean_aggregate over 16-bit rows h (bfloat16 bits if bf16, else float16, as uint16), summed in fp32");
   m.def("mean_aggregate_at",
-        [](In<int64_t> indptr, In<int32_t> indices, In<int64_t> addr, int kind, Rows out, bool with_self) {
+        [](In<int64_t> indptr, In<int32_t> indices, In<int64_t> addr, int kind, StridedRows out, bool with_self) {
           if (kind < 0 || kind > 2) throw nb::value_error("kind: 0 (float32), 1 (bfloat16) or 2 (float16)");
           if (static_cast<int64_t>(out.shape(0)) != indptr.shape(0) - 1)
             throw nb::value_error("out: one row per destination");
           if (with_self && (out.shape(1) % 2 != 0 || addr.shape(0) < out.shape(0)))
             throw nb::value_error("with_self: out twice the rows' width, and a row per destination");
+          const int64_t stride = row_stride(out, "out");
           nb::gil_scoped_release release;
           mean_aggregate_at(indptr.data(), indices.data(), indptr.shape(0) - 1, addr.data(), static_cast<RowKind>(kind),
-                            with_self ? out.shape(1) / 2 : out.shape(1), out.data(), with_self);
+                            with_self ? out.shape(1) / 2 : out.shape(1), out.data(), stride, with_self);
         },
         nb::arg("indptr").noconvert(), nb::arg("indices").noconvert(), nb::arg("addr").noconvert(), nb::arg("kind"),
         nb::arg("out").noconvert(), nb::arg("with_self"),

@@ -9,8 +9,13 @@ followed, below the last layer, by ReLU and dropout. Node types without features
 their rows from learnable embedding tables that live outside the model, sharded over the
 ranks and updated sparsely (fastsample/distributed/embedding.py; the loader gathers
 their rows into ``x`` as it does features). The means run on the native kernels (an autograd function over mean_aggregate and its
-backward) on the CPU where built, else on a sparse product; both give the same numbers.
+backward) on the CPU where built, else on a sparse product, to rounding the same numbers.
 The last layer computes the target type only.
+
+A layer is one product per destination type over [h | a mean per relation into it]: each
+mean is written into its columns of that product's input as it is made (no concatenation),
+only the spans whose rows take a gradient get an input gradient (the input layer's features
+take none: _Product), and ReLU with dropout is one native pass in place (sage.relu_dropout).
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from torch import nn
 
 from fastsample.nn import matmul
 from fastsample.nn.block import Block, check_widths, typed_inputs
-from fastsample.nn.sage import dropout
+from fastsample.nn.sage import relu_dropout
 from fastsample.native import lib as _native
 from fastsample.rows import RowTable, tensor_of
 
@@ -46,14 +51,51 @@ def mean(block: Block, h) -> torch.Tensor:
     """The mean of each destination's in-neighbours' rows of ``h`` (0 without edges): a
     tensor, or a row table (fastsample/rows.py), read where its rows are."""
     if isinstance(h, RowTable):
-        if not h.readable:
-            return mean(block, tensor_of(h).float())
         out = torch.empty(block.num_dst, h.width, dtype=torch.float32)
-        h.mean_into(block.indptr, block.indices, out, with_self=False)
+        _mean_into(block, h, out)
         return out
     if _native is not None and h.device.type == "cpu" and h.dtype == torch.float32:
         return _NativeMean.apply(h, block)
     return block.mean(h)
+
+
+def _mean_into(block: Block, h, out: torch.Tensor) -> torch.Tensor | None:
+    """``out`` (rows apart: a column block of a product's input) = ``mean(block, h)``. Returns
+    the mean as autograd sees it where ``h`` takes a gradient, else None (written in place)."""
+    if torch.is_grad_enabled() and isinstance(h, torch.Tensor) and h.requires_grad:
+        m = mean(block, h)
+        out.copy_(m.detach())
+        return m
+    if isinstance(h, RowTable) and h.readable:
+        h.mean_into(block.indptr, block.indices, out, with_self=False)
+    elif isinstance(h, RowTable):
+        _mean_into(block, tensor_of(h).float(), out)
+    elif _native is not None and h.device.type == "cpu" and h.dtype == torch.float32:
+        _native.mean_aggregate(block.indptr, block.indices, h.contiguous(), out)
+    else:
+        out.copy_(block.mean(h.float()))
+    return None
+
+
+class _Product(torch.autograd.Function):
+    """z @ w.T + b, where column spans of z hold ``parts`` (each part's values, copied there,
+    and autograd's handle on it). The backward gives each part its span's input gradient,
+    g @ w[:, span]; a span of z whose rows take no gradient (the input layer's features) gets
+    none computed, where linear() would compute the gradient of all of z."""
+
+    @staticmethod
+    def forward(ctx, z, w, b, spans, *parts):
+        ctx.save_for_backward(z, w)
+        ctx.spans = spans
+        return torch.nn.functional.linear(z, w, b)
+
+    @staticmethod
+    def backward(ctx, g):
+        z, w = ctx.saved_tensors
+        need = ctx.needs_input_grad
+        gw = g.t().mm(z) if need[1] else None
+        gb = g.sum(0) if need[2] else None
+        return (None, gw, gb, None, *(g.mm(w[:, a:b]) if need[4 + i] else None for i, (a, b) in enumerate(ctx.spans)))
 
 
 class RGCN(nn.Module):
@@ -99,8 +141,8 @@ class RGCN(nn.Module):
         """A training step's matrix products, (layer, op, rows, k, n) each (fastsample/nn/roofline.py):
         per layer and computed node type one, over its destinations' [h | a mean per relation
         into the type] (see _conv): the forward, the weight gradient, and the input gradient
-        where the input takes one (above the input layer; there, where a learnable embedding
-        is among the rows)."""
+        of the spans that take one (above the input layer, all; there, a learnable
+        embedding's)."""
         learnable = {t for t, v in (batch.inputs.items() if batch is not None else ())
                      if isinstance(v, torch.Tensor) and v.requires_grad}
         out = []
@@ -110,10 +152,11 @@ class RGCN(nn.Module):
                 if not into:
                     continue
                 convs = [self.layers[i]["__".join(e)] for e in into]
-                k = convs[0].self_lin.in_features + sum(c.neigh_lin.in_features for c in convs)
-                grad = i > 0 or bool(learnable & {d, *(e[0] for e in into)})
+                spans = [(d, convs[0].self_lin.in_features)] + [(e[0], c.neigh_lin.in_features) for e, c in zip(into, convs)]
+                k = sum(width for _, width in spans)
+                k_grad = sum(width for t, width in spans if i > 0 or t in learnable)
                 rows, n = block.num_dst_dict[d], convs[0].self_lin.out_features
-                out += [(f"{i}:{d}", op, rows, k, n) for op in matmul.OPS[:3 if grad else 2]]
+                out += [(f"{i}:{d}", op, rows, kk, n) for op, kk in zip(matmul.OPS, (k, k, k_grad)) if kk]
         return out
 
     def _computed(self, i: int) -> list[str]:
@@ -129,7 +172,7 @@ class RGCN(nn.Module):
         for i, block in enumerate(blocks):
             h = self._conv(i, block, h)
             if i < last:
-                h = {t: dropout(torch.relu(v), self.dropout) for t, v in h.items()}
+                h = {t: relu_dropout(v, self.dropout) for t, v in h.items()}
         if self.target_type is not None:
             return h[self.target_type]
         return blocks[-1].rows_in_dst_order(h)
@@ -146,23 +189,43 @@ class RGCN(nn.Module):
 
     def _conv(self, i: int, block: Block, h: dict) -> dict:
         """Layer i before its activation: per destination type t, the sum over its relations r
-        of W_self_r h + b_r + W_neigh_r mean_r, as one product: [h | mean_r1 | mean_r2 ...]
+        of W_self_r h + b_r + W_neigh_r mean_r, as one product: z = [h | mean_r1 | mean_r2 ...]
         times [sum_r W_self_r | W_neigh_r1 | W_neigh_r2 ...] plus sum_r b_r (the self terms
-        of all relations share h: one product for them, not one per relation)."""
+        of all relations share h: one product for them, not one per relation). Each mean is
+        written into its columns of z as it is made; only the spans whose rows take a
+        gradient get an input gradient (_Product)."""
         layer = self.layers[i]
-        width = layer["__".join(self.edge_types[0])].self_lin.out_features
         out = {}
         for t in self._computed(i):
             into = [(r, e) for r, e in enumerate(block.edge_types) if e[2] == t]
-            h_dst = tensor_of(h[t], block.num_dst_dict[t]).float()  # a row table's: those rows alone
+            n = block.num_dst_dict[t]
             if not into:
-                out[t] = h_dst.new_zeros(block.num_dst_dict[t], width)
+                lin = layer["__".join(self.edge_types[0])].self_lin
+                out[t] = lin.weight.new_zeros(n, lin.out_features)
                 continue
             convs = [layer["__".join(e)] for _, e in into]
-            z = torch.cat([h_dst] + [mean(block.relation_block(r), h[e[0]]) for r, e in into], dim=1)
             w = torch.cat([sum(c.self_lin.weight for c in convs)] + [c.neigh_lin.weight for c in convs], dim=1)
-            out[t] = torch.nn.functional.linear(z, w, sum(c.self_lin.bias for c in convs))
+            z = torch.empty(n, w.shape[1], device=w.device)
+            sources = [(None, h[t])] + [(block.relation_block(r), h[e[0]]) for r, e in into]
+            parts, spans, at = [], [], 0
+            for rel, src in sources:
+                width = src.width if isinstance(src, RowTable) else src.shape[1]
+                view = z[:, at:at + width]
+                part = self_rows(src, n, view) if rel is None else _mean_into(rel, src, view)
+                if part is not None:
+                    parts.append(part)
+                    spans.append((at, at + width))
+                at += width
+            out[t] = _Product.apply(z, w, sum(c.self_lin.bias for c in convs), tuple(spans), *parts)
         return out
+
+
+def self_rows(h, n: int, out: torch.Tensor) -> torch.Tensor | None:
+    """``out`` = rows [0, n) of ``h`` (the destinations', first among the sources); returns
+    them as autograd sees them where ``h`` takes a gradient, else None."""
+    rows = tensor_of(h, n)
+    out.copy_(rows)
+    return rows if torch.is_grad_enabled() and isinstance(h, torch.Tensor) and h.requires_grad else None
 
 
 class _RelationConv(nn.Module):

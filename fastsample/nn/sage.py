@@ -57,6 +57,33 @@ def dropout(h: torch.Tensor, module: nn.Dropout) -> torch.Tensor:
     return h * mask
 
 
+class _ReluDropout(torch.autograd.Function):
+    """dropout(relu(v)) in place on v in one native pass (the keep bits dropout() draws);
+    the backward reads the mask off the output: kept and positive where it is > 0."""
+
+    @staticmethod
+    def forward(ctx, v, p, seed):
+        _native.bias_relu_dropout(v, torch.zeros(v.shape[1]), p, seed)
+        ctx.mark_dirty(v)
+        ctx.save_for_backward(v)
+        ctx.scale = 1.0 / (1.0 - p)
+        return v
+
+    @staticmethod
+    def backward(ctx, g):
+        y, = ctx.saved_tensors
+        return torch.where(y > 0, g, 0.0).mul_(ctx.scale), None, None
+
+
+def relu_dropout(v: torch.Tensor, module: nn.Dropout) -> torch.Tensor:
+    """``dropout(relu(v), module)``; on the native kernels in one pass, in place on ``v``
+    (a product's output that nothing else holds)."""
+    if (module.training and module.p > 0 and _native is not None and v.device.type == "cpu"
+            and v.dtype == torch.float32 and v.dim() == 2 and v.is_contiguous()):
+        return _ReluDropout.apply(v, module.p, dropout_seed())
+    return dropout(torch.relu(v), module)
+
+
 class _NativeSAGE(torch.autograd.Function):
     """One layer on the native kernels; see the module docstring.
 

@@ -1,0 +1,151 @@
+"""The R-GCN's native step (fastsample/nn/rgcn.py): each mean written into its columns of the
+product's input, input gradients only for the spans that take one, ReLU and dropout in one
+pass; the same bits as the plain composition of torch ops it replaces."""
+
+import numpy as np
+import pytest
+import torch
+
+from fastsample.nn import rgcn
+from fastsample.nn.block import Block
+from fastsample.nn.rgcn import RGCN
+from fastsample.nn.sage import dropout
+from fastsample.sampling import MFG
+
+from helpers import native_built
+
+needs_native = pytest.mark.skipif(not native_built(), reason="native module not built")
+
+NODE_TYPES = ["paper", "author", "venue"]
+EDGE_TYPES = [("paper", "cites", "paper"), ("author", "writes", "paper"), ("venue", "hosts", "paper"),
+              ("paper", "written_by", "author")]
+WIDTHS = {"paper": 12, "author": 10, "venue": 6}  # venue: a learnable embedding's
+
+
+def typed_block(rng, src_types: np.ndarray, num_dst: int) -> Block:
+    """A random typed block over sources of ``src_types`` (destinations first), a destination's
+    edges in relation order, every edge of a relation into the destination's type."""
+    indptr, indices, etypes = [0], [], []
+    for d in range(num_dst):
+        into = [r for r, e in enumerate(EDGE_TYPES) if e[2] == NODE_TYPES[src_types[d]]]
+        for r in into:
+            of = np.flatnonzero(src_types == NODE_TYPES.index(EDGE_TYPES[r][0]))
+            picked = rng.choice(of, size=int(rng.integers(0, 4)), replace=False)
+            indices += picked.tolist()
+            etypes += [r] * len(picked)
+        indptr.append(len(indices))
+    mfg = MFG(np.array(indptr, np.int64), np.array(indices, np.int32), np.arange(len(src_types), dtype=np.int64),
+              num_dst, np.array(etypes, np.uint8))
+    return Block.from_mfg(mfg, "cpu", src_types, NODE_TYPES, EDGE_TYPES)
+
+
+def two_blocks(rng):
+    top = np.array([0] * 8 + [1] * 12 + [2] * 3 + [0] * 9, np.int8)  # the output block's sources
+    below = np.concatenate([top, rng.integers(0, 3, 60).astype(np.int8)])
+    return [typed_block(rng, below, len(top)), typed_block(rng, top, 8)]
+
+
+def plain(model: RGCN, blocks, x: dict, mean) -> torch.Tensor:
+    """The module doc's R-GCN in plain torch: per destination type, cat([h, means]) times the
+    relations' weights side by side, ReLU, dropout; ``mean(block, h)`` makes the means."""
+    h = x
+    for i, block in enumerate(blocks):
+        out = {}
+        for t in model._computed(i):
+            into = [(r, e) for r, e in enumerate(block.edge_types) if e[2] == t]
+            convs = [model.layers[i]["__".join(e)] for _, e in into]
+            if not into:  # nothing flows into the type (venues here)
+                out[t] = torch.zeros(block.num_dst_dict[t], 5 if i == len(blocks) - 1 else 16)
+                continue
+            z = torch.cat([h[t][:block.num_dst_dict[t]]] + [mean(block.relation_block(r), h[e[0]]) for r, e in into],
+                          dim=1)
+            w = torch.cat([sum(c.self_lin.weight for c in convs)] + [c.neigh_lin.weight for c in convs], dim=1)
+            out[t] = torch.nn.functional.linear(z, w, sum(c.self_lin.bias for c in convs))
+        h = out if i == len(blocks) - 1 else {t: dropout(torch.relu(v), model.dropout) for t, v in out.items()}
+    return h[model.target_type]
+
+
+@needs_native
+@pytest.mark.parametrize("means", ["native", "sparse"])
+def test_the_native_step_equals_the_plain_one(means):
+    # with the same means (rgcn.mean: the native kernels), bit for bit; with the sparse
+    # products' means (the reference Block.mean), to rounding
+    rng = np.random.default_rng(0)
+    blocks = two_blocks(rng)
+    num = blocks[0].num_src_dict
+    feats = {t: torch.from_numpy(rng.standard_normal((num[t], WIDTHS[t])).astype(np.float32)) for t in NODE_TYPES}
+    torch.manual_seed(0)
+    model = RGCN(WIDTHS, 16, 5, 2, EDGE_TYPES, "paper", dropout=0.5)
+    results = []
+    mean = rgcn.mean if means == "native" else Block.mean
+    for forward in (model, lambda b, x: plain(model, b, x, mean)):
+        x = {t: v.clone().requires_grad_(t == "venue") for t, v in feats.items()}  # venue: learnable
+        model.zero_grad()
+        torch.manual_seed(7)  # the same dropout draws
+        out = forward(blocks, x)
+        out.square().sum().backward()
+        results.append((out.detach(), [p.grad.clone() for p in model.parameters() if p.grad is not None],
+                        x["venue"].grad.clone()))
+    (out, grads, venue), (want, want_grads, want_venue) = results
+    same = torch.equal if means == "native" else lambda a, b: torch.allclose(a, b, rtol=1e-5, atol=1e-6)
+    assert same(out, want)
+    assert len(grads) == len(want_grads) and all(same(a, b) for a, b in zip(grads, want_grads))
+    # the embedding's gradient to rounding either way: its span's product g @ w[:, span] is
+    # narrower than linear()'s g @ w, and BLAS may order a narrower product's sums otherwise
+    assert torch.allclose(venue, want_venue, rtol=1e-5, atol=1e-7) and venue.abs().sum() > 0
+
+
+@needs_native
+def test_only_the_spans_that_take_a_gradient_get_an_input_gradient():
+    rng = np.random.default_rng(1)
+    blocks = two_blocks(rng)
+    num = blocks[0].num_src_dict
+    x = {t: torch.randn(num[t], WIDTHS[t], requires_grad=t == "venue") for t in NODE_TYPES}
+
+    class Batch:  # what products() reads
+        inputs = x
+
+    model = RGCN(WIDTHS, 16, 5, 2, EDGE_TYPES, "paper")
+    listed = {(layer, op): (m, k, n) for layer, op, m, k, n in model.products(blocks, Batch)}
+    n_paper = blocks[0].num_dst_dict["paper"]
+    # layer 0 into papers: [paper 12 | cites 12 | writes 10 | hosts 6]; only the venues' 6 learn
+    assert listed["0:paper", "forward"] == (n_paper, 40, 16)
+    assert listed["0:paper", "input_grad"] == (n_paper, 6, 16)
+    assert ("0:author", "input_grad") not in listed  # [author | written_by paper]: features only
+    assert listed["1:paper", "input_grad"] == (8, 16 * 4, 5)  # above the input layer: all of z
+
+    seen = []
+    real = rgcn._Product.backward
+
+    def spy(ctx, g):
+        grads = real(ctx, g)
+        seen.append([None if v is None else tuple(v.shape) for v in grads[4:]])
+        return grads
+
+    rgcn._Product.backward = staticmethod(spy)
+    try:
+        model(blocks, x).sum().backward()
+    finally:
+        rgcn._Product.backward = staticmethod(real)
+    # the layer-0 products took gradients for the venues' means only (one per type they feed)
+    assert [(n_paper, 6)] in seen
+
+
+@needs_native
+def test_a_mean_is_written_into_a_column_block():
+    from fastsample.native import lib
+
+    rng = np.random.default_rng(2)
+    h = rng.standard_normal((50, 8)).astype(np.float32)
+    deg = rng.integers(0, 5, 20)
+    indptr = np.concatenate([[0], np.cumsum(deg)]).astype(np.int64)
+    indices = rng.integers(0, 50, int(indptr[-1])).astype(np.int32)
+    want = np.empty((20, 8), np.float32)
+    lib.mean_aggregate(indptr, indices, h, want)
+    wide = torch.full((20, 21), float("nan"))
+    lib.mean_aggregate(indptr, indices, h, wide[:, 5:13])
+    assert torch.equal(wide[:, 5:13], torch.from_numpy(want))
+    assert wide[:, :5].isnan().all() and wide[:, 13:].isnan().all()  # nothing outside its columns
+    overlapping = torch.empty(200).as_strided((20, 8), (4, 1))
+    with pytest.raises(ValueError, match="out: rows overlap"):
+        lib.mean_aggregate(indptr, indices, h, overlapping)
