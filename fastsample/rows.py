@@ -22,6 +22,8 @@ and caches do not; learnable tables do, and are always materialized).
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import torch
 
@@ -59,10 +61,11 @@ class RowTable:
     def shape(self) -> tuple[int, int]:
         return len(self), self.width
 
-    @property
+    @functools.cached_property
     def readable(self) -> bool:
         """Whether the native kernels can read the rows in place (the module is built, the
-        dtype is one they read, every row aligned to its element)."""
+        dtype is one they read, every row aligned to its element); asked once per relation
+        that reads the table, so kept."""
         return (_native is not None and self.dtype in KINDS
                 and not np.any(self.addresses() % self.dtype.itemsize))
 

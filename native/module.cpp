@@ -18,6 +18,7 @@
 #include "fused_sample.hpp"
 #include "node_map.hpp"
 #include "rows.hpp"
+#include "typed_block.hpp"
 
 namespace nb = nanobind;
 using namespace fastsample;
@@ -159,6 +160,48 @@ void copy_rows_(nb::ndarray<const T, nb::ndim<2>, nb::c_contig, nb::device::cpu>
   nb::gil_scoped_release release;
   copy_rows(reinterpret_cast<const char*>(src.data()), src_rows.data(), reinterpret_cast<char*>(dst.data()),
             dst_rows ? dst_rows->data() : nullptr, src_rows.shape(0), src.shape(1) * sizeof(T));
+}
+
+template <typename T>
+using Out = nb::ndarray<T, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+
+template <typename S>
+void positions_by_type_(In<S> types, int64_t num_types, Out<int64_t> pos, Out<int64_t> counts) {
+  if (pos.shape(0) != types.shape(0)) throw nb::value_error("pos: one per entry of types");
+  if (num_types < 1 || static_cast<int64_t>(counts.shape(0)) != num_types)
+    throw nb::value_error("counts: num_types (>= 1) entries");
+  bool ok;
+  {
+    nb::gil_scoped_release release;
+    ok = positions_by_type(types.data(), types.shape(0), num_types, pos.data(), counts.data());
+  }
+  if (!ok) throw nb::value_error("types: a type outside [0, num_types)");
+}
+
+template <typename T>
+void split_relations_(In<int64_t> indptr, In<int32_t> indices, In<T> edge_types, In<int64_t> src_pos,
+                      In<int64_t> rel_num_dst, In<int64_t> indptr_at, In<int64_t> indices_at, Out<int64_t> rel_indptr,
+                      Out<int32_t> rel_indices) {
+  const int64_t num_dst = static_cast<int64_t>(indptr.shape(0)) - 1, R = rel_num_dst.shape(0);
+  if (num_dst < 0 || indptr.data()[num_dst] != static_cast<int64_t>(indices.shape(0)))
+    throw nb::value_error("indptr: indptr[-1] entries of indices");
+  if (edge_types.shape(0) != indices.shape(0)) throw nb::value_error("edge_types: one per entry of indices");
+  if (static_cast<int64_t>(src_pos.shape(0)) < num_dst) throw nb::value_error("src_pos: fewer sources than destinations");
+  if (static_cast<int64_t>(indptr_at.shape(0)) != R || static_cast<int64_t>(indices_at.shape(0)) != R + 1)
+    throw nb::value_error("indptr_at: one per relation; indices_at: one more");
+  for (int64_t r = 0; r < R; ++r)
+    if (indptr_at.data()[r] < 0 || indptr_at.data()[r] + rel_num_dst.data()[r] + 1 > static_cast<int64_t>(rel_indptr.shape(0)))
+      throw nb::value_error("rel_indptr: too short for the relations' destinations");
+  if (indices_at.data()[0] < 0 || indices_at.data()[R] > static_cast<int64_t>(rel_indices.shape(0)))
+    throw nb::value_error("rel_indices: too short for indices_at");
+  bool ok;
+  {
+    nb::gil_scoped_release release;
+    ok = split_relations(indptr.data(), indices.data(), edge_types.data(), num_dst, src_pos.shape(0), src_pos.data(),
+                         R, rel_num_dst.data(), indptr_at.data(), indices_at.data(), rel_indptr.data(),
+                         rel_indices.data());
+  }
+  if (!ok) throw nb::value_error("the MFG does not fit the relations' counts (an edge's relation, source or destination)");
 }
 
 NB_MODULE(_native, m) {
@@ -304,4 +347,18 @@ NB_MODULE(_native, m) {
   m.def("copy_rows", &copy_rows_<uint16_t>, nb::arg("src").noconvert(), nb::arg("src_rows").noconvert(),
         nb::arg("dst").noconvert(), nb::arg("dst_rows").noconvert().none() = nb::none(),
         "the same for 16-bit rows (float16 or bfloat16 bits as uint16)");
+  const char* positions_doc = "pos[i] = entries of types[:i] of type types[i]; counts[t] = entries of type t";
+  m.def("positions_by_type", &positions_by_type_<int8_t>, nb::arg("types").noconvert(), nb::arg("num_types"),
+        nb::arg("pos").noconvert(), nb::arg("counts").noconvert(), positions_doc);
+  m.def("positions_by_type", &positions_by_type_<int64_t>, nb::arg("types").noconvert(), nb::arg("num_types"),
+        nb::arg("pos").noconvert(), nb::arg("counts").noconvert(), positions_doc);
+  const char* split_doc = "a typed MFG's edges as one CSC per relation, positions within the node types; see typed_block.hpp";
+  m.def("split_relations", &split_relations_<uint8_t>, nb::arg("indptr").noconvert(), nb::arg("indices").noconvert(),
+        nb::arg("edge_types").noconvert(), nb::arg("src_pos").noconvert(), nb::arg("rel_num_dst").noconvert(),
+        nb::arg("indptr_at").noconvert(), nb::arg("indices_at").noconvert(), nb::arg("rel_indptr").noconvert(),
+        nb::arg("rel_indices").noconvert(), split_doc);
+  m.def("split_relations", &split_relations_<int16_t>, nb::arg("indptr").noconvert(), nb::arg("indices").noconvert(),
+        nb::arg("edge_types").noconvert(), nb::arg("src_pos").noconvert(), nb::arg("rel_num_dst").noconvert(),
+        nb::arg("indptr_at").noconvert(), nb::arg("indices_at").noconvert(), nb::arg("rel_indptr").noconvert(),
+        nb::arg("rel_indices").noconvert(), split_doc);
 }

@@ -40,6 +40,7 @@ import numpy as np
 import torch
 
 from fastsample.graph import EDGE, NODE
+from fastsample.native import lib as _native
 from fastsample.sampling import MFG
 from fastsample.rows import RowTable
 
@@ -48,12 +49,45 @@ def positions_by_type(types: np.ndarray, num_types: int) -> tuple[np.ndarray, np
     """(each entry's position among the entries of its type, the count of each type)."""
     if num_types == 1:  # the one-type case: positions are the entries' own
         return np.arange(len(types), dtype=np.int64), np.array([len(types)], dtype=np.int64)
+    if _native is not None:  # one pass (numpy's way below needs a stable argsort)
+        types = types if types.dtype in (np.int8, np.int64) else types.astype(np.int64)
+        pos, counts = np.empty(len(types), dtype=np.int64), np.empty(num_types, dtype=np.int64)
+        _native.positions_by_type(np.ascontiguousarray(types), num_types, pos, counts)
+        return pos, counts
     counts = np.bincount(types, minlength=num_types)
     order = np.argsort(types, kind="stable")
     pos = np.empty(len(types), dtype=np.int64)
     starts = np.concatenate([[0], np.cumsum(counts)])
     pos[order] = np.arange(len(types)) - np.repeat(starts[:-1], counts)
     return pos, counts
+
+
+def split_relations(mfg: MFG, src_pos: np.ndarray, num_dst: list[int]) -> dict:
+    """{relation index: (indptr over its destination type's destinations, int32 source
+    positions)} of a typed MFG, positions within the node types (``src_pos``); ``num_dst``:
+    each relation's destination type's destinations. Each relation's edges in the MFG's order."""
+    R = len(num_dst)
+    etypes = np.asarray(mfg.edge_types)
+    if _native is not None and etypes.dtype in (np.uint8, np.int16):
+        indptr = np.ascontiguousarray(mfg.indptr, dtype=np.int64)
+        indices = np.ascontiguousarray(mfg.indices, dtype=np.int32)
+        rel_num_dst = np.asarray(num_dst, dtype=np.int64)
+        indptr_at = np.concatenate([[0], np.cumsum(rel_num_dst + 1)]).astype(np.int64)
+        indices_at = np.concatenate([[0], np.cumsum(np.bincount(etypes, minlength=R)[:R])]).astype(np.int64)
+        rel_indptr = np.empty(int(indptr_at[-1]), dtype=np.int64)
+        rel_indices = np.empty(int(indices_at[-1]), dtype=np.int32)
+        _native.split_relations(indptr, indices, np.ascontiguousarray(etypes), src_pos, rel_num_dst, indptr_at[:-1],
+                                indices_at, rel_indptr, rel_indices)
+        return {r: (rel_indptr[indptr_at[r]:indptr_at[r + 1]], rel_indices[indices_at[r]:indices_at[r + 1]])
+                for r in range(R)}
+    dst_of_edge = np.repeat(np.arange(mfg.num_dst, dtype=np.int64), np.diff(mfg.indptr))
+    csc = {}
+    for r in range(R):
+        e = np.flatnonzero(etypes == r)  # grouped by destination, in destination order
+        ip = np.zeros(num_dst[r] + 1, dtype=np.int64)
+        np.cumsum(np.bincount(src_pos[dst_of_edge[e]], minlength=num_dst[r]), out=ip[1:])
+        csc[r] = (ip, src_pos[np.asarray(mfg.indices)[e]].astype(np.int32))
+    return csc
 
 
 @dataclass
@@ -100,15 +134,8 @@ class Block:
         T = len(node_types)
         src_pos, src_counts = positions_by_type(src_type, T)
         dst_counts = np.bincount(src_type[:mfg.num_dst], minlength=T)
-        dst_of_edge = np.repeat(np.arange(mfg.num_dst, dtype=np.int64), np.diff(indptr))
         index = {t: i for i, t in enumerate(node_types)}
-        csc = {}
-        for r, (_, _, d) in enumerate(edge_types):
-            e = np.flatnonzero(mfg.edge_types == r)  # grouped by destination, in destination order
-            dst = src_pos[dst_of_edge[e]]
-            ip = np.zeros(dst_counts[index[d]] + 1, dtype=np.int64)
-            np.cumsum(np.bincount(dst, minlength=dst_counts[index[d]]), out=ip[1:])
-            csc[r] = (ip, src_pos[indices[e]].astype(np.int32))
+        csc = split_relations(mfg, src_pos, [int(dst_counts[index[d]]) for _, _, d in edge_types])
         return cls(indptr, indices, mfg.num_dst, mfg.num_src, torch.device(device), tuple(node_types),
                    tuple(tuple(e) for e in edge_types), np.asarray(src_type), src_pos,
                    {t: int(c) for t, c in zip(node_types, src_counts)},
