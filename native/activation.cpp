@@ -90,4 +90,14 @@ FS_CLONES void dropout_mask(float* mask, int64_t n, double p, uint64_t seed) {
   }
 }
 
+FS_CLONES void relu_dropout_backward(const float* g, const float* y, float scale, float* grad, int64_t n) {
+  // a select of the factor, not of the result: branch-free, so it vectorises (the keep
+  // bits are random: a branch would mispredict every other element)
+#pragma omp parallel for simd schedule(static)
+  for (int64_t k = 0; k < n; ++k) {
+    const float keep = y[k] > 0.0f ? scale : 0.0f;
+    grad[k] = g[k] * keep;
+  }
+}
+
 }  // namespace fastsample

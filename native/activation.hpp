@@ -12,4 +12,8 @@ void bias_relu_dropout(float* x, int64_t rows, int64_t width, const float* bias,
 // mask[k] = keep(seed, k) ? 1 / (1 - p) : 0.
 void dropout_mask(float* mask, int64_t n, double p, uint64_t seed);
 
+// The backward of x -> dropout(relu(x)) read off its output y: grad[k] = y[k] > 0 ?
+// g[k] * scale : 0 (kept and positive; scale = 1 / (1 - p)), n elements, one pass.
+void relu_dropout_backward(const float* g, const float* y, float scale, float* grad, int64_t n);
+
 }  // namespace fastsample

@@ -333,6 +333,17 @@ NB_MODULE(_native, m) {
         },
         nb::arg("mask").noconvert(), nb::arg("p"), nb::arg("seed"),
         "mask = 1/(1-p) where relu_dropout keeps an element, else 0 (same seed, same draws)");
+  m.def("relu_dropout_backward",
+        [](ConstRows g, ConstRows y, float scale, Rows grad) {
+          if (g.shape(0) != y.shape(0) || g.shape(1) != y.shape(1) || grad.shape(0) != y.shape(0) ||
+              grad.shape(1) != y.shape(1))
+            throw nb::value_error("g, y and grad: one shape");
+          nb::gil_scoped_release release;
+          relu_dropout_backward(g.data(), y.data(), scale, grad.data(),
+                                static_cast<int64_t>(y.shape(0) * y.shape(1)));
+        },
+        nb::arg("g").noconvert(), nb::arg("y").noconvert(), nb::arg("scale"), nb::arg("grad").noconvert(),
+        "grad = g * scale where y > 0, else 0: dropout(relu(.))'s backward read off its output y");
   m.def("copy_rows_at",
         [](In<int64_t> addr, nb::ndarray<uint8_t, nb::ndim<2>, nb::c_contig, nb::device::cpu> dst) {
           if (dst.shape(0) != addr.shape(0)) throw nb::value_error("dst: one row per address");

@@ -72,7 +72,9 @@ class _ReluDropout(torch.autograd.Function):
     @staticmethod
     def backward(ctx, g):
         y, = ctx.saved_tensors
-        return torch.where(y > 0, g, 0.0).mul_(ctx.scale), None, None
+        grad = torch.empty_like(y)
+        _native.relu_dropout_backward(g.contiguous(), y, ctx.scale, grad)
+        return grad, None, None
 
 
 def relu_dropout(v: torch.Tensor, module: nn.Dropout) -> torch.Tensor:
