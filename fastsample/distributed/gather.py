@@ -172,25 +172,23 @@ class FeatureGather:
         owner, types, rows = self.locate(ids)
         T = len(self.types)
         index, counts = positions_by_type(types, T)  # each id's rank among the ids of its type
-        # where each row is: source 0 the shard, 1 the cache, 2 round 2's receive buffer
-        which = [np.empty(counts[t], np.int8) for t in range(T)]
-        offset = [np.empty(counts[t], np.int64) for t in range(T)]
+        # where each row is (source 0 the shard, 1 the cache, 2 round 2's receive buffer) and
+        # its byte offset there, first in the ids' order, then placed by type (slot: type t's
+        # rows from base[t], in index order) in flat arrays whose pieces are the types' tables
         local = owner == self.comm.rank
-        for t in range(T):
-            at = self._of_type(local, types, t)
-            which[t][index[at]] = 0
-            offset[t][index[at]] = rows[at] * self.row_bytes[t]
+        which = np.where(local, 0, 2).astype(np.int8)
+        offset = rows * self.row_bytes[types]
         fetch = ~local
         cached = {}
         for t, held in (self.cache.by_type.items() if self.cache is not None else ()):
             at = self._of_type(fetch, types, t)
             slot = held.lookup(ids[at])
-            hit = slot >= 0
-            which[t][index[at[hit]]] = 1
-            offset[t][index[at[hit]]] = slot[hit] * self.row_bytes[t]
-            fetch[at[hit]] = False
+            hit = at[slot >= 0]
+            which[hit] = 1
+            offset[hit] = slot[slot >= 0] * self.row_bytes[t]
+            fetch[hit] = False
             cached[t] = held.rows
-            self.rows_cached += int(hit.sum())
+            self.rows_cached += len(hit)
         remote = np.flatnonzero(fetch)
         self.rows_local += int(local.sum())
         self.rows_remote += len(remote)
@@ -205,11 +203,15 @@ class FeatureGather:
                                          recv_counts=self._segments(types[order], asked, self.row_units))
         # the rows arrived back to back in the order asked
         sizes = self.row_bytes[types[order]]
-        at_byte = np.cumsum(sizes) - sizes
-        for t in range(T):
-            mine = slice(None) if T == 1 else types[order] == t
-            which[t][index[order[mine]]] = 2
-            offset[t][index[order[mine]]] = at_byte[mine]
+        offset[order] = np.cumsum(sizes) - sizes
+        if T > 1:
+            base = np.concatenate([[0], np.cumsum(counts)])
+            slot = base[types] + index
+            which[slot], offset[slot] = which.copy(), offset.copy()
+        else:
+            base = np.array([0, len(ids)])
+        which = [which[base[t]:base[t + 1]] for t in range(T)]
+        offset = [offset[base[t]:base[t + 1]] for t in range(T)]
         empty = np.empty(0, np.uint8)
         tables = {name: None if shard is None else
                   RowTable(shard.dtype, shard.shape[1], (shard, cached.get(t, empty), data), which[t], offset[t],
