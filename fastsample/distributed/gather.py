@@ -133,6 +133,8 @@ class FeatureGather:
             rows = self.runs[comm.rank * T + i + 1] - self.runs[comm.rank * T + i]
             if shard is not None and (shard.ndim != 2 or len(shard) != rows):
                 raise ValueError(f"shards[{t!r}]: {shard.shape}, expected ({rows}, width): this rank's {t} nodes")
+        self._run_owner = np.arange(comm.size * T, dtype=np.int64) // T
+        self._run_type = (np.arange(comm.size * T) % T).astype(np.int8 if T <= 127 else np.int64)
         self.row_bytes = np.array([0 if s is None else s.shape[1] * s.itemsize for s in self.shards], dtype=np.int64)
         # the wire's element: the shards' dtype when they share one, else a byte
         dtypes = {s.dtype for s in self.shards if s is not None}
@@ -152,13 +154,17 @@ class FeatureGather:
         self.rows_local = self.rows_cached = self.rows_remote = 0  # since construction
 
     def locate(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(owner rank, node type, row in the owner's shard of that type) of each id."""
-        run = np.searchsorted(self.runs, ids, side="right") - 1
-        rows = np.asarray(ids, dtype=np.int64) - self.runs[run]
+        """(owner rank, node type (int8 up to 127 types), row in the owner's shard of that type) of each id."""
+        runs = self.runs
+        if ids.dtype == np.int32 and runs[-1] <= np.iinfo(np.int32).max:
+            runs = runs.astype(np.int32)  # searchsorted casts every id otherwise (~2x slower)
+        run = np.searchsorted(runs, ids, side="right") - 1
+        rows = ids - self.runs[run]  # int64
         T = len(self.types)
         if T == 1:  # the runs are the owners
             return run, np.zeros(len(run), dtype=np.int8), rows
-        return run // T, run % T, rows
+        # tables of each run's owner and type: lookups, not an int64 division each
+        return self._run_owner[run], self._run_type[run], rows
 
     def __call__(self, ids: np.ndarray):
         """Rows of ``ids``: for a gather over one array, (len(ids), width) in the ids' order;
