@@ -114,6 +114,18 @@ def train_records(partition, ranks: int, log, *args, timeout=300) -> list[dict]:
     return [json.loads(line) for line in open(log)]
 
 
+def train_many(partition, ranks: int, runs: dict, *, timeout=600) -> dict:
+    """Several python -m fastsample.train runs on `ranks` ranks, one after another in one
+    launch (tests/train_many_worker.py calls the command's main() per run, so start-up is paid
+    once): `runs` maps a name to (log, [arguments]); each run gets --data `partition` and
+    --log-json `log`. Returns {name: its epoch records}, as train_records would."""
+    argvs = [["--data", str(partition), "--log-json", str(log), *map(str, args)] for log, args in runs.values()]
+    worker = [REPO / "tests" / "train_many_worker.py", json.dumps(argvs)]
+    proc = run([sys.executable, *worker], timeout=timeout) if ranks == 1 else mpiexec(ranks, *worker, timeout=timeout)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return {name: [json.loads(line) for line in open(log)] for name, (log, _) in runs.items()}
+
+
 # --- worker scripts -----------------------------------------------------------------------
 
 _PASSED = re.compile(r"^rank (\d+) ([\w.-]+): ok(?: .*)?$", re.MULTILINE)

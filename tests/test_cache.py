@@ -4,12 +4,11 @@ neither changes the results."""
 import numpy as np
 import pytest
 
-from conftest import train_records
 from fastsample.data.synth import SynthConfig, write_synthetic
 from fastsample.distributed.cache import CachedRows
 from fastsample.loader import NodeLoader
 from fastsample.partition import partition_dataset
-from helpers import REPO, assert_checks, mpiexec
+from helpers import REPO, assert_checks, mpiexec, train_many
 
 ARGS = ["--fanouts", "5,4", "--batch-size", "40", "--hidden", "16", "--epochs", "2", "--quiet", "--threads", "1",
         "--eval-every", "0"]
@@ -27,15 +26,15 @@ def root(tmp_path_factory):
     return root
 
 
-def train(root, ranks, log, *extra):
-    return train_records(root / f"p{ranks}", ranks, log, *ARGS, *extra)
+def train_all(root, ranks, runs: dict) -> dict:
+    """{name: records} of several runs ({name: (log, extra flags)}) in one launch (helpers.train_many)."""
+    return train_many(root / f"p{ranks}", ranks, {name: (log, [*ARGS, *extra]) for name, (log, extra) in runs.items()})
 
 
 @pytest.mark.mpi
 @pytest.mark.slow
 @pytest.mark.parametrize("ranks", [1, 3])  # 2 ranks: test_data_path.py's matrix, every kernel and mode
 def test_losses_are_bitwise_the_same_with_a_cache_or_prefetch_and_fewer_bytes_move(root, tmp_path, ranks):
-    base = train(root, ranks, tmp_path / "none.json")
     # {no cache, cache} x {no prefetch, prefetch} at every P; the other policy and mode where
     # they can differ (at P = 1 every row is owned and vanilla is hybrid), once (P = 3)
     variants = [("hybrid", "frequency", 0), ("hybrid", None, 1), ("hybrid", "frequency", 1)]
@@ -43,10 +42,15 @@ def test_losses_are_bitwise_the_same_with_a_cache_or_prefetch_and_fewer_bytes_mo
         variants += [("hybrid", "degree", 0), ("vanilla", "frequency", 0)]
     if ranks > 1:
         variants += [("vanilla", "frequency", 2)]
+    flags = {(mode, policy, prefetch): ["--mode", mode, "--prefetch", str(prefetch)]
+             + (["--cache-fraction", "0.2", "--cache-policy", policy] if policy else [])
+             for mode, policy, prefetch in variants}
+    # every run in one launch (the start-up once): the command line's main() per run
+    runs = train_all(root, ranks, {"base": (tmp_path / "none.json", [])}
+                     | {v: (tmp_path / f"{'-'.join(map(str, v))}.json", f) for v, f in flags.items()})
+    base = runs["base"]
     for mode, policy, prefetch in variants:
-        cache = ["--cache-fraction", "0.2", "--cache-policy", policy] if policy else []
-        got = train(root, ranks, tmp_path / f"{mode}-{policy}-{prefetch}.json", "--mode", mode, *cache,
-                    "--prefetch", str(prefetch))
+        got = runs[(mode, policy, prefetch)]
         assert [r["step_losses"] for r in got] == [r["step_losses"] for r in base], (mode, policy, prefetch)
         if policy is None:
             assert [r["bytes_sent"] for r in got] == [r["bytes_sent"] for r in base]
@@ -60,8 +64,9 @@ def test_losses_are_bitwise_the_same_with_a_cache_or_prefetch_and_fewer_bytes_mo
 @pytest.mark.mpi
 @pytest.mark.slow
 def test_frequency_beats_degree_and_a_bigger_cache_hits_more(root, tmp_path):
-    rates = {(p, f): train(root, 2, tmp_path / f"{p}{f}.json", "--cache-fraction", str(f), "--cache-policy", p)
-             [-1]["cache_hit_rate"] for p in ("degree", "frequency") for f in (0.05, 0.2)}
+    runs = train_all(root, 2, {(p, f): (tmp_path / f"{p}{f}.json", ["--cache-fraction", str(f), "--cache-policy", p])
+                               for p in ("degree", "frequency") for f in (0.05, 0.2)})
+    rates = {key: records[-1]["cache_hit_rate"] for key, records in runs.items()}
     assert rates[("frequency", 0.05)] > rates[("degree", 0.05)], rates
     assert rates[("frequency", 0.2)] > rates[("frequency", 0.05)] and rates[("degree", 0.2)] > rates[("degree", 0.05)]
 

@@ -8,6 +8,7 @@ import pytest
 
 from conftest import REPO, mpiexec, run_module
 from fastsample.partition import partition_dataset
+from helpers import train_many
 
 pytest.importorskip("torch_geometric", reason="the pyg extra is not installed (pip install '.[pyg]')")
 pytestmark = pytest.mark.mpi
@@ -31,20 +32,26 @@ def test_example_loop_reaches_the_accuracy_bar_on_cora(cora2, example):
     assert test_acc >= 0.78, last
 
 
+TRAIN = ["--model", REPO / "examples" / "pyg_sage.py:build", "--batch-size", "64", "--fanouts", "5,5", "--hidden", "32",
+         "--threads", "1", "--quiet", "--eval-every", "0"]
+
+
 def _train(cora2, log, *extra):
-    proc = mpiexec(2, "-m", "fastsample.train", "--data", cora2, "--model", REPO / "examples" / "pyg_sage.py:build",
-                   "--batch-size", "64", "--fanouts", "5,5", "--hidden", "32", "--threads", "1", "--quiet",
-                   "--eval-every", "0", "--log-json", log, *extra, timeout=300)
+    proc = mpiexec(2, "-m", "fastsample.train", "--data", cora2, *TRAIN, "--log-json", log, *extra, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return [r["step_losses"] for r in map(json.loads, open(log))]
 
 
 @pytest.mark.slow
 def test_a_pyg_model_under_the_trainer_keeps_the_mode_and_resume_contracts(cora2, tmp_path):
-    hybrid = _train(cora2, tmp_path / "h.json", "--epochs", "3")
-    vanilla = _train(cora2, tmp_path / "v.json", "--epochs", "3", "--mode", "vanilla")
+    # both modes and the run that leaves the checkpoints in one launch (helpers.train_many:
+    # the command's main() per run); the resume below starts processes of its own, as a resumed job would
+    runs = train_many(cora2, 2, {m: (tmp_path / f"{m}.json", [*TRAIN, "--epochs", "3", "--mode", m])
+                                 for m in ("hybrid", "vanilla")}
+                      | {"first": (tmp_path / "a.json", [*TRAIN, "--epochs", "2", "--checkpoint-dir",
+                                                         tmp_path / "ck"])}, timeout=300)
+    hybrid, vanilla = ([r["step_losses"] for r in runs[m]] for m in ("hybrid", "vanilla"))
     assert hybrid == vanilla, "hybrid and vanilla must train a user model identically"
-    _train(cora2, tmp_path / "a.json", "--epochs", "2", "--checkpoint-dir", tmp_path / "ck")
     resumed = _train(cora2, tmp_path / "b.json", "--epochs", "3", "--checkpoint-dir", tmp_path / "ck", "--resume")
     assert resumed == hybrid[2:]
 

@@ -19,7 +19,7 @@ import pytest
 from conftest import run_module
 from fastsample.data.synth import SynthConfig, write_synthetic
 from fastsample.partition import load_partition, partition_dataset
-from helpers import REPO, mpiexec, train_records
+from helpers import REPO, mpiexec, train_many, train_records
 
 ARGS = ["--fanouts", "4,3", "--batch-size", "40", "--hidden", "16", "--threads", "1", "--quiet"]
 
@@ -65,8 +65,10 @@ def test_a_second_writer_of_one_output_fails_and_the_first_result_stands(tmp_pat
 @pytest.mark.mpi
 def test_resume_skips_a_truncated_newest_checkpoint_and_says_so(p2, tmp_path):
     ck = tmp_path / "ck"
-    full = train_records(p2 / "p2", 2, tmp_path / "full.jsonl", *ARGS, "--epochs", "4")
-    train_records(p2 / "p2", 2, tmp_path / "a.jsonl", *ARGS, "--epochs", "3", "--checkpoint-dir", ck)
+    # the uninterrupted run and the one that leaves the checkpoints, in one launch (helpers.train_many)
+    runs = train_many(p2 / "p2", 2, {"full": (tmp_path / "full.jsonl", [*ARGS, "--epochs", "4"]),
+                                     "a": (tmp_path / "a.jsonl", [*ARGS, "--epochs", "3", "--checkpoint-dir", ck])})
+    full = runs["full"]
     newest = ck / "epoch-2.pt"
     newest.write_bytes(newest.read_bytes()[: newest.stat().st_size // 2])  # a crash while copying, a full disk
     proc = mpiexec(2, "-m", "fastsample.train", "--data", p2 / "p2", *ARGS, "--epochs", "4", "--checkpoint-dir", ck,
@@ -81,11 +83,12 @@ def test_resume_skips_a_truncated_newest_checkpoint_and_says_so(p2, tmp_path):
 @pytest.mark.mpi
 def test_only_the_newest_checkpoints_are_kept(p2, tmp_path):
     ck = tmp_path / "ck"
-    train_records(p2 / "p2", 2, tmp_path / "a.jsonl", *ARGS, "--epochs", "5", "--checkpoint-dir", ck,
-                  "--keep-checkpoints", "2")
+    # both runs in one launch (helpers.train_many: the command's main() per run)
+    train_many(p2 / "p2", 2, {"a": (tmp_path / "a.jsonl", [*ARGS, "--epochs", "5", "--checkpoint-dir", ck,
+                                                           "--keep-checkpoints", "2"]),
+                              "b": (tmp_path / "b.jsonl", [*ARGS, "--epochs", "3", "--checkpoint-dir", tmp_path / "all",
+                                                           "--keep-checkpoints", "0"])})
     assert sorted(f.name for f in ck.iterdir()) == ["epoch-3.pt", "epoch-4.pt"]
-    train_records(p2 / "p2", 2, tmp_path / "b.jsonl", *ARGS, "--epochs", "3", "--checkpoint-dir", tmp_path / "all",
-                  "--keep-checkpoints", "0")
     assert len(list((tmp_path / "all").iterdir())) == 3
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import REPO, assert_checks, mpiexec
+from helpers import REPO, assert_checks, mpiexec, train_many
 from fastsample.nn.block import Block
 from fastsample.data.synth import SynthConfig, write_synthetic
 from fastsample.graph import load_dataset
@@ -112,14 +112,11 @@ def test_vanilla_full_evaluation_equals_hybrids(root, tmp_path):
     for r in range(2):
         got, want = np.load(tmp_path / f"vanilla-{r}.npy"), np.load(tmp_path / f"hybrid-{r}.npy")
         assert np.abs(want).max() > 0.1 and np.array_equal(got, want), f"rank {r}"
-    logs = {}
-    for mode in ("hybrid", "vanilla"):
-        logs[mode] = tmp_path / f"{mode}.jsonl"
-        proc = mpiexec(2, "-m", "fastsample.train", "--data", tmp_path / "both", "--mode", mode, "--fanouts", "4,4",
-                       "--hidden", "16", "--batch-size", "32", "--epochs", "2", "--threads", "1", "--eval", "full",
-                       "--eval-batch-size", "50", "--log-json", logs[mode], "--quiet", timeout=300)
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-    hybrid, vanilla = ([json.loads(line) for line in open(logs[m])] for m in ("hybrid", "vanilla"))
+    # both trainings in one launch (helpers.train_many: the command's main() per run)
+    runs = train_many(tmp_path / "both", 2, {mode: (tmp_path / f"{mode}.jsonl", [
+        "--mode", mode, "--fanouts", "4,4", "--hidden", "16", "--batch-size", "32", "--epochs", "2", "--threads", "1",
+        "--eval", "full", "--eval-batch-size", "50", "--quiet"]) for mode in ("hybrid", "vanilla")}, timeout=300)
+    hybrid, vanilla = runs["hybrid"], runs["vanilla"]
     for key in ("step_losses", "val_acc", "test_acc"):
         assert [r[key] for r in vanilla] == [r[key] for r in hybrid], key
     assert all(r["val_acc"] is not None for r in hybrid)

@@ -9,7 +9,7 @@ import torch
 from conftest import run_module
 from fastsample.data.synth import SynthConfig, write_synthetic
 from fastsample.nn.link import AUC_BINS, auc_from_histograms, rank_counts, score_histogram
-from helpers import native_built, train_records
+from helpers import native_built, train_many, train_records
 
 ARGS = ["--task", "link", "--scorer", "dot", "--fanouts", "4,3", "--batch-size", "128", "--hidden", "16", "--threads", "1",
         "--quiet", "--negatives", "2", "--lr", "0.006", "--eval-batch-size", "100"]
@@ -65,17 +65,20 @@ def test_distmult_learns_the_relations_diagonal_that_dot_cannot():
 @pytest.mark.mpi
 def test_every_mode_and_kernel_trains_alike_and_resume_continues_bitwise(linked, tmp_path):
     kernels = ["numba"] + (["native"] if native_built() else [])
-    runs = {(m, k): train_records(linked / "l2", 2, tmp_path / f"{m}-{k}.jsonl", *ARGS, "--epochs", "2", "--mode", m,
-                                  "--sampler", k)
-            for m in ("hybrid", "vanilla") for k in kernels}
+    # the four runs and the first epoch's checkpoint in one launch (helpers.train_many: the
+    # command's main() per run); the resume below starts processes of its own, as a resumed job would
+    ck = tmp_path / "ck"
+    runs = train_many(linked / "l2", 2, {(m, k): (tmp_path / f"{m}-{k}.jsonl", [*ARGS, "--epochs", "2", "--mode", m,
+                                                                               "--sampler", k])
+                                         for m in ("hybrid", "vanilla") for k in kernels}
+                      | {"first": (tmp_path / "first.jsonl", [*ARGS, "--epochs", "1", "--checkpoint-dir", ck])})
+    del runs["first"]
     base = [r["step_losses"] for r in runs[("hybrid", "numba")]]
     assert all([r["step_losses"] for r in got] == base for got in runs.values())
     last = runs[("hybrid", "numba")][-1]
     for key in ("val_auc", "test_auc", "val_mrr", "test_mrr", "val_hits@1", "test_hits@3", "test_hits@10"):
         assert 0 <= last[key] <= 1, key
     assert last["val_auc"] > 0.6  # it learns: the generator's communities make edges predictable
-    ck = tmp_path / "ck"
-    train_records(linked / "l2", 2, tmp_path / "first.jsonl", *ARGS, "--epochs", "1", "--checkpoint-dir", ck)
     resumed = train_records(linked / "l2", 2, tmp_path / "resumed.jsonl", *ARGS, "--epochs", "2", "--checkpoint-dir",
                             ck, "--resume")
     assert [r["step_losses"] for r in resumed] == base[1:]

@@ -55,7 +55,8 @@ def test_the_readme_setup_then_its_commands_from_fresh_shells(tmp_path):
 def test_the_readme_link_command_reproduces_across_kernels_modes_and_prefetch(planetoid_dir, tmp_path):
     # what the README says its link figures hold across: on one host with the engine it
     # pins, every kernel, both modes and prefetch give bitwise the same losses and AUCs
-    from conftest import run_module, train_records
+    from conftest import run_module
+    from helpers import train_many
 
     setup = block_with("python -m fastsample.data link-split data/cora data/cora-link")
     train = next(c for c in setup if c.startswith("mpiexec -n 2 python -m fastsample.train"))
@@ -68,8 +69,10 @@ def test_the_readme_link_command_reproduces_across_kernels_modes_and_prefetch(pl
     run_module("fastsample.partition", tmp_path / "cora-link", tmp_path / "cora-link-2", "--parts", "2", "--quiet",
                check=True)
     args = [*flags[4:], "--epochs", "2", "--quiet"]
-    runs = [train_records(tmp_path / "cora-link-2", 2, tmp_path / f"{i}.jsonl", "--task", "link", *args, *extra)
-            for i, extra in enumerate([[], ["--mode", "vanilla", "--sampler", "numba", "--prefetch", "1"]])]
+    # both runs in one launch (helpers.train_many: the command's main() per run)
+    runs = train_many(tmp_path / "cora-link-2", 2, {i: (tmp_path / f"{i}.jsonl", ["--task", "link", *args, *extra])
+                                                    for i, extra in enumerate([[], ["--mode", "vanilla", "--sampler",
+                                                                                    "numba", "--prefetch", "1"]])})
     fields = lambda records: [(r["step_losses"], r["val_auc"], r["test_mrr"]) for r in records]
     assert fields(runs[0]) == fields(runs[1])
     assert runs[0][-1]["loss"] < runs[0][0]["step_losses"][0]  # it learns

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import REPO, ccl_available, mpiexec, run_module, train_records
 from fastsample.partition import partition_dataset
-from helpers import kill_group, mpiexec_argv, native_built
+from helpers import kill_group, mpiexec_argv, native_built, train_many
 
 ARGS = ["--fanouts", "4,3", "--batch-size", "40", "--hidden", "16", "--epochs", "2", "--quiet",
         "--eval-every", "0", "--threads", "1"]
@@ -28,10 +28,10 @@ def test_losses_identical_across_samplers_and_modes(train_parts, tmp_path, ranks
     variants = [("hybrid", "numba"), ("hybrid", "twostep"), ("vanilla", "numba")]
     if native_built():
         variants.append(("hybrid", "native"))
-    runs = {}
-    for mode, sampler in variants:
-        log = tmp_path / f"{mode}-{sampler}.json"
-        runs[(mode, sampler)] = train(train_parts, ranks, "--mode", mode, "--sampler", sampler, log=log)
+    # every variant in one launch (helpers.train_many: the command's main() per run)
+    runs = train_many(train_parts / f"p{ranks}", ranks, {(mode, sampler): (tmp_path / f"{mode}-{sampler}.json",
+                                                                          [*ARGS, "--mode", mode, "--sampler", sampler])
+                                                         for mode, sampler in variants})
     ref = runs[("hybrid", "numba")]
     assert len(ref) == 2 and all(len(r["step_losses"]) > 1 for r in ref)
     for key, records in runs.items():
@@ -129,8 +129,11 @@ def test_killing_a_rank_ends_the_job(train_parts, tmp_path, prefetch):
 @pytest.mark.mpi
 @pytest.mark.slow
 def test_resumed_run_continues_with_the_same_losses(train_parts, tmp_path):
-    full = train(train_parts, 2, "--epochs", "4", "--checkpoint-dir", tmp_path / "a", log=tmp_path / "full.json")
-    train(train_parts, 2, "--epochs", "2", "--checkpoint-dir", tmp_path / "b", log=tmp_path / "first.json")
+    # the uninterrupted run and the first half in one launch (helpers.train_many); the resume
+    # starts a process of its own, as a resumed job would
+    full = train_many(train_parts / "p2", 2, {
+        "full": (tmp_path / "full.json", [*ARGS, "--epochs", "4", "--checkpoint-dir", tmp_path / "a"]),
+        "first": (tmp_path / "first.json", [*ARGS, "--epochs", "2", "--checkpoint-dir", tmp_path / "b"])})["full"]
     # resumed with prefetch, which must not change a loss either
     resumed = train(train_parts, 2, "--epochs", "4", "--checkpoint-dir", tmp_path / "b", "--resume",
                     "--prefetch", "1", log=tmp_path / "second.json")
@@ -204,11 +207,12 @@ def test_bf16_losses_identical_across_modes_cache_and_prefetch(train_parts, tmp_
     # floats, not bf16-exact) by the rounding only.
     variants = {"hybrid": ["--mode", "hybrid"], "vanilla": ["--mode", "vanilla"],
                 "cache+prefetch": ["--mode", "hybrid", "--cache-fraction", "0.2", "--prefetch", "1"]}
-    losses = {}
-    for name, extra in variants.items():
-        records = train(train_parts, 2, "--precision", "bf16", *extra, log=tmp_path / f"{name}.json")
-        losses[name] = [loss for r in records for loss in r["step_losses"]]
-    fp32 = [loss for r in train(train_parts, 2, log=tmp_path / "fp32.json") for loss in r["step_losses"]]
+    # the four runs in one launch (helpers.train_many: the command's main() per run)
+    runs = train_many(train_parts / "p2", 2, {name: (tmp_path / f"{name}.json", [*ARGS, "--precision", "bf16", *extra])
+                                              for name, extra in variants.items()}
+                      | {"fp32": (tmp_path / "fp32.json", ARGS)})
+    losses = {name: [loss for r in records for loss in r["step_losses"]] for name, records in runs.items()}
+    fp32 = losses.pop("fp32")
     assert losses["vanilla"] == losses["hybrid"] and losses["cache+prefetch"] == losses["hybrid"]
     assert losses["hybrid"] != fp32
     np.testing.assert_allclose(losses["hybrid"], fp32, rtol=1e-2)
