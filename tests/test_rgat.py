@@ -15,7 +15,7 @@ from fastsample.loader import NodeLoader
 from fastsample.nn.rgat import RGAT
 from fastsample.partition import partition_dataset
 from fastsample.sampling import get_num_threads, set_num_threads
-from helpers import native_built, train_records
+from helpers import native_built, train_many
 
 needs_native = pytest.mark.skipif(not native_built(), reason="fastsample._native is not built")
 
@@ -155,17 +155,17 @@ def test_the_trainer_trains_rgat_alike_in_every_mode_kernel_and_thread_count(typ
     args = ["--model", "rgat", "--fanouts", "4,3", "--batch-size", "64", "--hidden", "16", "--epochs", "1", "--quiet"]
     kernel = "native" if native_built() else "numba"
     # one run differs from the first in mode and kernel, one in its thread count
-    runs = [train_records(typed / "p2", 2, tmp_path / f"{i}.jsonl", *args, *more)
-            for i, more in enumerate([("--sampler", kernel, "--threads", "1"),
-                                      ("--mode", "vanilla", "--sampler", "numba", "--threads", "1"),
-                                      ("--sampler", kernel, "--threads", "2")])]
+    # the runs of each dataset in one launch (helpers.train_many: the command's main() per run)
+    runs = list(train_many(typed / "p2", 2, {i: (tmp_path / f"{i}.jsonl", [*args, *more]) for i, more in enumerate(
+        [("--sampler", kernel, "--threads", "1"), ("--mode", "vanilla", "--sampler", "numba", "--threads", "1"),
+         ("--sampler", kernel, "--threads", "2")])}).values())
     base = [r["step_losses"] for r in runs[0]]
     assert all([r["step_losses"] for r in got] == base for got in runs[1:])
     assert runs[0][-1]["loss"] < runs[0][0]["step_losses"][0]  # it learns
     make_small_dataset(tmp_path / "u", num_nodes=300, num_edges=2400, feature_dim=8, classes=3)
     partition_dataset(tmp_path / "u", tmp_path / "u2", 2, progress=False)
-    untyped = [train_records(tmp_path / "u2", 2, tmp_path / f"u-{m}.jsonl", *args, "--mode", m, "--threads", "1")
-               for m in ("hybrid", "vanilla")]
+    untyped = list(train_many(tmp_path / "u2", 2, {m: (tmp_path / f"u-{m}.jsonl", [*args, "--mode", m, "--threads", "1"])
+                                                  for m in ("hybrid", "vanilla")}).values())
     assert [r["step_losses"] for r in untyped[0]] == [r["step_losses"] for r in untyped[1]]
 
 

@@ -33,6 +33,13 @@ SlurmUser=root
 AuthType=auth/munge
 # a requeued job waits cred_expire seconds before it starts again (default 120)
 AuthInfo=cred_expire=10
+# sbatch --wait polls every min(MinJobAge / 2, 32) s once past its first 2 + 8 s (default 300:
+# a job that ends at 12 s is seen at 42 s); 16 s keeps a finished job's record long enough
+# for the scontrol show job that follows
+MinJobAge=16
+# the requeued job becomes eligible cred_expire seconds on, with no event to schedule it: a
+# backfill pass each second starts it then, not at the next of the default 30 s passes
+SchedulerParameters=bf_interval=1
 StateSaveLocation={d}/state
 SlurmdSpoolDir={d}/spool
 SlurmctldPidFile={d}/slurmctld.pid

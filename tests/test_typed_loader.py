@@ -102,21 +102,23 @@ def test_the_trainer_trains_typed_data_alike_in_every_mode_and_kernel_and_resume
     # each rank checkpoints its shard, and --resume continues with exactly the
     # uninterrupted run's losses
     from conftest import train_records
-    from helpers import native_built
+    from helpers import native_built, train_many
 
     args = ["--fanouts", "4,3", "--batch-size", "64", "--hidden", "16", "--threads", "1", "--quiet"]
     kernels = ["numba"] + (["native"] if native_built() else [])
-    runs = {(mode, kernel): train_records(typed / "p2", 2, tmp_path / f"{mode}-{kernel}.jsonl", *args, "--epochs", "2",
-                                          "--mode", mode, "--sampler", kernel)
-            for mode in ("hybrid", "vanilla") for kernel in kernels}
-    # with prefetch the embedding rows come at the step, never from before an update
-    runs["prefetch"] = train_records(typed / "p2", 2, tmp_path / "prefetch.jsonl", *args, "--epochs", "2",
-                                     "--prefetch", "1")
+    ck = tmp_path / "ck"
+    # every variant, and the first half of the resumed run, in one launch (helpers.train_many)
+    runs = train_many(typed / "p2", 2, {
+        **{(mode, kernel): (tmp_path / f"{mode}-{kernel}.jsonl", [*args, "--epochs", "2", "--mode", mode,
+                                                                  "--sampler", kernel])
+           for mode in ("hybrid", "vanilla") for kernel in kernels},
+        # with prefetch the embedding rows come at the step, never from before an update
+        "prefetch": (tmp_path / "prefetch.jsonl", [*args, "--epochs", "2", "--prefetch", "1"]),
+        "first": (tmp_path / "first.jsonl", [*args, "--epochs", "1", "--checkpoint-dir", ck])})
+    runs.pop("first")
     base = [r["step_losses"] for r in runs[("hybrid", "numba")]]
     assert all([r["step_losses"] for r in got] == base for got in runs.values())
     assert runs[("hybrid", "numba")][-1]["val_acc"] > 0.5  # it learns (4 classes)
-    ck = tmp_path / "ck"
-    train_records(typed / "p2", 2, tmp_path / "first.jsonl", *args, "--epochs", "1", "--checkpoint-dir", ck)
     assert sorted(f.name for f in ck.iterdir()) == ["epoch-0.embed-0-of-2.pt", "epoch-0.embed-1-of-2.pt", "epoch-0.pt"]
     resumed = train_records(typed / "p2", 2, tmp_path / "resumed.jsonl", *args, "--epochs", "2", "--checkpoint-dir", ck,
                             "--resume")
@@ -127,11 +129,12 @@ def test_the_trainer_trains_typed_data_alike_in_every_mode_and_kernel_and_resume
 @pytest.mark.slow
 def test_the_pyg_rgat_example_trains_typed_data_alike_in_both_modes(typed, tmp_path):
     pytest.importorskip("torch_geometric", reason="the pyg extra is not installed")
-    from conftest import train_records
+    from helpers import train_many
 
     args = ["--model", str(REPO / "examples" / "pyg_rgat.py") + ":build", "--fanouts", "4,3", "--batch-size", "64",
             "--hidden", "16", "--epochs", "2", "--threads", "1", "--quiet"]
-    runs = [train_records(typed / "p2", 2, tmp_path / f"{m}.jsonl", *args, "--mode", m) for m in ("hybrid", "vanilla")]
+    runs = list(train_many(typed / "p2", 2, {m: (tmp_path / f"{m}.jsonl", [*args, "--mode", m])
+                                             for m in ("hybrid", "vanilla")}).values())
     assert [r["step_losses"] for r in runs[0]] == [r["step_losses"] for r in runs[1]]
     assert runs[0][-1]["loss"] < runs[0][0]["step_losses"][0]  # it learns
 
@@ -163,11 +166,12 @@ def test_layerwise_inference_on_typed_data_is_the_full_neighbour_forward(typed):
 
 @pytest.mark.mpi
 def test_eval_full_on_typed_data_agrees_in_both_modes(typed, tmp_path):
-    from conftest import train_records
+    from helpers import train_many
 
     args = ["--fanouts", "4,3", "--batch-size", "64", "--hidden", "16", "--epochs", "2", "--threads", "1", "--quiet",
             "--eval", "full", "--eval-batch-size", "300"]
-    runs = [train_records(typed / "p2", 2, tmp_path / f"{m}.jsonl", *args, "--mode", m) for m in ("hybrid", "vanilla")]
+    runs = list(train_many(typed / "p2", 2, {m: (tmp_path / f"{m}.jsonl", [*args, "--mode", m])
+                                             for m in ("hybrid", "vanilla")}).values())
     assert [(r["val_acc"], r["test_acc"]) for r in runs[0]] == [(r["val_acc"], r["test_acc"]) for r in runs[1]]
     assert runs[0][-1]["val_acc"] > 0.8
 
@@ -176,16 +180,16 @@ def test_eval_full_on_typed_data_agrees_in_both_modes(typed, tmp_path):
 def test_the_feature_cache_and_bf16_take_typed_data(typed, tmp_path):
     # a cache changes the bytes sent, never the losses, in either mode; bf16 sends fewer
     # bytes again, and with a cache and prefetch still gives bf16's own losses
-    from conftest import train_records
+    from helpers import train_many
 
     args = ["--fanouts", "4,3", "--batch-size", "64", "--hidden", "16", "--epochs", "1", "--threads", "1", "--quiet"]
-    run = lambda name, *more: train_records(typed / "p2", 2, tmp_path / f"{name}.jsonl", *args, *more)[0]
-    plain, cached = run("plain"), run("cached", "--cache-fraction", "0.2")
-    vanilla = run("vanilla", "--cache-fraction", "0.2", "--cache-policy", "degree", "--mode", "vanilla")
+    variants = {"plain": [], "cached": ["--cache-fraction", "0.2"],
+                "vanilla": ["--cache-fraction", "0.2", "--cache-policy", "degree", "--mode", "vanilla"],
+                "bf16": ["--precision", "bf16"], "bf16c": ["--precision", "bf16", "--cache-fraction", "0.2", "--prefetch", "1"]}
+    runs = train_many(typed / "p2", 2, {name: (tmp_path / f"{name}.jsonl", [*args, *more]) for name, more in variants.items()})
+    plain, cached, vanilla, half, half_cached = (runs[name][0] for name in variants)
     assert plain["step_losses"] == cached["step_losses"] == vanilla["step_losses"]
     assert cached["cache_hit_rate"] > 0.3 and cached["bytes_sent"] < plain["bytes_sent"] / 2
-    half, half_cached = run("bf16", "--precision", "bf16"), run("bf16c", "--precision", "bf16", "--cache-fraction",
-                                                                 "0.2", "--prefetch", "1")
     assert half["bytes_sent"] < 0.7 * plain["bytes_sent"] and half["step_losses"] != plain["step_losses"]
     assert half["step_losses"] == half_cached["step_losses"]
     assert abs(half["loss"] - plain["loss"]) < 0.05
@@ -193,14 +197,18 @@ def test_the_feature_cache_and_bf16_take_typed_data(typed, tmp_path):
 
 @pytest.mark.mpi
 def test_per_relation_fanouts_from_the_command_line(typed, tmp_path):
-    from conftest import run_module, train_records
+    from conftest import run_module
+    from helpers import train_many
 
     args = ["--fanouts", "4,3", "--relation-fanouts", "cites=2,written_by=0;rev_cites=-1", "--batch-size", "64",
             "--hidden", "16", "--epochs", "1", "--threads", "1", "--quiet"]
-    runs = [train_records(typed / "p2", 2, tmp_path / f"{m}.jsonl", *args, "--mode", m, "--prefetch", str(pf))
-            for m, pf in (("hybrid", 0), ("vanilla", 0), ("hybrid", 1))]
+    got = train_many(typed / "p2", 2, {
+        **{(m, pf): (tmp_path / f"{m}-{pf}.jsonl", [*args, "--mode", m, "--prefetch", str(pf)])
+           for m, pf in (("hybrid", 0), ("vanilla", 0), ("hybrid", 1))},
+        "plain": (tmp_path / "plain.jsonl", [*args[:2], *args[4:]])})
+    plain = got.pop("plain")
+    runs = list(got.values())
     assert runs[0][0]["step_losses"] == runs[1][0]["step_losses"] == runs[2][0]["step_losses"]
-    plain = train_records(typed / "p2", 2, tmp_path / "plain.jsonl", *args[:2], *args[4:])
     assert plain[0]["step_losses"] != runs[0][0]["step_losses"]  # the mapping took effect
     for spec, message in (("cited=2;", "--relation-fanouts: layer 0: relation 'cited' is not an edge type"),
                           ("cites=2", "--relation-fanouts has 1 layers, --fanouts 2")):
