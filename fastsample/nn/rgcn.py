@@ -59,10 +59,23 @@ def mean(block: Block, h) -> torch.Tensor:
     return block.mean(h)
 
 
+def _takes_grad(h) -> bool:
+    """Whether autograd needs ``h``'s gradient here (a row table never takes one)."""
+    return torch.is_grad_enabled() and isinstance(h, torch.Tensor) and h.requires_grad
+
+
+def _self_rows(h, n: int, out: torch.Tensor) -> torch.Tensor | None:
+    """``out`` = rows [0, n) of ``h`` (the destinations', first among the sources); returns
+    them as autograd sees them where ``h`` takes a gradient, else None."""
+    rows = tensor_of(h, n)
+    out.copy_(rows)
+    return rows if _takes_grad(h) else None
+
+
 def _mean_into(block: Block, h, out: torch.Tensor) -> torch.Tensor | None:
     """``out`` (rows apart: a column block of a product's input) = ``mean(block, h)``. Returns
     the mean as autograd sees it where ``h`` takes a gradient, else None (written in place)."""
-    if torch.is_grad_enabled() and isinstance(h, torch.Tensor) and h.requires_grad:
+    if _takes_grad(h):
         m = mean(block, h)
         out.copy_(m.detach())
         return m
@@ -211,21 +224,13 @@ class RGCN(nn.Module):
             for rel, src in sources:
                 width = src.width if isinstance(src, RowTable) else src.shape[1]
                 view = z[:, at:at + width]
-                part = self_rows(src, n, view) if rel is None else _mean_into(rel, src, view)
+                part = _self_rows(src, n, view) if rel is None else _mean_into(rel, src, view)
                 if part is not None:
                     parts.append(part)
                     spans.append((at, at + width))
                 at += width
             out[t] = _Product.apply(z, w, sum(c.self_lin.bias for c in convs), tuple(spans), *parts)
         return out
-
-
-def self_rows(h, n: int, out: torch.Tensor) -> torch.Tensor | None:
-    """``out`` = rows [0, n) of ``h`` (the destinations', first among the sources); returns
-    them as autograd sees them where ``h`` takes a gradient, else None."""
-    rows = tensor_of(h, n)
-    out.copy_(rows)
-    return rows if torch.is_grad_enabled() and isinstance(h, torch.Tensor) and h.requires_grad else None
 
 
 class _RelationConv(nn.Module):

@@ -45,12 +45,18 @@ def dropout_seed() -> int:
     return int(torch.randint(0, 2**62, (1,)).item())
 
 
+def _native_drop(h: torch.Tensor, module: nn.Dropout) -> bool:
+    """Whether ``module`` drops elements of ``h`` on the native kernels (training, p > 0, a
+    2-D float32 CPU tensor, the module built)."""
+    return (module.training and module.p > 0 and _native is not None and h.device.type == "cpu"
+            and h.dtype == torch.float32 and h.dim() == 2)
+
+
 def dropout(h: torch.Tensor, module: nn.Dropout) -> torch.Tensor:
     """``module`` applied to ``h``, with the native keep bits on the CPU (a hash of the seed
     and the element, the same on any thread count, the draws the fused native layers make;
     torch's bernoulli_ is ~20x slower): the plain-PyTorch GraphSAGE, the R-GCN and the R-GAT."""
-    if not (module.training and module.p > 0 and _native is not None and h.device.type == "cpu"
-            and h.dtype == torch.float32 and h.dim() == 2):
+    if not _native_drop(h, module):
         return module(h)
     mask = torch.empty_like(h)
     _native.dropout_mask(mask, module.p, dropout_seed())
@@ -80,8 +86,7 @@ class _ReluDropout(torch.autograd.Function):
 def relu_dropout(v: torch.Tensor, module: nn.Dropout) -> torch.Tensor:
     """``dropout(relu(v), module)``; on the native kernels in one pass, in place on ``v``
     (a product's output that nothing else holds)."""
-    if (module.training and module.p > 0 and _native is not None and v.device.type == "cpu"
-            and v.dtype == torch.float32 and v.dim() == 2 and v.is_contiguous()):
+    if _native_drop(v, module) and v.is_contiguous():
         return _ReluDropout.apply(v, module.p, dropout_seed())
     return dropout(torch.relu(v), module)
 
