@@ -107,6 +107,8 @@ class LinkTask:
                 k = negs[step * c.eval_batch_size:(step + 1) * c.eval_batch_size]
                 ids, inverse = np.unique(np.concatenate([e.ravel(), k.ravel()]).astype(np.int64), return_inverse=True)
                 h = torch.from_numpy(gather.gather(ids).in_order()).to(trainer.device)
+                if not len(e):  # this rank's share ran out before the others': it only serves rows
+                    continue
                 at = torch.from_numpy(inverse)
                 src, dst, neg = at[0:2 * len(e):2], at[1:2 * len(e):2], at[2 * len(e):].reshape(len(e), -1)
                 pos = model.score(h[src], h[dst]).float().cpu().numpy()
