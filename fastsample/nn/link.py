@@ -101,7 +101,8 @@ class LinkModel(nn.Module):
 def bce_loss(pos: torch.Tensor, neg: torch.Tensor) -> torch.Tensor:
     """Binary cross-entropy of positives (label 1) and negatives (label 0), one mean over all."""
     logits = torch.cat([pos.reshape(-1), neg.reshape(-1)])
-    labels = torch.cat([torch.ones(pos.numel()), torch.zeros(neg.numel())])
+    labels = torch.cat([torch.ones(pos.numel(), dtype=logits.dtype, device=logits.device),
+                        torch.zeros(neg.numel(), dtype=logits.dtype, device=logits.device)])
     return nn.functional.binary_cross_entropy_with_logits(logits, labels)
 
 
