@@ -91,6 +91,10 @@ def test_dropout_keep_bits_follow_the_documented_rule(p):
     keep = _keep_bits(seed, p, np.arange(mask.size)).reshape(mask.shape)
     np.testing.assert_array_equal(mask, np.where(keep, np.float32(1 / (1 - p)), np.float32(0)))
     assert abs(keep.mean() - (1 - p)) < 0.01
+    # the torch form (GPUs; CPUs without the native module) draws the same bits
+    from fastsample.nn.sage import keep_mask
+
+    np.testing.assert_array_equal(keep_mask(torch.from_numpy(mask), p, seed).numpy(), mask)
     x = np.random.default_rng(0).standard_normal((257, 129)).astype(np.float32)
     bias = np.random.default_rng(1).standard_normal(129).astype(np.float32)
     out = x.copy()

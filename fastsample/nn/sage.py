@@ -45,21 +45,56 @@ def dropout_seed() -> int:
     return int(torch.randint(0, 2**62, (1,)).item())
 
 
+def _hashed_drop(h: torch.Tensor, module: nn.Dropout) -> bool:
+    """Whether ``module`` drops elements of ``h`` by the hashed keep bits (training, p > 0,
+    a 2-D float32 tensor, on any device): the rule every path shares, so a seed gives the
+    same masks on the native kernels, without them and on a GPU."""
+    return module.training and module.p > 0 and h.dtype == torch.float32 and h.dim() == 2
+
+
 def _native_drop(h: torch.Tensor, module: nn.Dropout) -> bool:
-    """Whether ``module`` drops elements of ``h`` on the native kernels (training, p > 0, a
-    2-D float32 CPU tensor, the module built)."""
-    return (module.training and module.p > 0 and _native is not None and h.device.type == "cpu"
-            and h.dtype == torch.float32 and h.dim() == 2)
+    """Whether the hashed keep bits of ``h`` are drawn by the native kernels (a CPU tensor,
+    the module built)."""
+    return _hashed_drop(h, module) and _native is not None and h.device.type == "cpu"
+
+
+_LOW32 = 0xFFFFFFFF
+
+
+def _lowbias32(x: torch.Tensor) -> torch.Tensor:
+    """native/activation.cpp's mixer on int64 lanes holding uint32 values (a product's
+    bits above 32 may wrap: only its low word is kept)."""
+    x = x ^ (x >> 16)
+    x = (x * 0x7FEB352D) & _LOW32
+    x = x ^ (x >> 15)
+    x = (x * 0x846CA68B) & _LOW32
+    return x ^ (x >> 16)
+
+
+def keep_mask(h: torch.Tensor, p: float, seed: int) -> torch.Tensor:
+    """The keep-scaled mask of ``h`` (its shape, float32, its device) that
+    ``native.dropout_mask`` draws from ``seed``, in torch's integer ops: on a GPU, and on
+    a CPU without the native module."""
+    k = torch.arange(h.numel(), device=h.device, dtype=torch.int64)
+    s1, s2 = seed & _LOW32, (seed >> 32) & _LOW32
+    high = s2 ^ (((k >> 32) * 0x9E3779B9) & _LOW32)
+    bits = _lowbias32((_lowbias32((k & _LOW32) ^ s1) + high) & _LOW32)
+    kept = (bits >> 8) >= int(p * 16777216.0 + 0.5)
+    return kept.view(h.shape).to(torch.float32) * torch.tensor(1.0 / (1.0 - p), dtype=torch.float32)
 
 
 def dropout(h: torch.Tensor, module: nn.Dropout) -> torch.Tensor:
-    """``module`` applied to ``h``, with the native keep bits on the CPU (a hash of the seed
-    and the element, the same on any thread count, the draws the fused native layers make;
-    torch's bernoulli_ is ~20x slower): the plain-PyTorch GraphSAGE, the R-GCN and the R-GAT."""
-    if not _native_drop(h, module):
+    """``module`` applied to ``h``, by the hashed keep bits where they apply (a hash of the
+    seed and the element, the same on any thread count and device, the draws the fused
+    native layers make; torch's bernoulli_ is ~20x slower on the CPU): the plain-PyTorch
+    GraphSAGE, the R-GCN and the R-GAT."""
+    if not _hashed_drop(h, module):
         return module(h)
-    mask = torch.empty_like(h)
-    _native.dropout_mask(mask, module.p, dropout_seed())
+    if _native_drop(h, module):
+        mask = torch.empty_like(h)
+        _native.dropout_mask(mask, module.p, dropout_seed())
+    else:
+        mask = keep_mask(h, module.p, dropout_seed())
     return h * mask
 
 
