@@ -83,6 +83,19 @@ def test_cache_holds_the_owners_rows_of_the_best_scored_nodes_and_never_owned_on
 def test_cache_lookup_and_bad_settings():
     cache = CachedRows(np.array([3, 9, 20]), np.zeros((3, 8), np.float32))
     assert cache.lookup(np.array([9, 4, 20, 21, 3, 0])).tolist() == [1, -1, 2, -1, 0, -1]
+    # a slot table where it costs no more than the rows (wide rows), a binary search where
+    # it would (ids far apart, narrow rows): the same positions
+    rng = np.random.default_rng(0)
+    ids = np.sort(rng.choice(10_000, 3_000, replace=False)) + 500
+    queries = rng.integers(0, 11_000, 20_000)
+    dense, sparse = CachedRows(ids, np.zeros((len(ids), 16), np.float32)), CachedRows(ids, np.zeros((len(ids), 1), np.int8))
+    assert dense._slots is not None and sparse._slots is None
+    want = [int(np.flatnonzero(ids == q)[0]) if q in set(ids.tolist()) else -1 for q in queries[:500]]
+    for table in (dense, sparse):
+        for dtype in (np.int64, np.int32):
+            got = table.lookup(queries.astype(dtype))
+            assert got.dtype == np.int64 and got[:500].tolist() == want
+            assert np.array_equal(got, dense.lookup(queries))
 
 
 def test_bad_cache_settings_name_the_parameter(root):

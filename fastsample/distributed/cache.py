@@ -23,6 +23,7 @@ cached.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -44,9 +45,25 @@ class CachedRows:
         """Position of each id in the cache, -1 where it is not cached."""
         if not len(self.ids):
             return np.full(len(ids), -1, dtype=np.int64)
+        if self._slots is not None:
+            lo, slots = self._slots
+            at = np.clip(ids, lo, lo + len(slots) - 1) - lo
+            return np.where((ids >= lo) & (ids < lo + len(slots)), slots[at], -1).astype(np.int64, copy=False)
         at = np.searchsorted(self.ids, ids)
         at[at == len(self.ids)] = 0
         return np.where(self.ids[at] == ids, at, -1)
+
+    @cached_property
+    def _slots(self) -> tuple[int, np.ndarray] | None:
+        """(the lowest cached id, each id's position from it on, -1 where not cached) where
+        that table costs no more memory than the cached rows: a lookup is then one read per
+        id in a small table, not a binary search (~30 ms a step for 350k ids)."""
+        lo, hi = int(self.ids[0]), int(self.ids[-1]) + 1
+        if 4 * (hi - lo) > self.rows.nbytes:
+            return None
+        slots = np.full(hi - lo, -1, dtype=np.int32)
+        slots[self.ids - lo] = np.arange(len(self.ids), dtype=np.int32)
+        return lo, slots
 
 
 @dataclass(frozen=True)
