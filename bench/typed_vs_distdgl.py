@@ -9,7 +9,9 @@ typed dataset, each partitioned by its own system's partitioner:
               bench/distdgl_typed/partition_typed.py DATASET DGL_DIR --parts 2, METIS)
 
 and prints the settings, the CPU, per-phase medians of the measured epochs (epoch 0 of every
-run is warm-up) for both, and the epoch ratio DistDGL / fastsample. The work is the same on
+run is warm-up) for both, and the epoch ratio DistDGL / fastsample. With --cache-fraction F
+every round runs fastsample a second time with its hot-feature cache (--cache-fraction F:
+the same losses bitwise, fewer rows fetched), reported as a column of its own. The work is the same on
 both sides: fanouts per relation (an int fanout is per relation on both), batch per rank,
 hidden width, layers, R-GCN = per relation SAGEConv(mean) summed over relations (DGL:
 HeteroGraphConv(..., aggregate='sum')), ReLU + dropout, Adam on dense weights, learnable
@@ -178,6 +180,8 @@ def main():
     ap.add_argument("--embed-dim", type=int, default=64)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--ranks", type=int, default=2)
+    ap.add_argument("--cache-fraction", type=float, default=0.0,
+                    help="also run fastsample with this --cache-fraction each round, a column of its own (default: 0, not)")
     ap.add_argument("--lock", default="/tmp/w/bench.lock", help="flock file around every timed run ('' : none)")
     ap.add_argument("--timeout", type=int, default=1800, help="DistDGL run timeout, seconds")
     ap.add_argument("--quiet-wait", type=float, default=300,
@@ -217,39 +221,45 @@ def main():
                 "fanouts (per relation, input layer first)": a.fanouts, "layers": layers,
                 "batch per rank": a.batch_size, "hidden": a.hidden, "dropout": a.dropout, "lr": a.lr,
                 "embed_lr": a.embed_lr, "embed_dim": a.embed_dim, "epochs per run": a.epochs,
-                "rounds": a.rounds, "cpu": cpu_model(), "fastsample source": source_state()}
+                "rounds": a.rounds, "cache_fraction (second fastsample run)": a.cache_fraction or None,
+                "cpu": cpu_model(), "fastsample source": source_state()}
     print("settings: " + json.dumps(settings), flush=True)
 
     env = dict(os.environ, OMP_NUM_THREADS=str(a.threads), PY=a.dgl_python)
     lock = a.lock or None
-    rec = {"fastsample": [], "distdgl": [], "distdgl_max": []}
-    walls = {"fastsample": [], "distdgl": []}
-    foreign_cpu = {"fastsample": [], "distdgl": []}
+    variants = {"fastsample": []}  # name: extra arguments
+    if a.cache_fraction:
+        variants[f"fastsample, cache {a.cache_fraction:g}"] = ["--cache-fraction", str(a.cache_fraction)]
+    rec = {**{v: [] for v in variants}, "distdgl": []}
+    walls = {k: [] for k in rec}
+    foreign_cpu = {k: [] for k in rec}
     sources = [settings["fastsample source"]]
     discarded = []
     for r in range(a.rounds):
-        log_json = out / f"fastsample-{r}.jsonl"
-        log_json.unlink(missing_ok=True)
-        cmd = [a.mpiexec, "-n", str(a.ranks), a.python, "-m", "fastsample.train", "--data", str(ours),
-               "--fanouts", a.fanouts, "--layers", str(layers), "--batch-size", str(a.batch_size),
-               "--hidden", str(a.hidden), "--dropout", str(a.dropout), "--lr", str(a.lr), "--embed-lr",
-               str(a.embed_lr), "--embed-dim", str(a.embed_dim), "--threads", str(a.threads),
-               "--epochs", str(a.epochs), "--eval-every", "0", "--log-json", str(log_json), "--quiet"]
-        for attempt in range(a.retries + 1):
+        for v, (name, extra) in enumerate(variants.items()):
+            tag = f"fastsample-{r}" + (f"-{v}" if v else "")
+            log_json = out / f"{tag}.jsonl"
             log_json.unlink(missing_ok=True)
-            w, foreign = run(cmd, out / f"fastsample-{r}.log", env, lock, a.quiet_wait)
-            if foreign <= a.max_foreign_cpu or attempt == a.retries:
-                break
-            discarded.append({"system": "fastsample", "round": r, "foreign_cpu_s": foreign, "log": log_json.read_text()})
-            print(f"round {r}: fastsample run discarded: {foreign:.1f} CPU s by other processes meanwhile "
-                  f"(> --max-foreign-cpu {a.max_foreign_cpu}); again", flush=True)
-        rows = [json.loads(line) for line in log_json.read_text().splitlines() if line.strip()]
-        sources.append(source_state())
-        rec["fastsample"] += [x for x in rows if x["epoch"] > 0]
-        walls["fastsample"].append(w)
-        foreign_cpu["fastsample"].append(foreign)
-        print(f"round {r}: fastsample epochs " + ", ".join(f"{x['epoch_s']:.2f}" for x in rows) + f" s (run {w:.0f} s, "
-              f"{foreign:.1f} CPU s by other processes meanwhile)", flush=True)
+            cmd = [a.mpiexec, "-n", str(a.ranks), a.python, "-m", "fastsample.train", "--data", str(ours),
+                   "--fanouts", a.fanouts, "--layers", str(layers), "--batch-size", str(a.batch_size),
+                   "--hidden", str(a.hidden), "--dropout", str(a.dropout), "--lr", str(a.lr), "--embed-lr",
+                   str(a.embed_lr), "--embed-dim", str(a.embed_dim), "--threads", str(a.threads),
+                   "--epochs", str(a.epochs), "--eval-every", "0", "--log-json", str(log_json), "--quiet", *extra]
+            for attempt in range(a.retries + 1):
+                log_json.unlink(missing_ok=True)
+                w, foreign = run(cmd, out / f"{tag}.log", env, lock, a.quiet_wait)
+                if foreign <= a.max_foreign_cpu or attempt == a.retries:
+                    break
+                discarded.append({"system": name, "round": r, "foreign_cpu_s": foreign, "log": log_json.read_text()})
+                print(f"round {r}: {name} run discarded: {foreign:.1f} CPU s by other processes meanwhile "
+                      f"(> --max-foreign-cpu {a.max_foreign_cpu}); again", flush=True)
+            rows = [json.loads(line) for line in log_json.read_text().splitlines() if line.strip()]
+            sources.append(source_state())
+            rec[name] += [x for x in rows if x["epoch"] > 0]
+            walls[name].append(w)
+            foreign_cpu[name].append(foreign)
+            print(f"round {r}: {name} epochs " + ", ".join(f"{x['epoch_s']:.2f}" for x in rows) + f" s (run {w:.0f} s, "
+                  f"{foreign:.1f} CPU s by other processes meanwhile)", flush=True)
 
         logdir = out / f"distdgl-{r}"
         cmd = ["bash", str(HERE / "distdgl_typed/run_distdgl.sh"), str(dgl_cfg), str(logdir), str(a.threads),
@@ -274,32 +284,40 @@ def main():
               f"{r0[-1]['batches']} steps, {r0[-1]['avg_input_nodes']} input nodes and "
               f"{r0[-1]['avg_sampled_edges']} sampled edges per step)", flush=True)
 
-    fs, dg = rec["fastsample"], rec["distdgl"]
-    table = []
-    for label, kf, kd in PHASES:
-        table.append((label, median(fs, kf), median(dg, kd)))
-    ef, ed = median(fs, ["epoch_s"]), median(dg, ["epoch_s"])
-    edmax = median(dg, ["epoch_s_max_over_trainers"])
-    table.append(("other (epoch minus the phases)", ef - sum(t[1] for t in table), ed - sum(t[2] for t in table)))
-    print(f"\nmedians of {len(fs)} (fastsample) and {len(dg)} (DistDGL) measured epochs, rank 0, seconds; "
-          f"CPU {settings['cpu']}")
-    print("| phase | fastsample | DistDGL 1.1.3 | DistDGL / fastsample |\n|---|---:|---:|---:|")
-    for label, f, d in table:
-        print(f"| {label} | {f:.3f} | {d:.3f} | {d / f:.1f}x |" if f > 0.0005 else f"| {label} | {f:.3f} | {d:.3f} | |")
-    print(f"| **epoch** | **{ef:.2f}** | **{ed:.2f}** (slowest trainer {edmax:.2f}) | **{ed / ef:.2f}x** |")
-    result = {"settings": settings, "median": {"fastsample": {t[0]: t[1] for t in table} | {"epoch": ef},
-                                               "distdgl": {t[0]: t[2] for t in table} | {"epoch": ed,
-                                                                                       "epoch_max_over_trainers": edmax}},
-              "ratio": ed / ef, "epochs": rec, "run_walls_s": walls,
+    dg = rec["distdgl"]
+    ed, edmax = median(dg, ["epoch_s"]), median(dg, ["epoch_s_max_over_trainers"])
+    medians = {"distdgl": {label: median(dg, kd) for label, _, kd in PHASES}}
+    for name in variants:
+        medians[name] = {label: median(rec[name], kf) for label, kf, _ in PHASES}
+    for name, m in medians.items():
+        m["other (epoch minus the phases)"] = (ed if name == "distdgl" else median(rec[name], ["epoch_s"])) - sum(m.values())
+        m["epoch"] = ed if name == "distdgl" else median(rec[name], ["epoch_s"])
+    medians["distdgl"]["epoch_max_over_trainers"] = edmax
+    ratios = {name: ed / medians[name]["epoch"] for name in variants}
+    print("\nmedians of measured epochs, rank 0, seconds ("
+          + ", ".join(f"{name}: {len(rec[name])}" for name in rec) + f"); CPU {settings['cpu']}")
+    print("| phase | " + " | ".join(variants) + " | DistDGL 1.1.3 | " + " | ".join(f"DistDGL / {n}" for n in variants)
+          + " |\n|---|" + "---:|" * (2 * len(variants) + 1))
+    for label in medians["fastsample"]:
+        if label == "epoch":
+            continue
+        d = medians["distdgl"][label]
+        print(f"| {label} | " + " | ".join(f"{medians[n][label]:.3f}" for n in variants) + f" | {d:.3f} | "
+              + " | ".join(f"{d / medians[n][label]:.1f}x" if medians[n][label] > 0.0005 else "" for n in variants) + " |")
+    print("| **epoch** | " + " | ".join(f"**{medians[n]['epoch']:.2f}**" for n in variants)
+          + f" | **{ed:.2f}** (slowest trainer {edmax:.2f}) | " + " | ".join(f"**{ratios[n]:.2f}x**" for n in variants) + " |")
+    result = {"settings": settings, "median": medians,
+              "ratio": ratios["fastsample"], "ratios": ratios, "epochs": rec, "run_walls_s": walls,
               "foreign_cpu_s": foreign_cpu, "fastsample_source": sources,
               "discarded_runs": discarded}
     if len(set(sources)) > 1:
         print(f"warning: fastsample's sources changed during the runs: {sources}")
     (out / "results.json").write_text(json.dumps(result, indent=1))
-    print("CPU seconds used by other processes during the kept runs: fastsample "
-          + ", ".join(f"{x:.1f}" for x in foreign_cpu["fastsample"]) + "; DistDGL "
-          + ", ".join(f"{x:.1f}" for x in foreign_cpu["distdgl"]) + f"; {len(discarded)} disturbed runs discarded")
-    print(f"\nepoch ratio DistDGL / fastsample: {ed / ef:.2f}x  (results: {out / 'results.json'})")
+    print("CPU seconds used by other processes during the kept runs: "
+          + "; ".join(f"{name} " + ", ".join(f"{x:.1f}" for x in xs) for name, xs in foreign_cpu.items())
+          + f"; {len(discarded)} disturbed runs discarded")
+    print("\nepoch ratio DistDGL / " + ", ".join(f"{name}: {ratios[name]:.2f}x" for name in variants)
+          + f"  (results: {out / 'results.json'})")
 
 
 if __name__ == "__main__":
