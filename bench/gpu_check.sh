@@ -6,10 +6,10 @@
 # step's within 1e-4, every step's within 2e-2 (differences grow as the runs train); bf16
 # within 1e-2 and 5e-2 (the CPU's and the GPU's bf16 products round differently).
 #
-#   bench/gpu_check.sh                  # WORK=/tmp/gpu-check, PY=python3, MPIEXEC=mpiexec
+#   bench/gpu_check.sh      # env: WORK=/tmp/gpu-check PY=python3 MPIEXEC=mpiexec THREADS=4 (per rank)
 #
 # Settings: the small untyped preset (100k nodes) and hetero-small (52k nodes; its mag
-# layout: papers featured, the other types learnable), 2 ranks x 4 threads (one GPU
+# layout: papers featured, the other types learnable), 2 ranks x THREADS threads (one GPU
 # shared by both ranks) and 1 rank with NCCL, 2 epochs x 6 steps. It prints one line per
 # job and exits non-zero if any job failed or disagreed. DEVICE=cpu runs the script's own
 # plumbing on a machine without a GPU (both runs then on the CPU).
