@@ -290,8 +290,11 @@ def main():
     for name in variants:
         medians[name] = {label: median(rec[name], kf) for label, kf, _ in PHASES}
     for name, m in medians.items():
-        m["other (epoch minus the phases)"] = (ed if name == "distdgl" else median(rec[name], ["epoch_s"])) - sum(m.values())
-        m["epoch"] = ed if name == "distdgl" else median(rec[name], ["epoch_s"])
+        keys = [k for _, kf, kd in PHASES for k in (kd if name == "distdgl" else kf)]
+        # per epoch, then the median: the phases' medians need not sum to the epoch's
+        m["other (epoch minus the phases)"] = statistics.median(
+            x["epoch_s"] - sum(x[k] or 0.0 for k in keys) for x in rec[name])
+        m["epoch"] = median(rec[name], ["epoch_s"])
     medians["distdgl"]["epoch_max_over_trainers"] = edmax
     ratios = {name: ed / medians[name]["epoch"] for name in variants}
     print("\nmedians of measured epochs, rank 0, seconds ("
