@@ -284,17 +284,16 @@ def main():
               f"{r0[-1]['batches']} steps, {r0[-1]['avg_input_nodes']} input nodes and "
               f"{r0[-1]['avg_sampled_edges']} sampled edges per step)", flush=True)
 
-    dg = rec["distdgl"]
-    ed, edmax = median(dg, ["epoch_s"]), median(dg, ["epoch_s_max_over_trainers"])
-    medians = {"distdgl": {label: median(dg, kd) for label, _, kd in PHASES}}
-    for name in variants:
-        medians[name] = {label: median(rec[name], kf) for label, kf, _ in PHASES}
-    for name, m in medians.items():
-        keys = [k for _, kf, kd in PHASES for k in (kd if name == "distdgl" else kf)]
+    medians = {}
+    for name, rows in rec.items():
+        side = [kd if name == "distdgl" else kf for _, kf, kd in PHASES]  # each phase's record keys
+        m = {label: median(rows, keys) for (label, _, _), keys in zip(PHASES, side)}
         # per epoch, then the median: the phases' medians need not sum to the epoch's
         m["other (epoch minus the phases)"] = statistics.median(
-            x["epoch_s"] - sum(x[k] or 0.0 for k in keys) for x in rec[name])
-        m["epoch"] = median(rec[name], ["epoch_s"])
+            x["epoch_s"] - sum(x[k] or 0.0 for keys in side for k in keys) for x in rows)
+        m["epoch"] = median(rows, ["epoch_s"])
+        medians[name] = m
+    ed, edmax = medians["distdgl"]["epoch"], median(rec["distdgl"], ["epoch_s_max_over_trainers"])
     medians["distdgl"]["epoch_max_over_trainers"] = edmax
     ratios = {name: ed / medians[name]["epoch"] for name in variants}
     print("\nmedians of measured epochs, rank 0, seconds ("
