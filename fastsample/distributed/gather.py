@@ -213,7 +213,9 @@ class FeatureGather:
         if T > 1:
             base = np.concatenate([[0], np.cumsum(counts)])
             slot = base[types] + index
-            which[slot], offset[slot] = which.copy(), offset.copy()
+            by_type = np.empty_like(which), np.empty_like(offset)
+            by_type[0][slot], by_type[1][slot] = which, offset
+            which, offset = by_type
         else:
             base = np.array([0, len(ids)])
         which = [which[base[t]:base[t + 1]] for t in range(T)]
