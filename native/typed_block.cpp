@@ -9,6 +9,8 @@
 
 namespace fastsample {
 
+constexpr int64_t kAhead = 16;  // edges ahead whose source position is prefetched (split_relations)
+
 template <typename S>
 bool positions_by_type(const S* types, int64_t n, int64_t num_types, int64_t* pos, int64_t* counts) {
   std::fill(counts, counts + num_types, 0);
@@ -28,10 +30,16 @@ bool split_relations(const int64_t* indptr, const int32_t* indices, const T* edg
   for (int64_t r = 0; r < num_relations; ++r)
     std::fill(rel_indptr + indptr_at[r], rel_indptr + indptr_at[r] + rel_num_dst[r] + 1, 0);
   std::vector<int64_t> cursor(indices_at, indices_at + num_relations);
-  // one pass: each edge to its relation's segment, counted at its destination's position
+  const int64_t num_edges = indptr[num_dst];
+  // one pass: each edge to its relation's segment, counted at its destination's position;
+  // src_pos[u] is a random read of MBs (beyond L2), so it is fetched some edges ahead
   for (int64_t i = 0; i < num_dst; ++i) {
     const int64_t p = src_pos[i];
     for (int64_t e = indptr[i]; e < indptr[i + 1]; ++e) {
+      if (e + kAhead < num_edges) {
+        const int32_t ahead = indices[e + kAhead];
+        if (ahead >= 0 && ahead < num_src) __builtin_prefetch(src_pos + ahead);
+      }
       const int64_t r = edge_types[e];
       const int64_t u = indices[e];
       if (r < 0 || r >= num_relations || p >= rel_num_dst[r] || cursor[r] >= indices_at[r + 1] || u < 0 ||
