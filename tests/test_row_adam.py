@@ -83,3 +83,25 @@ def test_row_adam_reads_sparse_adams_state_and_refuses_a_mismatch():
         small.load_state_dict(opt.state_dict())
     with pytest.raises(ValueError, match="rows: outside 0..9"):
         opt.step("t", np.array([10]), np.ones((1, 4), np.float32))
+
+
+@pytest.mark.parametrize("dim", [64, 37])
+def test_the_native_update_gives_numbas_bits(monkeypatch, dim):
+    import fastsample.distributed.row_adam as row_adam
+
+    if row_adam._native is None:
+        pytest.skip("fastsample built without its native module")
+    n = 3000
+    steps = gradient_steps(n, dim, 8, seed=5)
+    init = np.random.default_rng(4).standard_normal((n, dim)).astype(np.float32)
+    results = []
+    for native in (row_adam._native, None):
+        monkeypatch.setattr(row_adam, "_native", native)
+        p = torch.nn.Parameter(torch.from_numpy(init.copy()))
+        opt = RowAdam({"t": p}, lr=0.01)
+        for rows, values in steps:
+            opt.step("t", rows, values, divisor=3.0)
+        results.append((p.detach().numpy().copy(), *opt.moments["t"]))
+    assert not np.array_equal(results[0][0], init)
+    for a, b in zip(*results):
+        assert np.array_equal(a, b)
