@@ -6,10 +6,11 @@ tree, alternating, on the same host; per-phase medians of each and their ratio.
 
 Everything after ``--`` goes to ``python -m fastsample.train`` on both sides, with
 ``--log-json`` added. ``--rev`` is checked out into a temporary git worktree and run from
-there. Its native module is this tree's built one (copied in; building the old tree's
-would take minutes): fine for changes that add kernels or change Python, not for a change
-to an existing kernel's behaviour, and the worktree refuses to start if the copy does not
-import. Epoch 0 (warm-up) is left out; the table shows the medians over the remaining
+there. Its native module is this tree's built one (copied in): fine for changes that add
+kernels or change Python, not for a change to an existing kernel's behaviour, and the
+worktree refuses to start if the copy does not import. ``--own-native`` builds the old
+tree's own native module instead (``pip wheel`` of it, a few minutes): for a change to a
+kernel, speed included. Epoch 0 (warm-up) is left out; the table shows the medians over the remaining
 epochs of every round, and the speed-up before/after per phase. The CPU and the job's
 arguments are printed with the result.
 """
@@ -24,6 +25,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import zipfile
 from pathlib import Path
 
 from timing import cpu_model
@@ -42,20 +44,40 @@ runpy.run_module("fastsample.train", run_name="__main__", alter_sys=True)
 """
 
 
-def worktree(rev: str, where: Path) -> Path:
-    """``rev`` checked out at ``where``, with this tree's native module copied in."""
+def build_native(where: Path) -> None:
+    """Build the tree at ``where`` as its package build would (pip wheel: its pyproject's build
+    backend, isolated) and put the wheel's native module into its fastsample/."""
+    out = where / "wheel"
+    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(where)],
+                          capture_output=True, text=True)
+    if done.returncode:
+        sys.exit(f"before_after: building the before tree's native module failed:\n{done.stderr[-3000:]}")
+    with zipfile.ZipFile(next(out.glob("*.whl"))) as wheel:
+        names = [n for n in wheel.namelist() if n.startswith("fastsample/_native")]
+        if not names:
+            sys.exit("before_after: the before tree's wheel has no fastsample/_native module")
+        for name in names:
+            (where / name).write_bytes(wheel.read(name))
+
+
+def worktree(rev: str, where: Path, own_native: bool = False) -> Path:
+    """``rev`` checked out at ``where``, with this tree's native module copied in (or, with
+    ``own_native``, its own built)."""
     subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(where), rev], check=True,
                    capture_output=True, text=True)
     from fastsample.native import lib
 
-    if lib is None:
+    if own_native:
+        build_native(where)
+    elif lib is None:
         sys.exit("before_after: the native module is not built here (make setup)")
-    shutil.copy2(lib.__file__, where / "fastsample" / Path(lib.__file__).name)
+    else:
+        shutil.copy2(lib.__file__, where / "fastsample" / Path(lib.__file__).name)
     probe = subprocess.run([sys.executable, "-c", LAUNCHER.split("sys.argv")[0] + "import fastsample.native as n; "
                             "assert n.lib is not None"], env={**os.environ, "FASTSAMPLE_TREE": str(where)},
                            capture_output=True, text=True)
     if probe.returncode:
-        sys.exit(f"before_after: {rev}'s tree does not import with this native module:\n{probe.stderr[-2000:]}")
+        sys.exit(f"before_after: {rev}'s tree does not import with its native module:\n{probe.stderr[-2000:]}")
     return where
 
 
@@ -82,6 +104,8 @@ def main(argv=None) -> None:
     p.add_argument("--rounds", type=int, default=2, help="before/after pairs, alternating")
     p.add_argument("--timeout", type=float, default=1800, help="seconds per run")
     p.add_argument("--json", help="write every epoch record of both sides here")
+    p.add_argument("--own-native", action="store_true", help="build the before tree's own native module (for a "
+                   "change to a kernel) instead of copying this tree's in")
     p.add_argument("train_args", nargs=argparse.REMAINDER, help="-- then python -m fastsample.train's arguments")
     a = p.parse_args(argv)
     args = a.train_args[1:] if a.train_args[:1] == ["--"] else a.train_args
@@ -89,10 +113,11 @@ def main(argv=None) -> None:
         p.error("give the training job's arguments after --")
     print(f"CPU: {cpu_model()}")
     print(f"job: mpiexec -n {a.ranks} python -m fastsample.train {' '.join(args)}; before = {a.rev}, after = "
-          f"the working tree; {a.rounds} rounds, alternating; medians of epochs >= 1", flush=True)
+          f"the working tree; {a.rounds} rounds, alternating; medians of epochs >= 1; before's native module: "
+          + ("its own, built" if a.own_native else "this tree's, copied in"), flush=True)
     records = {"before": [], "after": []}
     with tempfile.TemporaryDirectory(prefix="before-after-") as tmp:
-        tree = worktree(a.rev, Path(tmp) / "tree")
+        tree = worktree(a.rev, Path(tmp) / "tree", a.own_native)
         try:
             for r in range(a.rounds):
                 for side, where in (("before", tree), ("after", None)):
