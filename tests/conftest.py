@@ -4,6 +4,14 @@ import shutil
 import tempfile
 from pathlib import Path
 
+# Set before anything loads OpenMP (torch, Numba's omp layer, fastsample._native), so that this
+# process and every process a test starts (mpiexec passes it to the ranks) read it: idle OpenMP
+# threads sleep instead of spinning. Spinning is libgomp's default; with two ranks on two cores,
+# each rank's idle pool spins on the core the other rank needs, and every step's collectives
+# wait for the scheduler (test_data_path.py's matrix: 69 s spinning, 12 s sleeping). Where the
+# threads wait decides no result: every loss a test compares is the same bit for bit.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 import numpy as np
 import pytest
 
