@@ -37,9 +37,11 @@ AuthInfo=cred_expire=10
 # a job that ends at 12 s is seen at 42 s); 16 s keeps a finished job's record long enough
 # for the scontrol show job that follows
 MinJobAge=16
-# the requeued job becomes eligible cred_expire seconds on, with no event to schedule it: a
-# backfill pass each second starts it then, not at the next of the default 30 s passes
-SchedulerParameters=bf_interval=1
+# the requeued job becomes eligible cred_expire seconds on, with no event to schedule it: the
+# backfill pass passes it over ("no jobs to backfill"), and only the main loop's periodic pass
+# starts it, every sched_interval s (default 60: the job sat pending up to 50 s); a pass each
+# second starts it then. A backfill pass each second for the rest.
+SchedulerParameters=bf_interval=1,sched_interval=1
 StateSaveLocation={d}/state
 SlurmdSpoolDir={d}/spool
 SlurmctldPidFile={d}/slurmctld.pid
@@ -189,7 +191,6 @@ def test_a_preempted_job_requeues_and_finishes_with_the_uninterrupted_losses(slu
                                                 train_frac=0.3, seed=5), progress=False)
     partition_dataset(tmp_path / "g", tmp_path / "p2", 2, progress=False)
     args = ["--fanouts", "4,3", "--batch-size", "40", "--hidden", "16", "--epochs", "25", "--quiet"]
-    full = train_records(tmp_path / "p2", 2, tmp_path / "full.jsonl", *args, "--threads", "1")
     log, had_logs = tmp_path / "job.jsonl", (REPO / "logs").exists()
     (REPO / "logs").mkdir(exist_ok=True)
     job_env = {**env, "FASTSAMPLE_DATA": str(tmp_path / "p2"), "FASTSAMPLE_PYTHON": sys.executable}
@@ -203,6 +204,8 @@ def test_a_preempted_job_requeues_and_finishes_with_the_uninterrupted_losses(slu
         while (not log.exists() or not log.read_text()) and time.time() < deadline:
             time.sleep(0.05)  # an epoch is done: the signal lands mid-run
         subprocess.run(["scancel", "--signal=USR1", job], env=env, check=True)
+        # the uninterrupted run, while the preempted job waits cred_expire s to be requeued
+        full = train_records(tmp_path / "p2", 2, tmp_path / "full.jsonl", *args, "--threads", "1")
         while _job_times(env, job).get("JobState") != "COMPLETED" and time.time() < deadline:
             time.sleep(0.5)
         text = out.read_text() if out.exists() else "(no job log)"
