@@ -89,7 +89,9 @@ def test_every_mode_and_kernel_trains_alike_and_resume_continues_bitwise(linked,
 @pytest.mark.mpi
 @pytest.mark.slow
 def test_cora_link_prediction_beats_the_graph_autoencoders(planetoid_dir, tmp_path):
-    # an 85/5/10 edge split of the real Cora graph; a 2-layer GraphSAGE encoder on 2 ranks
+    # an 85/5/10 edge split of the real Cora graph; a 2-layer GraphSAGE encoder on 2 ranks.
+    # 20 epochs: the validation AUC has levelled off by then (0.9427 at epoch 19, the best
+    # of 30 0.9444), and the test AUC there is 0.9285 (at 30 epochs' best, 0.9295)
     for cmd in (("fastsample.data", "planetoid", planetoid_dir, "--name", "cora", tmp_path / "cora"),
                 ("fastsample.data", "link-split", tmp_path / "cora", tmp_path / "link", "--val-fraction", "0.05",
                  "--test-fraction", "0.1"),
@@ -97,6 +99,6 @@ def test_cora_link_prediction_beats_the_graph_autoencoders(planetoid_dir, tmp_pa
         assert run_module(*cmd).returncode == 0
     records = train_records(tmp_path / "link-2", 2, tmp_path / "log.jsonl", "--task", "link", "--fanouts", "10,10",
                             "--batch-size", "256", "--hidden", "128", "--lr", "0.005", "--negatives", "3",
-                            "--scorer", "mlp", "--epochs", "30", "--threads", "1", "--quiet")
+                            "--scorer", "mlp", "--epochs", "20", "--threads", "1", "--quiet")
     best = max(records, key=lambda r: r["val_auc"])
     assert best["test_auc"] >= 0.90, best
