@@ -114,16 +114,19 @@ def train_records(partition, ranks: int, log, *args, timeout=300) -> list[dict]:
     return [json.loads(line) for line in open(log)]
 
 
-def train_many(partition, ranks: int, runs: dict, *, timeout=600) -> dict:
+def train_many(partition, ranks: int, runs: dict, *, timeout=600, output=False):
     """Several python -m fastsample.train runs on `ranks` ranks, one after another in one
     launch (tests/train_many_worker.py calls the command's main() per run, so start-up is paid
-    once): `runs` maps a name to (log, [arguments]); each run gets --data `partition` and
-    --log-json `log`. Returns {name: its epoch records}, as train_records would."""
-    argvs = [["--data", str(partition), "--log-json", str(log), *map(str, args)] for log, args in runs.values()]
+    once): `runs` maps a name to (log, [arguments]) or (log, [arguments], its partition); each
+    run gets --data `partition` (or its own) and --log-json `log`. Returns {name: its epoch
+    records}, as train_records would; with `output`, ({name: records}, the finished launch)."""
+    argvs = [["--data", str(r[2] if len(r) > 2 else partition), "--log-json", str(r[0]), *map(str, r[1])]
+             for r in runs.values()]
     worker = [REPO / "tests" / "train_many_worker.py", json.dumps(argvs)]
     proc = run([sys.executable, *worker], timeout=timeout) if ranks == 1 else mpiexec(ranks, *worker, timeout=timeout)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    return {name: [json.loads(line) for line in open(log)] for name, (log, _) in runs.items()}
+    records = {name: [json.loads(line) for line in open(r[0])] for name, r in runs.items()}
+    return (records, proc) if output else records
 
 
 # --- worker scripts -----------------------------------------------------------------------

@@ -173,17 +173,31 @@ def longer(tmp_path_factory):
     return root / "p2"
 
 
+SIGTERM_CASES = [("hybrid", "0", "mpiexec"), ("vanilla", "0", "one rank"), ("hybrid", "1", "one rank")]
+
+
+def sigterm_args(mode: str, prefetch: str) -> list[str]:
+    return [*ARGS, "--epochs", "25", "--mode", mode, "--prefetch", prefetch]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(longer, tmp_path_factory) -> dict:
+    """The uninterrupted run of each SIGTERM_CASES (mode, prefetch), all in one launch
+    (helpers.train_many); the stopped and the resumed runs start processes of their own."""
+    root = tmp_path_factory.mktemp("uninterrupted")
+    return train_many(longer, 2, {(m, p): (root / f"{m}-{p}.jsonl", sigterm_args(m, p)) for m, p, _ in SIGTERM_CASES})
+
+
 @pytest.mark.mpi
-@pytest.mark.parametrize("mode, prefetch, target", [("hybrid", "0", "mpiexec"), ("vanilla", "0", "one rank"),
-                                                    ("hybrid", "1", "one rank")])
-def test_sigterm_stops_at_a_step_and_resume_continues_bitwise(longer, tmp_path, mode, prefetch, target):
+@pytest.mark.parametrize("mode, prefetch, target", SIGTERM_CASES)
+def test_sigterm_stops_at_a_step_and_resume_continues_bitwise(longer, uninterrupted, tmp_path, mode, prefetch, target):
     # a real SIGTERM to mpiexec (it forwards it to every rank) or to one rank alone: every
     # rank finishes the same step, a checkpoint resumes there, exit 75 with one line; the
-    # resumed run's per-step losses continue the uninterrupted run's exactly
+    # resumed run's per-step losses continue the uninterrupted run's (same arguments) exactly
     from helpers import mpiexec_argv
 
-    args = [*ARGS, "--epochs", "25", "--mode", mode, "--prefetch", prefetch]
-    full = train_records(longer, 2, tmp_path / "full.jsonl", *args)
+    args = sigterm_args(mode, prefetch)
+    full = uninterrupted[(mode, prefetch)]
     ck, log = tmp_path / "ck", tmp_path / "a.jsonl"
     argv = mpiexec_argv(2, "-m", "fastsample.train", "--data", longer, *args, "--checkpoint-dir", ck, "--log-json", log)
     job = past_first_epoch(argv, log, timeout=120)
@@ -288,6 +302,16 @@ def typed(tmp_path_factory):
     return root
 
 
+@pytest.fixture(scope="module")
+def typed_full(typed, tmp_path_factory) -> dict:
+    """{task: (the uninterrupted run's records, its checkpoint directory)} for TASKS, both
+    runs in one launch (helpers.train_many); the tests copy a directory before they harm it."""
+    root = tmp_path_factory.mktemp("typed-full")
+    runs = train_many(None, 2, {task: (root / f"{task}.jsonl", [*TYPED, *more, "--checkpoint-dir", root / f"{task}-ck"],
+                                       typed / task) for task, more in TASKS.items()})
+    return {task: (records, root / f"{task}-ck") for task, records in runs.items()}
+
+
 def same_state(a, b) -> bool:
     """Two checkpoint contents are bitwise equal (tensors, dicts, lists, values); shards'
     tokens (one per save) aside."""
@@ -305,7 +329,7 @@ def same_state(a, b) -> bool:
 
 @pytest.mark.mpi
 @pytest.mark.parametrize("task", ["node", "link"])
-def test_sigterm_on_typed_data_resumes_bitwise_embeddings_included(typed, tmp_path, task):
+def test_sigterm_on_typed_data_resumes_bitwise_embeddings_included(typed, typed_full, tmp_path, task):
     # typed data with a featureless type: each rank's embedding shard and its Adam state
     # (RowAdam's moments) are part of the mid-epoch checkpoint; the resumed run's per-step losses, its
     # last checkpoint (model, optimizer, every shard) equal the uninterrupted run's
@@ -315,8 +339,8 @@ def test_sigterm_on_typed_data_resumes_bitwise_embeddings_included(typed, tmp_pa
 
     args = [*TYPED, *TASKS[task]]
     epochs = int(args[args.index("--epochs") + 1])
-    full_ck, ck, log = tmp_path / "full-ck", tmp_path / "ck", tmp_path / "a.jsonl"
-    full = train_records(typed / task, 2, tmp_path / "full.jsonl", *args, "--checkpoint-dir", full_ck)
+    ck, log = tmp_path / "ck", tmp_path / "a.jsonl"
+    full, full_ck = typed_full[task]
     argv = mpiexec_argv(2, "-m", "fastsample.train", "--data", typed / task, *args, "--checkpoint-dir", ck,
                         "--log-json", log)
     job = past_first_epoch(argv, log, timeout=180)
@@ -340,30 +364,35 @@ def test_sigterm_on_typed_data_resumes_bitwise_embeddings_included(typed, tmp_pa
 
 
 @pytest.mark.mpi
-def test_a_damaged_or_missing_embedding_shard_resumes_from_the_set_before_it(typed, tmp_path):
+def test_a_damaged_or_missing_embedding_shard_resumes_from_the_set_before_it(typed, typed_full, tmp_path):
     # epoch-N.pt loads but one rank's shard of it does not: every rank falls back to the
     # previous complete set (the other rank's own shard is fine: they decide alike), with
-    # one line; the resumed epoch's losses are the uninterrupted run's
-    args = [*TYPED, "--batch-size", "40", "--epochs", "5"]
-    ck = tmp_path / "ck"
-    full = train_records(typed / "node", 2, tmp_path / "full.jsonl", *args, "--checkpoint-dir", ck)
-    for bad, harm, why in ((ck / "epoch-4.embed-1-of-2.pt", "truncate", "unreadable, truncated or corrupt ("),
-                           (ck / "epoch-4.embed-0-of-2.pt", "remove",
-                            "missing: epoch-4.pt has no embedding shard for rank 0 of 2")):
+    # one line; the resumed epoch's losses are the uninterrupted run's. The uninterrupted
+    # node run's checkpoints (epochs 3..5), a copy per harm; both resumes in one launch
+    # (helpers.train_many), each from checkpoints another process wrote
+    args = [*TYPED, *TASKS["node"]]
+    full, full_ck = typed_full["node"]
+    last = len(full) - 1
+    harms = {}
+    for harm, shard, why in (("truncate", 1, "unreadable, truncated or corrupt ("),
+                             ("remove", 0, f"missing: epoch-{last}.pt has no embedding shard for rank 0 of 2")):
+        ck = tmp_path / harm
+        shutil.copytree(full_ck, ck)
+        bad = ck / f"epoch-{last}.embed-{shard}-of-2.pt"
         if harm == "truncate":
             bad.write_bytes(bad.read_bytes()[: bad.stat().st_size // 2])
         else:
             bad.unlink()
-        log = tmp_path / f"{harm}.jsonl"
-        proc = mpiexec(2, "-m", "fastsample.train", "--data", typed / "node", *args, "--checkpoint-dir", ck, "--resume",
-                       "--log-json", log)
-        assert proc.returncode == 0, proc.stderr
-        lines = [line for line in proc.stderr.splitlines() if line.strip()]
-        assert len(lines) == 1 and lines[0].startswith(f"fastsample.train: resume: from {ck / 'epoch-3.pt'}; skipped "
-                                                       f"{bad}: {why}"), proc.stderr
-        assert lines[0].count("skipped") == 1
-        assert [r["step_losses"] for r in map(json.loads, open(log))] == [full[4]["step_losses"]]
-    assert stray(ck) == []
+        harms[harm] = (ck, f"fastsample.train: resume: from {ck / f'epoch-{last - 1}.pt'}; skipped {bad}: {why}")
+    runs, proc = train_many(typed / "node", 2, {harm: (tmp_path / f"{harm}.jsonl", [*args, "--checkpoint-dir", ck,
+                                                                                    "--resume"])
+                                                for harm, (ck, _) in harms.items()}, output=True)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == len(harms), proc.stderr  # one line a resume
+    for line, (harm, (ck, says)) in zip(lines, harms.items()):
+        assert line.startswith(says) and line.count("skipped") == 1, proc.stderr
+        assert [r["step_losses"] for r in runs[harm]] == [full[last]["step_losses"]]
+        assert stray(ck) == []
 
 
 def test_a_shard_of_another_save_or_job_size_is_not_taken_for_the_checkpoints(tmp_path):
