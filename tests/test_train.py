@@ -21,6 +21,17 @@ def train(root, ranks, *extra, log):
     return train_records(root / f"p{ranks}", ranks, log, *ARGS, *extra)
 
 
+@pytest.fixture(scope="module")
+def cora(planetoid_dir, tmp_path_factory):
+    """Cora through the command line (python -m fastsample.data planetoid), partitioned for 1
+    (p1) and 2 ranks (cora-2): made once for the Cora tests here."""
+    root = tmp_path_factory.mktemp("cora")
+    run_module("fastsample.data", "planetoid", planetoid_dir, "--name", "cora", root / "cora", "--quiet", check=True)
+    partition_dataset(root / "cora", root / "p1", 1, progress=False)
+    partition_dataset(root / "cora", root / "cora-2", 2, progress=False)
+    return root
+
+
 @pytest.mark.mpi
 @pytest.mark.slow
 @pytest.mark.parametrize("ranks", [1, 3])  # 2 ranks: test_data_path.py's matrix, every kernel and mode
@@ -45,12 +56,9 @@ def test_losses_identical_across_samplers_and_modes(train_parts, tmp_path, ranks
         assert ref[0]["products_flop"] > 0 and all(r["products_floor_s"] > 0 for r in records)
 
 
-def test_cora_accuracy(planetoid_dir, tmp_path):
-    run_module("fastsample.data", "planetoid", planetoid_dir, "--name", "cora", tmp_path / "cora", "--quiet",
-               check=True)
-    partition_dataset(tmp_path / "cora", tmp_path / "p1", 1, progress=False)
+def test_cora_accuracy(cora, tmp_path):
     log = tmp_path / "cora.json"
-    proc = run_module("fastsample.train", "--data", tmp_path / "p1", "--fanouts", "10,10", "--batch-size", "64",
+    proc = run_module("fastsample.train", "--data", cora / "p1", "--fanouts", "10,10", "--batch-size", "64",
                       "--hidden", "64", "--lr", "0.01", "--weight-decay", "5e-4", "--epochs", "30", "--quiet",
                       "--log-json", log)
     assert proc.returncode == 0, proc.stderr
@@ -59,23 +67,33 @@ def test_cora_accuracy(planetoid_dir, tmp_path):
     assert best["test_acc"] >= 0.78, f"test accuracy {best['test_acc']} at the best validation epoch"
 
 
-@pytest.mark.mpi
-@pytest.mark.slow
-@pytest.mark.parametrize("precision", [[], ["--precision", "bf16", "--matmul", "blas"]], ids=["fp32", "bf16"])
-def test_readme_cora_command_on_two_ranks(planetoid_dir, tmp_path, precision):
-    """README's Cora command (measured 0.789 here with seed 0; 0.78 leaves room for another CPU's rounding),
-    and the same with bf16 products (pinned: they run even where they do not pay)."""
+PRECISIONS = {"fp32": [], "bf16": ["--precision", "bf16", "--matmul", "blas"]}
+
+
+@pytest.fixture(scope="module")
+def readme_cora(cora, tmp_path_factory) -> dict:
+    """README's Cora command, as is and with each of PRECISIONS' flags, in one launch
+    (helpers.train_many: the command's main() per run): {precision: its closing line}."""
     readme = (REPO / "README.md").read_text()
     flags = "--batch-size 32 --fanouts 10,10 \\\n    --lr 0.002 --weight-decay 1e-3 --dropout 0.6 --epochs 30"
     assert f"mpiexec -n 2 python -m fastsample.train --data data/cora-2 {flags}" in readme
-    run_module("fastsample.data", "planetoid", planetoid_dir, "--name", "cora", tmp_path / "cora", "--quiet",
-               check=True)
-    partition_dataset(tmp_path / "cora", tmp_path / "cora-2", 2, progress=False)
-    proc = mpiexec(2, "-m", "fastsample.train", "--data", tmp_path / "cora-2", *flags.replace("\\\n", "").split(),
-                   "--threads", "1", *precision, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    best = float(proc.stdout.splitlines()[-1].split("(test there ")[1].split(")")[0])
-    assert best >= 0.78, proc.stdout
+    logs = tmp_path_factory.mktemp("readme-cora")
+    _, proc = train_many(cora / "cora-2", 2, {name: (logs / f"{name}.jsonl", [*flags.replace("\\\n", "").split(),
+                                                                           "--threads", "1", *extra])
+                                           for name, extra in PRECISIONS.items()}, timeout=300, output=True)
+    done = [line for line in proc.stdout.splitlines() if line.startswith("done: ")]
+    assert len(done) == len(PRECISIONS), proc.stdout  # one closing line a run, in the runs' order
+    return dict(zip(PRECISIONS, done))
+
+
+@pytest.mark.mpi
+@pytest.mark.slow
+@pytest.mark.parametrize("precision", list(PRECISIONS))
+def test_readme_cora_command_on_two_ranks(readme_cora, precision):
+    """README's Cora command (measured 0.789 here with seed 0; 0.78 leaves room for another CPU's rounding),
+    and the same with bf16 products (pinned: they run even where they do not pay)."""
+    best = float(readme_cora[precision].split("(test there ")[1].split(")")[0])
+    assert best >= 0.78, readme_cora[precision]
 
 
 @pytest.mark.mpi
@@ -145,8 +163,11 @@ def test_resumed_run_continues_with_the_same_losses(train_parts, tmp_path):
 @pytest.mark.mpi
 @pytest.mark.slow
 def test_gloo_backend_trains_like_mpi(train_parts, tmp_path):
-    mpi = train(train_parts, 2, "--backend", "mpi", log=tmp_path / "mpi.json")
-    gloo = train(train_parts, 2, "--backend", "gloo", log=tmp_path / "gloo.json")
+    # the mpi and the gloo run in one launch (helpers.train_many: the command's main() per
+    # run; a process starts one gloo group, so the gloo run comes last and prefetch's gets its own)
+    runs = train_many(train_parts / "p2", 2, {backend: (tmp_path / f"{backend}.json", [*ARGS, "--backend", backend])
+                                              for backend in ("mpi", "gloo")})
+    mpi, gloo = runs["mpi"], runs["gloo"]
     # prefetch on gloo: the loader's collectives on a process group of their own
     gloo_prefetch = train(train_parts, 2, "--backend", "gloo", "--prefetch", "1", log=tmp_path / "gloo-pf.json")
     a = np.array([x for r in mpi for x in r["step_losses"]])
@@ -160,12 +181,9 @@ def test_gloo_backend_trains_like_mpi(train_parts, tmp_path):
 @pytest.mark.mpi
 @pytest.mark.slow
 @pytest.mark.skipif(not ccl_available(), reason="fastsample built without oneCCL (scripts/install-ccl.sh)")
-def test_ccl_backend_trains_cora_like_mpi(planetoid_dir, tmp_path):
-    run_module("fastsample.data", "planetoid", planetoid_dir, "--name", "cora", tmp_path / "cora", "--quiet",
-               check=True)
-    partition_dataset(tmp_path / "cora", tmp_path / "cora-2", 2, progress=False)
+def test_ccl_backend_trains_cora_like_mpi(cora, tmp_path):
     flags = ["--batch-size", "32", "--fanouts", "10,10", "--epochs", "3", "--quiet", "--threads", "1"]
-    runs = {name: train_records(tmp_path / "cora-2", 2, tmp_path / f"{name}.json", *flags, *extra)
+    runs = {name: train_records(cora / "cora-2", 2, tmp_path / f"{name}.json", *flags, *extra)
             for name, extra in (("mpi", ["--backend", "mpi"]), ("ccl", ["--backend", "ccl"]),
                                 ("ccl-prefetch", ["--backend", "ccl", "--prefetch", "1"]))}
     losses = {name: np.array([x for r in records for x in r["step_losses"]]) for name, records in runs.items()}
@@ -218,9 +236,13 @@ def test_bf16_losses_identical_across_modes_cache_and_prefetch(train_parts, tmp_
     np.testing.assert_allclose(losses["hybrid"], fp32, rtol=1e-2)
 
 
-def test_start_up_line_names_precision_and_matmul(train_parts):
-    for flags, says in ((["--precision", "bf16", "--matmul", "blas"], "precision bf16, matmul bf16 products (set)"),
-                        (["--matmul", "blas"], "precision fp32, matmul fp32 blas (set)")):
-        proc = run_module("fastsample.train", "--data", train_parts / "p1", *ARGS, "--epochs", "1", *flags)
-        assert proc.returncode == 0, proc.stderr
-        assert says in proc.stdout, proc.stdout
+def test_start_up_line_names_precision_and_matmul(train_parts, tmp_path):
+    cases = ((["--precision", "bf16", "--matmul", "blas"], "precision bf16, matmul bf16 products (set)"),
+             (["--matmul", "blas"], "precision fp32, matmul fp32 blas (set)"))
+    # both runs in one process (helpers.train_many: the command's main() per run), each its own start-up line
+    _, proc = train_many(train_parts / "p1", 1, {i: (tmp_path / f"{i}.jsonl", [*ARGS, "--epochs", "1", *flags])
+                                                 for i, (flags, _) in enumerate(cases)}, output=True)
+    started = [line for line in proc.stdout.splitlines() if line.startswith("fastsample.train: ") and " precision " in line]
+    assert len(started) == len(cases), proc.stdout
+    for line, (_, says) in zip(started, cases):
+        assert says in line, proc.stdout
