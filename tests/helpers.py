@@ -129,6 +129,18 @@ def train_many(partition, ranks: int, runs: dict, *, timeout=600, output=False):
     return (records, proc) if output else records
 
 
+def run_many(ranks: int, commands: list, *, timeout=600) -> subprocess.CompletedProcess:
+    """Several commands, each (module, [arguments]) as ``python -m module arguments...``
+    would run (fastsample.train, fastsample.infer: the module's main()), one after another
+    in one launch on `ranks` ranks (tests/train_many_worker.py). Every one must exit 0;
+    returns the launch."""
+    runs = [{"module": module, "argv": [str(a) for a in args]} for module, args in commands]
+    worker = [REPO / "tests" / "train_many_worker.py", json.dumps(runs)]
+    proc = run([sys.executable, *worker], timeout=timeout) if ranks == 1 else mpiexec(ranks, *worker, timeout=timeout)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc
+
+
 # --- worker scripts -----------------------------------------------------------------------
 
 _PASSED = re.compile(r"^rank (\d+) ([\w.-]+): ok(?: .*)?$", re.MULTILINE)

@@ -1,10 +1,13 @@
-"""One rank of tests/test_inference.py: layer-wise inference of a saved model on a partition.
+"""One rank of tests/test_inference.py: layer-wise inference of saved models on partitions.
 
-    mpiexec -n P python tests/inference_worker.py PARTITION KIND STATE OUT_PREFIX BATCH [MODE]
+    mpiexec -n P python tests/inference_worker.py JOBS
 
-MODE vanilla opens each rank's vanilla share (its own rows' in-edges, no whole topology).
+JOBS: a JSON list of jobs, run in turn in this one launch, each {"part": PARTITION, "kind":
+KIND, "state": STATE, "out": OUT_PREFIX, "batch": BATCH, "mode": MODE}; MODE vanilla opens
+each rank's vanilla share (its own rows' in-edges, no whole topology), hybrid the partition.
 
-Each rank writes OUT_PREFIX-RANK.npy and then says so (helpers.passed), for test_inference.py.
+For job i each rank writes OUT_PREFIX-RANK.npy and then says so (helpers.passed, check
+"layerwise_saved.i"), for test_inference.py.
 """
 
 import sys
@@ -28,17 +31,20 @@ def make_model(kind: str) -> torch.nn.Module:
 
 
 if __name__ == "__main__":
+    import json
+
     from fastsample.comm import create
     from fastsample.loading.layerwise import layerwise
     from helpers import passed
 
-    part, kind, state, out, batch = sys.argv[1:6]
-    model = make_model(kind)
-    model.load_state_dict(torch.load(state, weights_only=True))
     comm = create("mpi")
-    if sys.argv[6:] == ["vanilla"]:
-        from fastsample.partition import load_partition
+    for i, job in enumerate(json.loads(sys.argv[1])):
+        model = make_model(job["kind"])
+        model.load_state_dict(torch.load(job["state"], weights_only=True))
+        part = job["part"]
+        if job["mode"] == "vanilla":
+            from fastsample.partition import load_partition
 
-        part = load_partition(part, comm.rank, comm.size, mode="vanilla")
-    np.save(f"{out}-{comm.rank}.npy", layerwise(model, part, comm, batch_size=int(batch)))
-    passed(comm.rank, "layerwise_saved")
+            part = load_partition(part, comm.rank, comm.size, mode="vanilla")
+        np.save(f"{job['out']}-{comm.rank}.npy", layerwise(model, part, comm, batch_size=int(job["batch"])))
+        passed(comm.rank, f"layerwise_saved.{i}")

@@ -1,12 +1,13 @@
 """Exact layer-wise inference equals a single-process full-graph forward, on 1, 2 and 3 ranks."""
 
 import json
+import warnings
 
 import numpy as np
 import pytest
 import torch
 
-from helpers import REPO, assert_checks, mpiexec, train_many
+from helpers import REPO, assert_checks, mpiexec, run_many, train_many
 from fastsample.nn.block import Block
 from fastsample.data.synth import SynthConfig, write_synthetic
 from fastsample.graph import load_dataset
@@ -25,6 +26,46 @@ def root(tmp_path_factory):
     return root
 
 
+def layerwise_on_ranks(ranks: int, jobs: list[dict]) -> None:
+    """tests/inference_worker.py's jobs (part, kind, state, out; batch 64, hybrid unless a
+    job says) in one launch on ``ranks`` ranks; each rank of each job saved its outputs."""
+    jobs = [{"batch": 64, "mode": "hybrid", **{k: str(v) for k, v in job.items()}} for job in jobs]
+    proc = mpiexec(ranks, REPO / "tests" / "inference_worker.py", json.dumps(jobs), timeout=300)
+    assert_checks(proc, ranks, [f"layerwise_saved.{i}" for i in range(len(jobs))])
+
+
+KINDS = ["sage", "pyg_sage"]
+
+
+@pytest.fixture(scope="module")
+def layerwise_shards(root, tmp_path_factory) -> dict:
+    """Each of KINDS (pyg_sage where PyG is installed) with seed-0 weights, and its layer-wise
+    outputs on 2 and 3 ranks: every kind's in one launch per rank count.
+    {kind: (model, {ranks: [each rank's outputs]})}."""
+    out = tmp_path_factory.mktemp("layerwise")
+    kinds = ["sage"]
+    with warnings.catch_warnings():  # imported as pytest.importorskip would: PyG's deprecation warnings are not ours
+        warnings.simplefilter("ignore")
+        try:
+            import torch_geometric  # noqa: F401
+
+            kinds.append("pyg_sage")
+        except ImportError:
+            pass
+    models = {}
+    for kind in kinds:
+        torch.manual_seed(0)
+        models[kind] = make_model(kind)
+        torch.save(models[kind].state_dict(), out / f"{kind}.pt")
+    shards = {kind: {} for kind in kinds}
+    for p in (2, 3):
+        layerwise_on_ranks(p, [{"part": root / f"p{p}", "kind": kind, "state": out / f"{kind}.pt",
+                                "out": out / f"{kind}-p{p}"} for kind in kinds])
+        for kind in kinds:
+            shards[kind][p] = [np.load(out / f"{kind}-p{p}-{r}.npy") for r in range(p)]
+    return {kind: (models[kind], shards[kind]) for kind in kinds}
+
+
 def full_graph_forward(model, ds) -> np.ndarray:
     """One block per layer holding every node and every edge: the reference."""
     n = ds.graph.num_nodes
@@ -36,26 +77,18 @@ def full_graph_forward(model, ds) -> np.ndarray:
 
 @pytest.mark.mpi
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["sage", "pyg_sage"])
-def test_layerwise_equals_a_full_graph_forward(root, tmp_path, kind):
+@pytest.mark.parametrize("kind", KINDS)
+def test_layerwise_equals_a_full_graph_forward(root, layerwise_shards, kind):
     if kind == "pyg_sage":
         pytest.importorskip("torch_geometric", reason="the pyg extra is not installed")
     ds = load_dataset(root / "g")
-    torch.manual_seed(0)
-    model = make_model(kind)
-    torch.save(model.state_dict(), tmp_path / "state.pt")
+    model, on_ranks = layerwise_shards[kind]  # seed-0 weights; its outputs on 2 and 3 ranks
     want = full_graph_forward(model, ds)
     assert np.abs(want).max() > 0.1  # a model that outputs something
     # one process, from the dataset directory itself (ids are the dataset's)
     assert np.allclose(layerwise(model, root / "g", batch_size=64), want, rtol=1e-5, atol=1e-5)
     for p in (1, 2, 3):
-        if p == 1:
-            shards = [layerwise(model, root / "p1", batch_size=64)]
-        else:
-            proc = mpiexec(p, REPO / "tests" / "inference_worker.py", root / f"p{p}", kind, tmp_path / "state.pt",
-                           tmp_path / f"out{p}", 64, timeout=300)
-            assert_checks(proc, p, ["layerwise_saved"])
-            shards = [np.load(tmp_path / f"out{p}-{r}.npy") for r in range(p)]
+        shards = [layerwise(model, root / "p1", batch_size=64)] if p == 1 else on_ranks[p]
         got = np.empty_like(want)
         got[np.load(root / f"p{p}" / "orig_ids.npy")] = np.concatenate(shards)  # new id -> dataset id
         assert np.allclose(got, want, rtol=1e-5, atol=1e-5), f"P={p}: max error {np.abs(got - want).max()}"
@@ -105,10 +138,9 @@ def test_vanilla_full_evaluation_equals_hybrids(root, tmp_path):
     partition_dataset(root / "g", tmp_path / "both", 2, mode="both", progress=False)
     torch.manual_seed(1)
     torch.save(make_model("sage").state_dict(), tmp_path / "state.pt")
-    for mode in ("hybrid", "vanilla"):
-        proc = mpiexec(2, REPO / "tests" / "inference_worker.py", tmp_path / "both", "sage", tmp_path / "state.pt",
-                       tmp_path / mode, 64, mode, timeout=300)
-        assert_checks(proc, 2, ["layerwise_saved"])
+    # both modes in one launch
+    layerwise_on_ranks(2, [{"part": tmp_path / "both", "kind": "sage", "state": tmp_path / "state.pt",
+                            "out": tmp_path / mode, "mode": mode} for mode in ("hybrid", "vanilla")])
     for r in range(2):
         got, want = np.load(tmp_path / f"vanilla-{r}.npy"), np.load(tmp_path / f"hybrid-{r}.npy")
         assert np.abs(want).max() > 0.1 and np.array_equal(got, want), f"rank {r}"
@@ -136,14 +168,12 @@ def test_infer_on_a_vanilla_only_partition(root, tmp_path):
     import torch
 
     partition_dataset(root / "g", tmp_path / "van", 2, mode="vanilla", progress=False)
-    proc = mpiexec(2, "-m", "fastsample.train", "--data", tmp_path / "van", "--mode", "vanilla", "--fanouts", "4,4",
-                   "--hidden", "16", "--batch-size", "32", "--epochs", "1", "--threads", "1", "--eval-every", "0",
-                   "--checkpoint-dir", tmp_path / "ck", "--quiet", timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    for data, out in ((tmp_path / "van", "v"), (root / "p2", "h")):
-        proc = mpiexec(2, "-m", "fastsample.infer", "--data", data, "--checkpoint", tmp_path / "ck" / "epoch-0.pt",
-                       "--out", tmp_path / out, "--quiet", timeout=300)
-        assert proc.returncode == 0, proc.stderr
+    # the training and both inferences in one launch (helpers.run_many: each command's main()), each exits 0
+    train = ["--data", tmp_path / "van", "--mode", "vanilla", "--fanouts", "4,4", "--hidden", "16", "--batch-size",
+             "32", "--epochs", "1", "--threads", "1", "--eval-every", "0", "--checkpoint-dir", tmp_path / "ck", "--quiet"]
+    run_many(2, [("fastsample.train", train)] + [
+        ("fastsample.infer", ["--data", data, "--checkpoint", tmp_path / "ck" / "epoch-0.pt", "--out", tmp_path / out,
+                              "--quiet"]) for data, out in ((tmp_path / "van", "v"), (root / "p2", "h"))], timeout=300)
     # the same model over the same graph: the same outputs per dataset node, whichever layout
     got = {}
     for out, part in (("v", tmp_path / "van"), ("h", root / "p2")):
