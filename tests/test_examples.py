@@ -25,7 +25,9 @@ def cora2(planetoid_dir, tmp_path_factory):
 @pytest.mark.slow
 @pytest.mark.parametrize("example", ["pyg_sage.py", "pyg_gat.py"])
 def test_example_loop_reaches_the_accuracy_bar_on_cora(cora2, example):
-    proc = mpiexec(2, REPO / "examples" / example, cora2, "--epochs", "30", timeout=300)
+    # 20 epochs (the examples' docstrings say 30): here SAGE's best validation epoch within 20
+    # has test 0.810 (0.808 within 30), GAT's 0.832 (the same epoch 13 as within 30)
+    proc = mpiexec(2, REPO / "examples" / example, cora2, "--epochs", "20", timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     last = proc.stdout.strip().splitlines()[-1]
     test_acc = float(last.split("test there ")[1])
