@@ -15,6 +15,7 @@ from fastsample.data.synth import SynthConfig, write_synthetic
 from fastsample.partition import partition_dataset
 from fastsample.train import build_parser
 from fastsample.trainer.metrics import seconds
+from helpers import train_many
 
 SMALL = ["--fanouts", "4,3", "--batch-size", "40", "--hidden", "16", "--threads", "1"]
 
@@ -218,13 +219,11 @@ def test_step_evaluations_stop_at_the_target_and_say_the_time_to_it(p2, tmp_path
     # their epochs' records, the epochs' traffic stays their steps', the run ends at the first
     # evaluation at or over the target and says how long it took
     common = [*SMALL, "--epochs", "6", "--eval-every", "0"]
-    plain = train2("--data", p2, *common, "--log-json", tmp_path / "plain.jsonl")
-    assert plain.returncode == 0, plain.stderr
-    first = [json.loads(line) for line in open(tmp_path / "plain.jsonl")]
+    # the plain run and the evaluating one in one launch (helpers.train_many: the command's main() per run)
+    runs = train_many(p2, 2, {"plain": (tmp_path / "plain.jsonl", common),
+                              "evals": (tmp_path / "evals.jsonl", [*common, "--eval-every-steps", 2])})
+    first, records = runs["plain"], runs["evals"]
     steps = first[0]["steps_per_epoch"]
-    proc = train2("--data", p2, *common, "--eval-every-steps", 2, "--log-json", tmp_path / "evals.jsonl")
-    assert proc.returncode == 0, proc.stderr
-    records = [json.loads(line) for line in open(tmp_path / "evals.jsonl")]
     assert [r["step_losses"] for r in records] == [r["step_losses"] for r in first]  # evaluating changes no step
     assert [r["rounds_per_step"] for r in records] == [r["rounds_per_step"] for r in first]
     evaluated = [(r["epoch"] * steps + e["step"] + 1) for r in records for e in r["step_evals"]]
