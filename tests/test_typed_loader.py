@@ -2,7 +2,9 @@
 blocks whose per-relation edge lists are exactly the sampled typed edges; the same batches
 in hybrid and vanilla mode."""
 
+import importlib.util
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,6 +25,56 @@ def typed(tmp_path_factory):
     write_typed_synthetic(root / "h", TYPED_PRESETS["hetero-tiny"], progress=False)
     partition_dataset(root / "h", root / "p2", 2, progress=False)
     return root
+
+
+ARGS = ["--fanouts", "4,3", "--batch-size", "64", "--hidden", "16", "--threads", "1", "--quiet"]
+RELATIONS = ["--relation-fanouts", "cites=2,written_by=0;rev_cites=-1"]
+PYG_RGAT = ["--model", str(REPO / "examples" / "pyg_rgat.py") + ":build"]
+
+
+def trainer_runs(ck) -> dict:
+    """The python -m fastsample.train runs the trainer tests below compare, {(test, run):
+    arguments}; ``ck``: the checkpoint directory the resume test continues from."""
+    from helpers import native_built
+
+    runs = {("modes", (mode, kernel)): [*ARGS, "--epochs", "2", "--mode", mode, "--sampler", kernel]
+            for mode in ("hybrid", "vanilla") for kernel in ["numba"] + (["native"] if native_built() else [])}
+    # with prefetch the embedding rows come at the step, never from before an update
+    runs["modes", "prefetch"] = [*ARGS, "--epochs", "2", "--prefetch", "1"]
+    runs["modes", "first"] = [*ARGS, "--epochs", "1", "--checkpoint-dir", ck]  # the first half of the resumed run
+    for mode in ("hybrid", "vanilla"):
+        runs["eval", mode] = [*ARGS, "--epochs", "2", "--eval", "full", "--eval-batch-size", "300", "--mode", mode]
+    for name, more in {"plain": [], "cached": ["--cache-fraction", "0.2"],
+                       "vanilla": ["--cache-fraction", "0.2", "--cache-policy", "degree", "--mode", "vanilla"],
+                       "bf16": ["--precision", "bf16"],
+                       "bf16c": ["--precision", "bf16", "--cache-fraction", "0.2", "--prefetch", "1"]}.items():
+        runs["cache", name] = [*ARGS, "--epochs", "1", *more]
+    for mode, prefetch in (("hybrid", 0), ("vanilla", 0), ("hybrid", 1)):
+        runs["relations", (mode, prefetch)] = [*ARGS, *RELATIONS, "--epochs", "1", "--mode", mode, "--prefetch",
+                                               str(prefetch)]
+    runs["relations", "plain"] = [*ARGS, "--epochs", "1"]
+    if importlib.util.find_spec("torch_geometric") is not None:
+        for mode in ("hybrid", "vanilla"):
+            runs["pyg_rgat", mode] = [*PYG_RGAT, *ARGS, "--epochs", "2", "--mode", mode]
+    return runs
+
+
+@pytest.fixture(scope="module")
+def trained(typed, tmp_path_factory) -> tuple[dict, Path]:
+    """Every trainer_runs run on typed/p2 in one launch (helpers.train_many: the command's
+    main() per run): ({(test, run): its epoch records}, the checkpoint directory of
+    ("modes", "first")); the resume starts a launch of its own."""
+    from helpers import train_many
+
+    root = tmp_path_factory.mktemp("typed-trained")
+    runs = trainer_runs(root / "ck")
+    return train_many(typed / "p2", 2, {key: (root / f"{i}.jsonl", args) for i, (key, args) in enumerate(runs.items())},
+                      timeout=900), root / "ck"
+
+
+def runs_of(trained, test: str) -> dict:
+    """`trained`'s runs of one test: {run: its epoch records}."""
+    return {name: records for (of, name), records in trained[0].items() if of == test}
 
 
 def check_batch(batch, ds, orig=None):
@@ -96,45 +148,29 @@ def test_sharded_embeddings_gather_current_rows_and_return_gradients_to_their_ow
 
 @pytest.mark.mpi
 @pytest.mark.slow
-def test_the_trainer_trains_typed_data_alike_in_every_mode_and_kernel_and_resumes(typed, tmp_path):
+def test_the_trainer_trains_typed_data_alike_in_every_mode_and_kernel_and_resumes(typed, trained, tmp_path):
     # the built-in R-GCN with sharded learnable embeddings for the featureless type: the
     # same per-step losses in hybrid and vanilla mode with either kernel and with prefetch;
     # each rank checkpoints its shard, and --resume continues with exactly the
-    # uninterrupted run's losses
+    # uninterrupted run's losses. The runs: trainer_runs' ("modes", ...), made by `trained`
     from conftest import train_records
-    from helpers import native_built, train_many
 
-    args = ["--fanouts", "4,3", "--batch-size", "64", "--hidden", "16", "--threads", "1", "--quiet"]
-    kernels = ["numba"] + (["native"] if native_built() else [])
-    ck = tmp_path / "ck"
-    # every variant, and the first half of the resumed run, in one launch (helpers.train_many)
-    runs = train_many(typed / "p2", 2, {
-        **{(mode, kernel): (tmp_path / f"{mode}-{kernel}.jsonl", [*args, "--epochs", "2", "--mode", mode,
-                                                                  "--sampler", kernel])
-           for mode in ("hybrid", "vanilla") for kernel in kernels},
-        # with prefetch the embedding rows come at the step, never from before an update
-        "prefetch": (tmp_path / "prefetch.jsonl", [*args, "--epochs", "2", "--prefetch", "1"]),
-        "first": (tmp_path / "first.jsonl", [*args, "--epochs", "1", "--checkpoint-dir", ck])})
+    runs, ck = runs_of(trained, "modes"), trained[1]
     runs.pop("first")
     base = [r["step_losses"] for r in runs[("hybrid", "numba")]]
     assert all([r["step_losses"] for r in got] == base for got in runs.values())
     assert runs[("hybrid", "numba")][-1]["val_acc"] > 0.5  # it learns (4 classes)
     assert sorted(f.name for f in ck.iterdir()) == ["epoch-0.embed-0-of-2.pt", "epoch-0.embed-1-of-2.pt", "epoch-0.pt"]
-    resumed = train_records(typed / "p2", 2, tmp_path / "resumed.jsonl", *args, "--epochs", "2", "--checkpoint-dir", ck,
+    resumed = train_records(typed / "p2", 2, tmp_path / "resumed.jsonl", *ARGS, "--epochs", "2", "--checkpoint-dir", ck,
                             "--resume")
     assert [r["step_losses"] for r in resumed] == base[1:]
 
 
 @pytest.mark.mpi
 @pytest.mark.slow
-def test_the_pyg_rgat_example_trains_typed_data_alike_in_both_modes(typed, tmp_path):
+def test_the_pyg_rgat_example_trains_typed_data_alike_in_both_modes(trained):
     pytest.importorskip("torch_geometric", reason="the pyg extra is not installed")
-    from helpers import train_many
-
-    args = ["--model", str(REPO / "examples" / "pyg_rgat.py") + ":build", "--fanouts", "4,3", "--batch-size", "64",
-            "--hidden", "16", "--epochs", "2", "--threads", "1", "--quiet"]
-    runs = list(train_many(typed / "p2", 2, {m: (tmp_path / f"{m}.jsonl", [*args, "--mode", m])
-                                             for m in ("hybrid", "vanilla")}).values())
+    runs = list(runs_of(trained, "pyg_rgat").values())  # hybrid, vanilla
     assert [r["step_losses"] for r in runs[0]] == [r["step_losses"] for r in runs[1]]
     assert runs[0][-1]["loss"] < runs[0][0]["step_losses"][0]  # it learns
 
@@ -165,29 +201,18 @@ def test_layerwise_inference_on_typed_data_is_the_full_neighbour_forward(typed):
 
 
 @pytest.mark.mpi
-def test_eval_full_on_typed_data_agrees_in_both_modes(typed, tmp_path):
-    from helpers import train_many
-
-    args = ["--fanouts", "4,3", "--batch-size", "64", "--hidden", "16", "--epochs", "2", "--threads", "1", "--quiet",
-            "--eval", "full", "--eval-batch-size", "300"]
-    runs = list(train_many(typed / "p2", 2, {m: (tmp_path / f"{m}.jsonl", [*args, "--mode", m])
-                                             for m in ("hybrid", "vanilla")}).values())
+def test_eval_full_on_typed_data_agrees_in_both_modes(trained):
+    runs = list(runs_of(trained, "eval").values())  # hybrid, vanilla
     assert [(r["val_acc"], r["test_acc"]) for r in runs[0]] == [(r["val_acc"], r["test_acc"]) for r in runs[1]]
     assert runs[0][-1]["val_acc"] > 0.8
 
 
 @pytest.mark.mpi
-def test_the_feature_cache_and_bf16_take_typed_data(typed, tmp_path):
+def test_the_feature_cache_and_bf16_take_typed_data(trained):
     # a cache changes the bytes sent, never the losses, in either mode; bf16 sends fewer
     # bytes again, and with a cache and prefetch still gives bf16's own losses
-    from helpers import train_many
-
-    args = ["--fanouts", "4,3", "--batch-size", "64", "--hidden", "16", "--epochs", "1", "--threads", "1", "--quiet"]
-    variants = {"plain": [], "cached": ["--cache-fraction", "0.2"],
-                "vanilla": ["--cache-fraction", "0.2", "--cache-policy", "degree", "--mode", "vanilla"],
-                "bf16": ["--precision", "bf16"], "bf16c": ["--precision", "bf16", "--cache-fraction", "0.2", "--prefetch", "1"]}
-    runs = train_many(typed / "p2", 2, {name: (tmp_path / f"{name}.jsonl", [*args, *more]) for name, more in variants.items()})
-    plain, cached, vanilla, half, half_cached = (runs[name][0] for name in variants)
+    runs = runs_of(trained, "cache")
+    plain, cached, vanilla, half, half_cached = (runs[name][0] for name in ("plain", "cached", "vanilla", "bf16", "bf16c"))
     assert plain["step_losses"] == cached["step_losses"] == vanilla["step_losses"]
     assert cached["cache_hit_rate"] > 0.3 and cached["bytes_sent"] < plain["bytes_sent"] / 2
     assert half["bytes_sent"] < 0.7 * plain["bytes_sent"] and half["step_losses"] != plain["step_losses"]
@@ -196,16 +221,10 @@ def test_the_feature_cache_and_bf16_take_typed_data(typed, tmp_path):
 
 
 @pytest.mark.mpi
-def test_per_relation_fanouts_from_the_command_line(typed, tmp_path):
+def test_per_relation_fanouts_from_the_command_line(typed, trained):
     from conftest import run_module
-    from helpers import train_many
 
-    args = ["--fanouts", "4,3", "--relation-fanouts", "cites=2,written_by=0;rev_cites=-1", "--batch-size", "64",
-            "--hidden", "16", "--epochs", "1", "--threads", "1", "--quiet"]
-    got = train_many(typed / "p2", 2, {
-        **{(m, pf): (tmp_path / f"{m}-{pf}.jsonl", [*args, "--mode", m, "--prefetch", str(pf)])
-           for m, pf in (("hybrid", 0), ("vanilla", 0), ("hybrid", 1))},
-        "plain": (tmp_path / "plain.jsonl", [*args[:2], *args[4:]])})
+    got = runs_of(trained, "relations")  # hybrid, vanilla, hybrid with prefetch; plain: without RELATIONS
     plain = got.pop("plain")
     runs = list(got.values())
     assert runs[0][0]["step_losses"] == runs[1][0]["step_losses"] == runs[2][0]["step_losses"]
