@@ -1,5 +1,6 @@
-"""Run under mpiexec by test_distributed.py: every rank gathers random rows and checks them,
-printing one line per case that passed (helpers.passed); test_distributed.py names the cases."""
+"""Run under mpiexec (by test_distributed.py through distributed_worker.py, which calls check()
+on a communicator it shares): every rank gathers random rows and checks them, printing one
+line per case that passed (helpers.passed); test_distributed.py names the cases."""
 
 import sys
 
@@ -14,7 +15,11 @@ from helpers import passed
 
 def main() -> None:
     dataset, partition, backend = sys.argv[1:4]
-    comm = create(backend)
+    check(create(backend), dataset, partition)
+
+
+def check(comm, dataset, partition) -> None:
+    """The cases on ``comm``'s ranks (distributed_worker.py runs them on a communicator it shares)."""
     shard = load_partition(partition, comm.rank, comm.size)
     reference = np.asarray(load_dataset(dataset).features)[np.load(f"{partition}/orig_ids.npy")]
     gather = FeatureGather(comm, shard.offsets, shard.features)

@@ -19,17 +19,32 @@ def partitioned(tmp_path_factory):
     return root
 
 
+GATHER = ["mixed_owners", "own_rows", "no_rows"]  # gather_worker.py's cases
+KERNELS = ["numba", "twostep"] + (["native"] if native_built() else [])
+OWNERS = ["numba"] + (["native"] if native_built() else [])
+VANILLA = [f"{owner}-step{step}-{check}" for owner in OWNERS for step in range(3) for check in ["rounds", *KERNELS]]
+
+
+@pytest.fixture(scope="module")
+def launched(partitioned):
+    """backend -> the 3-rank launch of tests/distributed_worker.py (the gather cases, then the
+    vanilla sampling steps, on one communicator), made once per backend for both tests."""
+    done = {}
+
+    def launch(backend):
+        if backend not in done:
+            done[backend] = mpiexec(3, REPO / "tests" / "distributed_worker.py", partitioned / "g", partitioned / "p3",
+                                    backend)
+        return done[backend]
+    return launch
+
+
 @pytest.mark.parametrize("backend", ["mpi", "gloo", CCL])
-def test_feature_gather_returns_the_right_rows_in_two_rounds(partitioned, backend):
-    proc = mpiexec(3, REPO / "tests" / "gather_worker.py", partitioned / "g", partitioned / "p3", backend)
-    assert_checks(proc, 3, ["mixed_owners", "own_rows", "no_rows"])
+def test_feature_gather_returns_the_right_rows_in_two_rounds(launched, backend):
+    assert_checks(launched(backend), 3, GATHER, among=VANILLA)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["mpi", "gloo", CCL])
-def test_vanilla_sampling_equals_hybrid_with_two_rounds_per_lower_layer(partitioned, backend):
-    proc = mpiexec(3, REPO / "tests" / "vanilla_worker.py", partitioned / "p3", backend)
-    kernels = ["numba", "twostep"] + (["native"] if native_built() else [])
-    owners = ["numba"] + (["native"] if native_built() else [])
-    assert_checks(proc, 3, [f"{owner}-step{step}-{check}" for owner in owners for step in range(3)
-                            for check in ["rounds", *kernels]])
+def test_vanilla_sampling_equals_hybrid_with_two_rounds_per_lower_layer(launched, backend):
+    assert_checks(launched(backend), 3, VANILLA, among=GATHER)

@@ -1,4 +1,5 @@
-"""Run under mpiexec by test_distributed.py (and test_typed_partition.py, with TYPED): vanilla
+"""Run under mpiexec by test_typed_partition.py (with TYPED) and test_exclusion.py (and by
+test_distributed.py through distributed_worker.py, which calls check()): vanilla
 sampling equals hybrid sampling. Each rank prints one line per step and kernel that passed
 (helpers.passed). With ``exclude`` (test_exclusion.py) every step excludes edges: some of
 the seeds' in-edges and random others, given as (src, dst) or, typed, (src, dst, etypes).
@@ -19,8 +20,11 @@ from helpers import mfg_equal, native_built, passed
 
 def main() -> None:
     partition, backend = sys.argv[1:3]
-    typed, excluding = "typed" in sys.argv[3:], "exclude" in sys.argv[3:]
-    comm = create(backend)
+    check(create(backend), partition, typed="typed" in sys.argv[3:], excluding="exclude" in sys.argv[3:])
+
+
+def check(comm, partition, typed=False, excluding=False) -> None:
+    """The steps on ``comm``'s ranks (distributed_worker.py runs them on a communicator it shares)."""
     hybrid = load_partition(partition, comm.rank, comm.size, mode="hybrid")
     vanilla = load_partition(partition, comm.rank, comm.size, mode="vanilla")
     kernels = ["numba", "twostep"] + (["native"] if native_built() else [])
