@@ -141,6 +141,23 @@ def run_many(ranks: int, commands: list, *, timeout=600) -> subprocess.Completed
     return proc
 
 
+def run_commands(ranks: int, commands: list, out, *, timeout=600) -> list[subprocess.CompletedProcess]:
+    """Several command lines, each (module, [arguments]) as ``mpiexec -n ranks python -m
+    module arguments...`` would run it, one after another in one launch
+    (tests/commands_worker.py: the module's main() per command, `out` a directory for what
+    each writes). Returns per command what its own launch would have given: the exit
+    status (the ranks' largest), stdout and stderr (every rank's, in rank order). A command
+    that fails does not stop the next."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    listed = [[module, [str(a) for a in args]] for module, args in commands]
+    proc = mpiexec(ranks, REPO / "tests" / "commands_worker.py", json.dumps(listed), out, timeout=timeout)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    read = lambda i, kind: [(out / f"{i}-{r}.{kind}").read_text() for r in range(ranks)]
+    return [subprocess.CompletedProcess([module, *args], max(map(int, read(i, "code"))), "".join(read(i, "out")),
+                                        "".join(read(i, "err"))) for i, (module, args) in enumerate(listed)]
+
+
 # --- worker scripts -----------------------------------------------------------------------
 
 _PASSED = re.compile(r"^rank (\d+) ([\w.-]+): ok(?: .*)?$", re.MULTILINE)

@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -33,18 +34,50 @@ def train2(*args, timeout=180):
     return mpiexec(2, "-m", "fastsample.train", *map(str, args), timeout=timeout)
 
 
-# ---------------------------------------------------------------- one message, every rank stops
-
-@pytest.mark.mpi
-@pytest.mark.parametrize("args, message", [
+ARGUMENT_ERRORS = [
     (["--epochs", "0"], "--epochs must be positive (got 0)"),
     (["--fanouts", "4,x"], "--fanouts: expected comma-separated integers (got '4,x')"),
     (["--no-such-flag"], "unrecognized arguments: --no-such-flag"),
     (["--net-model", "10"], "--net-model must be LATENCY_US,GBPS with GBPS > 0 (got 10.0)"),
     (["--net-model", "1,x"], "--net-model: expected LATENCY_US,GBPS, e.g. 10,25 (got '1,x')"),
-])
-def test_argument_errors_are_one_line_from_one_rank(p2, args, message):
-    proc = train2("--data", p2, *SMALL, *args)
+]
+STEP_EVALUATION_ERRORS = [
+    (["--eval-every-steps", "2", "--prefetch", "1"], "--eval-every-steps does not run with --prefetch"),
+    (["--target-val-acc", "0.5", "--eval-every", "0"], "--target-val-acc needs node classification with an "
+                                                       "evaluation to stop at"),
+]
+
+
+@pytest.fixture(scope="module")
+def runs(p2, tmp_path_factory) -> tuple[dict, Path]:
+    """The 2-rank python -m fastsample.train runs of the tests below that stop at their
+    arguments or start-up, or run one short job, all in one launch (helpers.run_commands:
+    each command's exit status, stdout and stderr as its own launch would give them):
+    ({name: its result}, the directory their paths are in)."""
+    from helpers import run_commands
+
+    root = tmp_path_factory.mktemp("cli-runs")
+    (root / "file").write_text("not a directory")
+    commands = {("arguments", i): [*SMALL, *args] for i, (args, _) in enumerate(ARGUMENT_ERRORS)}
+    commands |= {("step evaluation", i): [*SMALL, *args] for i, (args, _) in enumerate(STEP_EVALUATION_ERRORS)}
+    commands |= {
+        "log_json": [*SMALL, "--epochs", "1", "--log-json", root / "nodir" / "x.jsonl"],
+        "checkpoint_dir": [*SMALL, "--epochs", "1", "--checkpoint-dir", root / "file" / "ckpt"],
+        "resume": [*SMALL, "--epochs", "1", "--checkpoint-dir", root / "ckpt", "--resume"],
+        "single step": [*SMALL, "--epochs", "1", "--batch-size", "5000", "--quiet"],
+        "log to a file": [*SMALL, "--epochs", "3", "--log-json", root / "run.jsonl"],  # no --quiet: stderr is a file
+    }
+    results = run_commands(2, [("fastsample.train", ["--data", p2, *args]) for args in commands.values()],
+                           root / "out", timeout=300)
+    return dict(zip(commands, results)), root
+
+
+# ---------------------------------------------------------------- one message, every rank stops
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("case", range(len(ARGUMENT_ERRORS)), ids=[" ".join(a) for a, _ in ARGUMENT_ERRORS])
+def test_argument_errors_are_one_line_from_one_rank(runs, case):
+    proc, message = runs[0]["arguments", case], ARGUMENT_ERRORS[case][1]
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert proc.stderr == f"python -m fastsample.train: error: {message} (see --help)\n", proc.stderr
 
@@ -94,8 +127,8 @@ def test_a_flag_left_out_takes_its_tasks_default():
 # ---------------------------------------------------------------- output paths, checked at start-up
 
 @pytest.mark.mpi
-def test_log_json_in_a_missing_directory_fails_at_start_up(p2, tmp_path):
-    proc = train2("--data", p2, *SMALL, "--epochs", "1", "--log-json", tmp_path / "nodir" / "x.jsonl")
+def test_log_json_in_a_missing_directory_fails_at_start_up(runs):
+    proc, tmp_path = runs[0]["log_json"], runs[1]
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert proc.stderr == (f"python -m fastsample.train: error: rank 0: --log-json {tmp_path / 'nodir' / 'x.jsonl'}: "
                            f"directory {tmp_path / 'nodir'} does not exist\n"), proc.stderr
@@ -103,17 +136,15 @@ def test_log_json_in_a_missing_directory_fails_at_start_up(p2, tmp_path):
 
 
 @pytest.mark.mpi
-def test_checkpoint_dir_that_cannot_be_created_fails_at_start_up(p2, tmp_path):
-    (tmp_path / "file").write_text("not a directory")
-    proc = train2("--data", p2, *SMALL, "--epochs", "1", "--checkpoint-dir", tmp_path / "file" / "ckpt")
+def test_checkpoint_dir_that_cannot_be_created_fails_at_start_up(runs):
+    proc, tmp_path = runs[0]["checkpoint_dir"], runs[1]
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert f"--checkpoint-dir {tmp_path / 'file' / 'ckpt'}: cannot create it" in proc.stderr
 
 
 @pytest.mark.mpi
-def test_resume_from_a_missing_directory_does_not_create_it(p2, tmp_path):
-    missing = tmp_path / "ckpt"
-    proc = train2("--data", p2, *SMALL, "--epochs", "1", "--checkpoint-dir", missing, "--resume")
+def test_resume_from_a_missing_directory_does_not_create_it(runs):
+    proc, missing = runs[0]["resume"], runs[1] / "ckpt"
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert f"checkpoint directory {missing} does not exist" in proc.stderr
     assert not missing.exists()
@@ -145,9 +176,8 @@ def test_checkpoint_carrying_a_pickled_callable_is_refused(p2, tmp_path):
 # ---------------------------------------------------------------- logs
 
 @pytest.mark.mpi
-def test_log_to_a_file_has_no_progress_bar_and_ends_with_a_summary(p2, tmp_path):
-    log = tmp_path / "run.jsonl"
-    proc = train2("--data", p2, *SMALL, "--epochs", "3", "--log-json", log)  # no --quiet: stderr is a pipe
+def test_log_to_a_file_has_no_progress_bar_and_ends_with_a_summary(runs):
+    proc, log = runs[0]["log to a file"], runs[1] / "run.jsonl"  # no --quiet: stderr is a file
     assert proc.returncode == 0, proc.stderr
     assert "\r" not in proc.stdout + proc.stderr, "a progress bar was drawn into a file"
     lines = proc.stdout.splitlines()
@@ -166,8 +196,8 @@ def test_log_to_a_file_has_no_progress_bar_and_ends_with_a_summary(p2, tmp_path)
 
 
 @pytest.mark.mpi
-def test_single_step_epochs_are_warned_about(p2):
-    proc = train2("--data", p2, *SMALL, "--epochs", "1", "--batch-size", "5000", "--quiet")
+def test_single_step_epochs_are_warned_about(runs):
+    proc = runs[0]["single step"]
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.count("warning: an epoch is a single step") == 1, proc.stderr
 
@@ -242,11 +272,8 @@ def test_step_evaluations_stop_at_the_target_and_say_the_time_to_it(p2, tmp_path
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("args, message", [
-    (["--eval-every-steps", "2", "--prefetch", "1"], "--eval-every-steps does not run with --prefetch"),
-    (["--target-val-acc", "0.5", "--eval-every", "0"], "--target-val-acc needs node classification with an "
-                                                       "evaluation to stop at"),
-])
-def test_step_evaluation_settings_that_cannot_run_are_refused(p2, args, message):
-    proc = train2("--data", p2, *SMALL, *args)
+@pytest.mark.parametrize("case", range(len(STEP_EVALUATION_ERRORS)),
+                         ids=[" ".join(a) for a, _ in STEP_EVALUATION_ERRORS])
+def test_step_evaluation_settings_that_cannot_run_are_refused(runs, case):
+    proc, message = runs[0]["step evaluation", case], STEP_EVALUATION_ERRORS[case][1]
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr
