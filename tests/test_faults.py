@@ -19,7 +19,7 @@ import pytest
 from conftest import run_module
 from fastsample.data.synth import SynthConfig, write_synthetic
 from fastsample.partition import load_partition, partition_dataset
-from helpers import REPO, mpiexec, train_many, train_records
+from helpers import REPO, mpiexec, run_commands, train_many, train_records
 
 ARGS = ["--fanouts", "4,3", "--batch-size", "40", "--hidden", "16", "--threads", "1", "--quiet"]
 
@@ -102,12 +102,17 @@ def test_a_nan_loss_stops_every_rank_with_one_line_or_is_skipped(p2, tmp_path):
     features[:2] = np.nan  # two of rank 1's rows: the batches that read them turn NaN
     np.save(bad / "part-1" / "features.npy", features)
     ck = tmp_path / "ck"
-    proc = mpiexec(2, "-m", "fastsample.train", "--data", bad, *ARGS, "--epochs", "3", "--checkpoint-dir", ck)
+    # the stopped run and the skipping one in one launch (helpers.run_commands: each its own status and output)
+    proc, skipping = run_commands(2, [
+        ("fastsample.train", ["--data", bad, *ARGS, "--epochs", "3", "--checkpoint-dir", ck]),
+        ("fastsample.train", ["--data", bad, *ARGS, "--epochs", "2", "--on-nan", "skip", "--log-json",
+                              tmp_path / "skip.jsonl"])], tmp_path / "out")
     assert proc.returncode == 3, proc.stdout + proc.stderr
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "python -m fastsample.train: error: non-finite loss at epoch 0, step " in lines[0]
     assert "stopped before updating, no checkpoint was written yet (--on-nan skip or continue" in lines[0]
-    skipped = train_records(bad, 2, tmp_path / "skip.jsonl", *ARGS, "--epochs", "2", "--on-nan", "skip")
+    assert skipping.returncode == 0, skipping.stdout + skipping.stderr
+    skipped = [json.loads(line) for line in open(tmp_path / "skip.jsonl")]
     steps = [x for r in skipped for x in r["step_losses"]]
     first_nan = next(i for i, x in enumerate(steps) if math.isnan(x))
     # no update from a NaN step: the weights stay finite, so later steps are finite again
@@ -478,9 +483,11 @@ def test_a_second_job_on_one_checkpoint_dir_fails_at_once_and_the_first_stands(p
         os.kill(pid, signal.SIGSTOP)
     try:
         holder = lock.read_text()[:64].strip()  # as Busy reads it
-        for extra in ([], ["--resume"]):
-            second = mpiexec(2, "-m", "fastsample.train", "--data", p2 / "p2", *args, "--checkpoint-dir", ck,
-                             "--log-json", tmp_path / "b.jsonl", *extra)
+        # a new and a resuming second job, in one launch (helpers.run_commands: each its own status and output)
+        seconds = run_commands(2, [("fastsample.train", ["--data", p2 / "p2", *args, "--checkpoint-dir", ck,
+                                                         "--log-json", tmp_path / "b.jsonl", *extra])
+                                   for extra in ([], ["--resume"])], tmp_path / "out")
+        for second in seconds:
             assert second.returncode == 2, second.stdout + second.stderr
             assert second.stderr == (f"python -m fastsample.train: error: rank 0: {ck}: another job (process {holder}) "
                                      "is writing it now; wait for it, or write somewhere else\n"), second.stderr
