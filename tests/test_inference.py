@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import REPO, assert_checks, mpiexec, run_many, train_many
+from helpers import REPO, assert_checks, mpiexec, run_commands, run_many, train_many
 from fastsample.nn.block import Block
 from fastsample.data.synth import SynthConfig, write_synthetic
 from fastsample.graph import load_dataset
@@ -103,12 +103,17 @@ def test_a_model_without_layers_is_refused(root):
 @pytest.mark.slow
 def test_infer_writes_what_the_trainers_full_evaluation_saw(root, tmp_path):
     log, ck, out = tmp_path / "log.jsonl", tmp_path / "ck", tmp_path / "out"
-    proc = mpiexec(2, "-m", "fastsample.train", "--data", root / "p2", "--fanouts", "4,4,4", "--hidden", "16",
-                   "--batch-size", "32", "--epochs", "1", "--threads", "1", "--eval", "full", "--eval-batch-size", "50",
-                   "--checkpoint-dir", ck, "--log-json", log, "--quiet", timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    proc = mpiexec(2, "-m", "fastsample.infer", "--data", root / "p2", "--checkpoint", ck / "epoch-0.pt", "--out", out,
-                   "--batch-size", "64", "--quiet", timeout=300)
+    # the training, the inference and a second inference to the same place in one launch
+    # (helpers.run_commands: each its own exit status and output, one after another)
+    trained, proc, again = run_commands(2, [
+        ("fastsample.train", ["--data", root / "p2", "--fanouts", "4,4,4", "--hidden", "16", "--batch-size", "32",
+                              "--epochs", "1", "--threads", "1", "--eval", "full", "--eval-batch-size", "50",
+                              "--checkpoint-dir", ck, "--log-json", log, "--quiet"]),
+        ("fastsample.infer", ["--data", root / "p2", "--checkpoint", ck / "epoch-0.pt", "--out", out, "--batch-size",
+                              "64", "--quiet"]),
+        ("fastsample.infer", ["--data", root / "p2", "--checkpoint", ck / "epoch-0.pt", "--out", out])],
+        tmp_path / "runs", timeout=300)
+    assert trained.returncode == 0, trained.stderr
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == "" and proc.stdout.count("\n") == 1, proc.stdout + proc.stderr
     index = json.loads((out / "index.json").read_text())
@@ -123,10 +128,8 @@ def test_infer_writes_what_the_trainers_full_evaluation_saw(root, tmp_path):
     test_acc = float((pred[ds.test] == ds.labels[ds.test]).mean())
     assert test_acc == json.loads(log.read_text())["test_acc"]
     # and a second run does not overwrite it unasked
-    proc = mpiexec(2, "-m", "fastsample.infer", "--data", root / "p2", "--checkpoint", ck / "epoch-0.pt", "--out", out,
-                   timeout=300)
-    assert proc.returncode == 2 and proc.stderr == (f"python -m fastsample.infer: error: rank 0: {out}: already "
-                                                    "exists (pass --overwrite to replace it)\n"), proc.stderr
+    assert again.returncode == 2 and again.stderr == (f"python -m fastsample.infer: error: rank 0: {out}: already "
+                                                      "exists (pass --overwrite to replace it)\n"), again.stderr
 
 
 @pytest.mark.mpi

@@ -239,14 +239,18 @@ def test_per_relation_fanouts_from_the_command_line(typed, trained):
 def test_infer_writes_the_target_types_outputs_the_full_evaluation_saw(typed, tmp_path):
     # typed data: the R-GCN's outputs for the target type only, the featureless type's
     # rows from the embedding shards saved beside the checkpoint
+    from helpers import run_commands
+
     log, ck, out = tmp_path / "log.jsonl", tmp_path / "ck", tmp_path / "out"
-    proc = mpiexec(2, "-m", "fastsample.train", "--data", typed / "p2", "--fanouts", "4,3", "--batch-size", "64",
-                   "--hidden", "16", "--epochs", "1", "--threads", "1", "--eval", "full", "--eval-batch-size", "300",
-                   "--checkpoint-dir", ck, "--log-json", log, "--quiet", timeout=300)
-    assert proc.returncode == 0, proc.stderr
+    # the training and the inference in one launch (helpers.run_commands: each its own exit status and output)
+    trained, proc = run_commands(2, [
+        ("fastsample.train", ["--data", typed / "p2", "--fanouts", "4,3", "--batch-size", "64", "--hidden", "16",
+                              "--epochs", "1", "--threads", "1", "--eval", "full", "--eval-batch-size", "300",
+                              "--checkpoint-dir", ck, "--log-json", log, "--quiet"]),
+        ("fastsample.infer", ["--data", typed / "p2", "--checkpoint", ck / "epoch-0.pt", "--out", out, "--batch-size",
+                              "300", "--quiet"])], tmp_path / "runs", timeout=300)
+    assert trained.returncode == 0, trained.stderr
     assert len(list(ck.glob("epoch-0.embed-*-of-2.pt"))) == 2  # the featureless type's table
-    proc = mpiexec(2, "-m", "fastsample.infer", "--data", typed / "p2", "--checkpoint", ck / "epoch-0.pt", "--out", out,
-                   "--batch-size", "300", "--quiet", timeout=300)
     assert proc.returncode == 0, proc.stderr
     ds = load_dataset(typed / "h")
     lo = ds.graph.node_type_offset[ds.graph.node_types.index(ds.target_type)]
