@@ -61,6 +61,9 @@ def build(root: Path) -> None:
         partition_dataset(root / "g", root / f"p{p}", p, progress=False)
 
 
+KEYS = ("step_losses", "loss", "train_acc", "val_acc", "test_acc")  # what a run records, per epoch
+
+
 def run(root: Path, name: str, mpiexec) -> dict:
     """One recorded run: what its --log-json says, per epoch."""
     ranks, extra = RUNS[name]
@@ -71,7 +74,7 @@ def run(root: Path, name: str, mpiexec) -> dict:
     if proc.returncode != 0:
         raise AssertionError(f"{name}: exited {proc.returncode}\n{proc.stdout}{proc.stderr}")
     records = [json.loads(line) for line in open(log)]
-    return {k: [r[k] for r in records] for k in ("step_losses", "loss", "train_acc", "val_acc", "test_acc")}
+    return {k: [r[k] for r in records] for k in KEYS}
 
 
 if __name__ == "__main__":
