@@ -7,7 +7,7 @@ import shutil
 import numpy as np
 import pytest
 
-from conftest import mpiexec, run_module
+from conftest import run_module
 from fastsample.data.synth_typed import TYPED_PRESETS, write_typed_synthetic
 
 RELATION = "author,rev_written_by,paper"
@@ -49,13 +49,29 @@ def test_a_relation_that_does_not_exist(typed, tmp_path):
     assert left(tmp_path) == []
 
 
+@pytest.fixture(scope="module")
+def trained(typed, tmp_path_factory) -> tuple[dict, object]:
+    """typed/h partitioned for 2 ranks (python -m fastsample.partition), and the two trainer
+    runs of the tests below on it in one launch (helpers.run_commands: each its own exit
+    status and output): ({test: its result}, the directory their paths are in)."""
+    from helpers import run_commands
+
+    root = tmp_path_factory.mktemp("typed-trained")
+    run_module("fastsample.partition", typed / "h", root / "p2", "--parts", "2", "--quiet", check=True)
+    runs = {"relation_fanouts": ["--fanouts", "3,3", "--relation-fanouts", "cites=2;nosuch=1", "--epochs", "1",
+                                 "--threads", "1", "--checkpoint-dir", root / "out-ck"],
+            "start-up line": ["--fanouts", "3,3", "--epochs", "1", "--max-steps", "1", "--eval-every", "0", "--threads",
+                              "1", "--quiet", "--matmul", "onednn"]}
+    results = run_commands(2, [("fastsample.train", ["--data", root / "p2", *args]) for args in runs.values()],
+                           root / "out")
+    return dict(zip(runs, results)), root
+
+
 @pytest.mark.mpi
-def test_relation_fanouts_naming_an_unknown_relation(typed, tmp_path):
-    run_module("fastsample.partition", typed / "h", tmp_path / "p2", "--parts", "2", "--quiet", check=True)
-    proc = mpiexec(2, "-m", "fastsample.train", "--data", tmp_path / "p2", "--fanouts", "3,3", "--relation-fanouts",
-                   "cites=2;nosuch=1", "--epochs", "1", "--threads", "1", "--checkpoint-dir", tmp_path / "out-ck")
+def test_relation_fanouts_naming_an_unknown_relation(trained):
+    proc, root = trained[0]["relation_fanouts"], trained[1]
     one_line(proc, "--relation-fanouts: layer 1: relation 'nosuch' is not an edge type")
-    assert proc.returncode == 2 and not (tmp_path / "out-ck").exists()
+    assert proc.returncode == 2 and not (root / "out-ck").exists()
 
 
 def test_node_type_offsets_that_are_not_increasing(typed, tmp_path):
@@ -120,11 +136,9 @@ def test_an_edge_split_whose_ids_are_of_another_type(typed, tmp_path):
 
 
 @pytest.mark.mpi
-def test_the_typed_start_up_line_says_whose_products_run(typed, tmp_path):
+def test_the_typed_start_up_line_says_whose_products_run(trained):
     # the R-GCN runs torch's products: --matmul chooses nothing for it, and says so
-    run_module("fastsample.partition", typed / "h", tmp_path / "p2", "--parts", "2", "--quiet", check=True)
-    proc = mpiexec(2, "-m", "fastsample.train", "--data", tmp_path / "p2", "--fanouts", "3,3", "--epochs", "1",
-                   "--max-steps", "1", "--eval-every", "0", "--threads", "1", "--quiet", "--matmul", "onednn")
+    proc = trained[0]["start-up line"]
     assert proc.returncode == 0, proc.stderr
     assert "matmul torch's (RGCN chooses no engine; --matmul serves the built-in GraphSAGE on the CPU)" in \
         proc.stdout.splitlines()[0], proc.stdout
