@@ -173,7 +173,8 @@ def test_infer_on_a_vanilla_only_partition(root, tmp_path):
     partition_dataset(root / "g", tmp_path / "van", 2, mode="vanilla", progress=False)
     # the training and both inferences in one launch (helpers.run_many: each command's main()), each exits 0
     train = ["--data", tmp_path / "van", "--mode", "vanilla", "--fanouts", "4,4", "--hidden", "16", "--batch-size",
-             "32", "--epochs", "1", "--threads", "1", "--eval-every", "0", "--checkpoint-dir", tmp_path / "ck", "--quiet"]
+             "32", "--epochs", "1", "--threads", "1", "--eval-every", "0", "--checkpoint-dir", tmp_path / "ck",
+             "--quiet"]
     run_many(2, [("fastsample.train", train)] + [
         ("fastsample.infer", ["--data", data, "--checkpoint", tmp_path / "ck" / "epoch-0.pt", "--out", tmp_path / out,
                               "--quiet"]) for data, out in ((tmp_path / "van", "v"), (root / "p2", "h"))], timeout=300)

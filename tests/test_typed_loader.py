@@ -212,7 +212,8 @@ def test_the_feature_cache_and_bf16_take_typed_data(trained):
     # a cache changes the bytes sent, never the losses, in either mode; bf16 sends fewer
     # bytes again, and with a cache and prefetch still gives bf16's own losses
     runs = runs_of(trained, "cache")
-    plain, cached, vanilla, half, half_cached = (runs[name][0] for name in ("plain", "cached", "vanilla", "bf16", "bf16c"))
+    plain, cached, vanilla, half, half_cached = (runs[name][0]
+                                                 for name in ("plain", "cached", "vanilla", "bf16", "bf16c"))
     assert plain["step_losses"] == cached["step_losses"] == vanilla["step_losses"]
     assert cached["cache_hit_rate"] > 0.3 and cached["bytes_sent"] < plain["bytes_sent"] / 2
     assert half["bytes_sent"] < 0.7 * plain["bytes_sent"] and half["step_losses"] != plain["step_losses"]
