@@ -20,7 +20,7 @@ from fastsample.atomic import AlreadyExists
 from fastsample.comm import CommError
 from fastsample.comm.agree import ErrorText, StartupError, agree
 from fastsample.options import ConfigError, base_type, field_types, type_name
-from fastsample.launcher import launch_rank
+from fastsample.launcher import launch_rank, sleep_idle_threads_if_oversubscribed
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
@@ -115,6 +115,14 @@ def parse(cls, parser, argv=None) -> Any:
         return from_namespace(cls, parser.parse_args(argv))
     except ConfigError as e:
         parser.error(flag_message(e))
+
+
+def settle_threads(prog: str, threads: int | None) -> None:
+    """Before torch loads: where this node's ranks x threads exceed its cores, idle OpenMP
+    threads are made to sleep (launcher.sleep_idle_threads_if_oversubscribed); rank 0 says so."""
+    note = sleep_idle_threads_if_oversubscribed(threads)
+    if note and launch_rank() == 0:
+        print(f"{prog}: {note}", file=sys.stderr, flush=True)
 
 
 def flag_message(error: ConfigError) -> str:

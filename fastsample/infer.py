@@ -57,6 +57,7 @@ def build_parser() -> cli.Parser:
 def main(argv=None) -> int:
     parser = build_parser()
     args = cli.parse(InferConfig, parser, argv)
+    cli.settle_threads(PROG, args.threads)
     # after parsing, so that a bad flag is refused before torch loads (~5 s on a busy node)
     import numpy as np
     import torch

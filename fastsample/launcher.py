@@ -10,7 +10,7 @@ import shutil
 import sys
 from pathlib import Path
 
-__all__ = ["launch_rank", "find_mpiexec"]
+__all__ = ["launch_rank", "local_ranks", "sleep_idle_threads_if_oversubscribed", "find_mpiexec"]
 
 # Where launchers put a process's rank: MPICH/Intel MPI (Hydra), Open MPI, PMIx, MVAPICH.
 _RANK_VARIABLES = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "MV2_COMM_WORLD_RANK")
@@ -26,6 +26,56 @@ def launch_rank() -> int:
     if "SLURM_STEP_ID" in os.environ and os.environ.get("SLURM_PROCID", "").isdigit():
         return int(os.environ["SLURM_PROCID"])
     return 0
+
+
+# How many ranks share this node: MPICH/Intel MPI (Hydra), Open MPI, PMIx, MVAPICH.
+_LOCAL_SIZE_VARIABLES = ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE", "PMIX_LOCAL_SIZE",
+                         "MV2_COMM_WORLD_LOCAL_SIZE")
+
+
+def local_ranks() -> int:
+    """How many ranks of this job run on this node, as the launcher said (1 alone).
+
+    srun says it per node ("3,2" or "2(x4)"): the largest count is taken, which can only
+    overstate it."""
+    for var in _LOCAL_SIZE_VARIABLES:
+        if os.environ.get(var, "").isdigit():
+            return int(os.environ[var])
+    if "SLURM_STEP_ID" in os.environ:
+        counts = [t.split("(")[0] for t in os.environ.get("SLURM_STEP_TASKS_PER_NODE", "").split(",")]
+        if counts and all(c.isdigit() for c in counts):
+            return max(int(c) for c in counts)
+    return 1
+
+
+def sleep_idle_threads_if_oversubscribed(threads: int | None) -> str | None:
+    """Set OMP_WAIT_POLICY=PASSIVE when this node's ranks x threads exceed the cores they run on.
+
+    libgomp's idle threads spin by default; where two ranks share a core, one rank's spinning
+    pool takes the core the other needs, and every collective waits for the scheduler (two
+    ranks x two threads on two cores: a step several times slower). Read once, when OpenMP
+    loads, so this runs before torch or the native module is imported. A user's own
+    OMP_WAIT_POLICY is left alone. Returns the note to print, or None where nothing was set.
+    """
+    if "OMP_WAIT_POLICY" in os.environ:
+        return None
+    cores = len(os.sched_getaffinity(0))
+    if threads is None:
+        omp = os.environ.get("OMP_NUM_THREADS", "").split(",")[0]
+        threads = int(omp) if omp.isdigit() and int(omp) > 0 else cores
+    if threads <= 1:  # no pool to idle
+        return None
+    ranks = local_ranks()
+    # A rank bound to fewer cores than the node has is taken to own them (srun --cpu-bind,
+    # mpiexec -bind-to): only its own threads compete for them.
+    bound = cores < (os.cpu_count() or cores)
+    if threads <= cores and (bound or ranks * threads <= cores):
+        return None
+    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    who = f"{threads} threads on this rank's {cores} cores" if bound else \
+        f"{ranks} rank{'s' if ranks > 1 else ''} x {threads} threads on this node's {cores} cores"
+    return (f"note: {who}: idle OpenMP threads sleep rather than spin (OMP_WAIT_POLICY=PASSIVE; "
+            "set OMP_WAIT_POLICY yourself to choose)")
 
 
 def find_mpiexec() -> str | None:

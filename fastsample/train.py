@@ -28,6 +28,7 @@ def parse_args(argv=None) -> TrainConfig:
     """The command line as a checked TrainConfig; a bad setting exits 2 with one line naming its flag."""
     parser = build_parser()
     config = cli.parse(TrainConfig, parser, argv)
+    cli.settle_threads(PROG, config.threads)
     import torch
 
     if config.device == "cuda" and not torch.cuda.is_available():

@@ -190,7 +190,8 @@ class TrainConfig(JobShape):
                                                  check=(lambda v: len(v) == 2 and min(v) >= 0 and v[1] > 0,
                                                         "must be LATENCY_US,GBPS with GBPS > 0"))
     threads: int | None = option(None, "threads per rank for the model and the samplers (default: OMP_NUM_THREADS "
-                                 "or all cores)", shared=False, check=(positive, "must be positive"))
+                                 "or all cores; where a node's ranks x threads exceed its cores, idle threads sleep: "
+                                 "OMP_WAIT_POLICY=PASSIVE unless set)", shared=False, check=(positive, "must be positive"))
     quiet: bool = option(False, "no progress bar (it is shown only when stderr is a terminal anyway)", shared=False)
 
     def __post_init__(self):
