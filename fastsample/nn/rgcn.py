@@ -91,24 +91,27 @@ def _mean_into(block: Block, h, out: torch.Tensor) -> torch.Tensor | None:
 
 
 class _Product(torch.autograd.Function):
-    """z @ w.T + b, where column spans of z hold ``parts`` (each part's values, copied there,
-    and autograd's handle on it). The backward gives each part its span's input gradient,
-    g @ w[:, span]; a span of z whose rows take no gradient (the input layer's features) gets
-    none computed, where linear() would compute the gradient of all of z."""
+    """z @ w.T + b on the current product plan (fastsample/nn/matmul.py: the engine the trainer
+    measured fastest on this CPU), where column spans of z hold ``parts`` (each part's values,
+    copied there, and autograd's handle on it). The backward gives each part its span's input
+    gradient, g @ w[:, span]; a span of z whose rows take no gradient (the input layer's
+    features) gets none computed, where linear() would compute the gradient of all of z."""
 
     @staticmethod
     def forward(ctx, z, w, b, spans, *parts):
         ctx.save_for_backward(z, w)
         ctx.spans = spans
-        return torch.nn.functional.linear(z, w, b)
+        return matmul.current().forward(z, w, b)
 
     @staticmethod
     def backward(ctx, g):
         z, w = ctx.saved_tensors
         need = ctx.needs_input_grad
-        gw = g.t().mm(z) if need[1] else None
+        plan, g = matmul.current(), g.contiguous()
+        gw = plan.weight_grad(g, z) if need[1] else None
         gb = g.sum(0) if need[2] else None
-        return (None, gw, gb, None, *(g.mm(w[:, a:b]) if need[4 + i] else None for i, (a, b) in enumerate(ctx.spans)))
+        return (None, gw, gb, None, *(plan.input_grad(g, w[:, a:b]) if need[4 + i] else None
+                                      for i, (a, b) in enumerate(ctx.spans)))
 
 
 class RGCN(nn.Module):
@@ -149,6 +152,16 @@ class RGCN(nn.Module):
     @property
     def num_layers(self) -> int:
         return len(self.layers)
+
+    def product_shape(self, rows: int) -> tuple[int, int, int]:
+        """(rows, k, d_out) of the input layer's widest product, over [h | a mean per relation
+        into one destination type]: it decides the engines (fastsample/nn/matmul.py)."""
+        convs = self.layers[0]
+
+        def width(t):
+            into = [convs["__".join(e)] for e in self.edge_types if e[2] == t]
+            return into[0].self_lin.in_features + sum(c.neigh_lin.in_features for c in into) if into else 0
+        return rows, max(map(width, self.node_types)), convs["__".join(self.edge_types[0])].self_lin.out_features
 
     def products(self, blocks: list[Block], batch=None) -> list[tuple[str, str, int, int, int]]:
         """A training step's matrix products, (layer, op, rows, k, n) each (fastsample/nn/roofline.py):

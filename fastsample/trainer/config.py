@@ -164,7 +164,7 @@ class TrainConfig(JobShape):
                             "and the model's matrix products in bfloat16 with fp32 accumulation where the CPU "
                             "makes that pay (AVX-512 BF16, AMX: measured at start-up); weights, optimizer and loss "
                             "stay fp32. See fastsample/nn/matmul.py", choices=PRECISIONS)
-    matmul: str = option("auto", "the engine of the built-in GraphSAGE's matrix products: auto (the faster of blas "
+    matmul: str = option("auto", "the engine of the built-in models' matrix products (GraphSAGE, R-GCN, R-GAT): auto (the faster of blas "
                          "and onednn for this model's shapes, measured once per host and cached, so reruns "
                          "reproduce), blas (torch's default, MKL on x86) or onednn. With --precision bf16, auto "
                          "uses bf16 products only where they measure faster, blas or onednn use them always",
