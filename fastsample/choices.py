@@ -21,7 +21,7 @@ TORCH_BACKENDS = ("gloo", "nccl")
 # The sampling kernels (fastsample/sampling): fused C++/OpenMP, fused Numba, two-step baseline.
 KERNELS = ("native", "numba", "twostep")
 
-# The engines of the built-in GraphSAGE's matrix products (fastsample/nn/matmul.py), and the
+# The engines of the built-in models' matrix products (fastsample/nn/matmul.py), and the
 # trainer's precisions.
 MATMUL_ENGINES = ("blas", "onednn")
 MATMUL_CHOICES = ("auto", *MATMUL_ENGINES)

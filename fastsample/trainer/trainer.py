@@ -242,15 +242,15 @@ class Trainer:
 
     def choose_matmul(self) -> None:
         """The product engines (fastsample/nn/matmul.py) of a model that says its widest product
-        (``product_shape``, as the built-in GraphSAGE does): decided on rank 0, used by all."""
+        (``product_shape``, as the built-in models do): decided on rank 0, used by all."""
         c = self.config
         shape_of = getattr(self.model, "product_shape", None)
         rows = c.batch_size * math.prod(f if f > 0 else 64 for f in c.fanouts[1:])  # layer 1's destinations
         shape = shape_of(min(rows, 4096)) if shape_of is not None and self.device.type == "cpu" else None
-        if shape is None:  # the R-GCN, a user's model, or off the CPU: torch's products as they come
+        if shape is None:  # a user's model, or off the CPU: torch's products as they come
             model = getattr(self.model, "encoder", self.model)
             self.matmul_note = (f"torch's ({type(model).__name__} chooses no engine; --matmul serves the built-in "
-                                "GraphSAGE on the CPU)")
+                                "models on the CPU)")
             if c.matmul != "auto" and self.rank == 0:
                 self.reporter.warn(f"fastsample.train: warning: --matmul {c.matmul} has no effect on "
                                    f"{type(model).__name__}" + (" off the CPU" if self.device.type != "cpu" else ""))
