@@ -43,7 +43,7 @@ def local_ranks() -> int:
             return int(os.environ[var])
     if "SLURM_STEP_ID" in os.environ:
         counts = [t.split("(")[0] for t in os.environ.get("SLURM_STEP_TASKS_PER_NODE", "").split(",")]
-        if counts and all(c.isdigit() for c in counts):
+        if all(c.isdigit() for c in counts):  # str.split gives at least one item
             return max(int(c) for c in counts)
     return 1
 

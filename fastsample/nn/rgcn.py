@@ -153,15 +153,19 @@ class RGCN(nn.Module):
     def num_layers(self) -> int:
         return len(self.layers)
 
+    def _spans(self, i: int, t: str) -> list[tuple[str, int]]:
+        """(node type, width) of each column span of layer i's product input for destination
+        type t, [h | a mean per relation into t] (see _conv); [] where no relation enters t."""
+        convs = [(e[0], self.layers[i]["__".join(e)]) for e in self.edge_types if e[2] == t]
+        if not convs:
+            return []
+        return [(t, convs[0][1].self_lin.in_features)] + [(src, c.neigh_lin.in_features) for src, c in convs]
+
     def product_shape(self, rows: int) -> tuple[int, int, int]:
         """(rows, k, d_out) of the input layer's widest product, over [h | a mean per relation
         into one destination type]: it decides the engines (fastsample/nn/matmul.py)."""
-        convs = self.layers[0]
-
-        def width(t):
-            into = [convs["__".join(e)] for e in self.edge_types if e[2] == t]
-            return into[0].self_lin.in_features + sum(c.neigh_lin.in_features for c in into) if into else 0
-        return rows, max(map(width, self.node_types)), convs["__".join(self.edge_types[0])].self_lin.out_features
+        k = max(sum(width for _, width in self._spans(0, t)) for t in self.node_types)
+        return rows, k, self.layers[0]["__".join(self.edge_types[0])].self_lin.out_features
 
     def products(self, blocks: list[Block], batch=None) -> list[tuple[str, str, int, int, int]]:
         """A training step's matrix products, (layer, op, rows, k, n) each (fastsample/nn/roofline.py):
@@ -173,16 +177,13 @@ class RGCN(nn.Module):
                      if isinstance(v, torch.Tensor) and v.requires_grad}
         out = []
         for i, block in enumerate(blocks):
+            n = self.layers[i]["__".join(self.edge_types[0])].self_lin.out_features
             for d in self._computed(i):
-                into = [e for e in self.edge_types if e[2] == d]
-                if not into:
-                    continue
-                convs = [self.layers[i]["__".join(e)] for e in into]
-                spans = [(d, convs[0].self_lin.in_features)] + [(e[0], c.neigh_lin.in_features) for e, c in zip(into, convs)]
+                spans = self._spans(i, d)
                 k = sum(width for _, width in spans)
                 k_grad = sum(width for t, width in spans if i > 0 or t in learnable)
-                rows, n = block.num_dst_dict[d], convs[0].self_lin.out_features
-                out += [(f"{i}:{d}", op, rows, kk, n) for op, kk in zip(matmul.OPS, (k, k, k_grad)) if kk]
+                out += [(f"{i}:{d}", op, block.num_dst_dict[d], kk, n) for op, kk in zip(matmul.OPS, (k, k, k_grad))
+                        if kk]
         return out
 
     def _computed(self, i: int) -> list[str]:

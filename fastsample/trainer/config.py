@@ -164,10 +164,11 @@ class TrainConfig(JobShape):
                             "and the model's matrix products in bfloat16 with fp32 accumulation where the CPU "
                             "makes that pay (AVX-512 BF16, AMX: measured at start-up); weights, optimizer and loss "
                             "stay fp32. See fastsample/nn/matmul.py", choices=PRECISIONS)
-    matmul: str = option("auto", "the engine of the built-in models' matrix products (GraphSAGE, R-GCN, R-GAT): auto (the faster of blas "
-                         "and onednn for this model's shapes, measured once per host and cached, so reruns "
-                         "reproduce), blas (torch's default, MKL on x86) or onednn. With --precision bf16, auto "
-                         "uses bf16 products only where they measure faster, blas or onednn use them always",
+    matmul: str = option("auto", "the engine of the built-in models' matrix products (GraphSAGE, R-GCN, R-GAT): "
+                         "auto (the faster of blas and onednn for this model's shapes, measured once per host and "
+                         "cached, so reruns reproduce), blas (torch's default, MKL on x86) or onednn. With "
+                         "--precision bf16, auto uses bf16 products only where they measure faster, blas or onednn "
+                         "use them always",
                          choices=MATMUL_CHOICES)
     checkpoint_dir: str | None = option(None, "save model and optimizer after every epoch (rank 0; typed data's "
                                         "embeddings: every rank its shard, so every rank must reach it); one job "
@@ -191,7 +192,8 @@ class TrainConfig(JobShape):
                                                         "must be LATENCY_US,GBPS with GBPS > 0"))
     threads: int | None = option(None, "threads per rank for the model and the samplers (default: OMP_NUM_THREADS "
                                  "or all cores; where a node's ranks x threads exceed its cores, idle threads sleep: "
-                                 "OMP_WAIT_POLICY=PASSIVE unless set)", shared=False, check=(positive, "must be positive"))
+                                 "OMP_WAIT_POLICY=PASSIVE unless set)", shared=False,
+                                 check=(positive, "must be positive"))
     quiet: bool = option(False, "no progress bar (it is shown only when stderr is a terminal anyway)", shared=False)
 
     def __post_init__(self):
