@@ -43,16 +43,33 @@ class RowTable:
         self.dtype, self.width = np.dtype(dtype), int(width)
         self.out_dtype = self.dtype if out_dtype is None else np.dtype(out_dtype)
         self.sources = tuple(sources)
-        self.which = which
-        self.offset = np.asarray(offset, dtype=np.int64)
+        if which is not None and len(which) and np.asarray(which).dtype != np.int8:
+            if np.min(which) < 0 or np.max(which) >= len(self.sources):  # before int8 could wrap it
+                raise ValueError(f"which: sources are 0..{len(self.sources) - 1}")
+        self.which = None if which is None else np.ascontiguousarray(which, dtype=np.int8)
+        self.offset = np.ascontiguousarray(offset, dtype=np.int64)
         self.row_bytes = self.width * self.dtype.itemsize
-        for s, src in enumerate(self.sources):  # an offset outside its source would read memory not ours
+        for s, src in enumerate(self.sources):
             if not src.flags.c_contiguous:
                 raise ValueError(f"sources[{s}]: not C-contiguous")
-            mine = self.offset if which is None else self.offset[which == s]
-            if len(mine) and (mine.min() < 0 or mine.max() + self.row_bytes > src.nbytes):
-                raise ValueError(f"offset: rows outside sources[{s}] ({src.nbytes} bytes)")
+        bad = self._first_outside()  # an offset outside its source would read memory not ours
+        if bad >= 0:
+            s = 0 if which is None else int(self.which[bad])
+            where = f"sources[{s}] ({self.sources[s].nbytes} bytes)" if 0 <= s < len(self.sources) else "every source"
+            raise ValueError(f"offset: row {bad} (at byte {self.offset[bad]}) outside {where}")
         self._addr = None
+
+    def _first_outside(self) -> int:
+        """The first row not wholly inside its source, or -1."""
+        if _native is not None:
+            sizes = np.array([src.nbytes for src in self.sources], dtype=np.int64)
+            return _native.first_outside(self.which, self.offset, sizes, self.row_bytes)
+        s = np.zeros(len(self.offset), dtype=np.int64) if self.which is None else self.which.astype(np.int64)
+        sizes = np.array([src.nbytes for src in self.sources] + [-1], dtype=np.int64)
+        out = (s < 0) | (s >= len(self.sources)) | (self.offset < 0)
+        out |= self.offset + self.row_bytes > sizes[np.clip(s, 0, len(self.sources))]
+        bad = np.flatnonzero(out)
+        return int(bad[0]) if len(bad) else -1
 
     def __len__(self) -> int:
         return len(self.offset)

@@ -18,6 +18,7 @@
 #include "fused_sample.hpp"
 #include "node_map.hpp"
 #include "row_adam.hpp"
+#include "route.hpp"
 #include "rows.hpp"
 #include "typed_block.hpp"
 
@@ -165,6 +166,17 @@ void copy_rows_(nb::ndarray<const T, nb::ndim<2>, nb::c_contig, nb::device::cpu>
 
 template <typename T>
 using Out = nb::ndarray<T, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+
+template <typename Id>
+int64_t locate_runs_(In<Id> ids, In<int64_t> runs, Out<int32_t> run, Out<int64_t> rows) {
+  if (runs.shape(0) < 2) throw nb::value_error("runs: at least 2 boundaries");
+  if (run.shape(0) != ids.shape(0) || rows.shape(0) != ids.shape(0)) throw nb::value_error("run, rows: one per id");
+  for (size_t k = 1; k < runs.shape(0); ++k)
+    if (runs.data()[k] < runs.data()[k - 1]) throw nb::value_error("runs: ascending");
+  nb::gil_scoped_release release;
+  return locate_runs(ids.data(), ids.shape(0), runs.data(), static_cast<int64_t>(runs.shape(0)) - 1, run.data(),
+                     rows.data());
+}
 
 template <typename S>
 void positions_by_type_(In<S> types, int64_t num_types, Out<int64_t> pos, Out<int64_t> counts) {
@@ -390,6 +402,38 @@ NB_MODULE(_native, m) {
   m.def("copy_rows", &copy_rows_<uint16_t>, nb::arg("src").noconvert(), nb::arg("src_rows").noconvert(),
         nb::arg("dst").noconvert(), nb::arg("dst_rows").noconvert().none() = nb::none(),
         "the same for 16-bit rows (float16 or bfloat16 bits as uint16)");
+  const char* locate_doc = "run[i], rows[i] = the run of ids[i] (runs[r] <= id < runs[r + 1]) and its row in it; "
+                           "returns the first i outside [runs[0], runs[-1]), or -1 (route.hpp)";
+  m.def("locate_runs", &locate_runs_<int32_t>, nb::arg("ids").noconvert(), nb::arg("runs").noconvert(),
+        nb::arg("run").noconvert(), nb::arg("rows").noconvert(), locate_doc);
+  m.def("locate_runs", &locate_runs_<int64_t>, nb::arg("ids").noconvert(), nb::arg("runs").noconvert(),
+        nb::arg("run").noconvert(), nb::arg("rows").noconvert(), locate_doc);
+  m.def("group_by_run",
+        [](In<int32_t> run, std::optional<In<uint8_t>> keep, Out<int64_t> order, Out<int64_t> counts) {
+          if (keep && keep->shape(0) != run.shape(0)) throw nb::value_error("keep: one per entry of run");
+          if (order.shape(0) < run.shape(0) + 1) throw nb::value_error("order: len(run) + 1 entries");
+          int64_t got;
+          {
+            nb::gil_scoped_release release;
+            got = group_by_run(run.data(), keep ? keep->data() : nullptr, run.shape(0), counts.shape(0), order.data(),
+                               counts.data());
+          }
+          if (got < 0) throw nb::value_error("run: an entry outside [0, len(counts))");
+          return got;
+        },
+        nb::arg("run").noconvert(), nb::arg("keep").noconvert().none(), nb::arg("order").noconvert(),
+        nb::arg("counts").noconvert(),
+        "order[:k] = the positions with keep (all: None) grouped by run, stable (order: len(run) + 1 entries, the "
+        "last scratch); counts[r] per run; returns k");
+  m.def("first_outside",
+        [](std::optional<In<int8_t>> which, In<int64_t> offset, In<int64_t> sizes, int64_t row_bytes) {
+          if (which && which->shape(0) != offset.shape(0)) throw nb::value_error("which: one per offset");
+          nb::gil_scoped_release release;
+          return first_outside(which ? which->data() : nullptr, offset.data(), offset.shape(0), sizes.data(),
+                               sizes.shape(0), row_bytes);
+        },
+        nb::arg("which").noconvert().none(), nb::arg("offset").noconvert(), nb::arg("sizes").noconvert(),
+        nb::arg("row_bytes"), "the first row not inside its source (which[i], or 0; sizes in bytes), or -1");
   const char* positions_doc = "pos[i] = entries of types[:i] of type types[i]; counts[t] = entries of type t";
   m.def("positions_by_type", &positions_by_type_<int8_t>, nb::arg("types").noconvert(), nb::arg("num_types"),
         nb::arg("pos").noconvert(), nb::arg("counts").noconvert(), positions_doc);

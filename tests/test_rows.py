@@ -64,13 +64,25 @@ def test_materialize_widens_to_the_out_dtype():
     assert np.array_equal(wide.materialize(), bf16.widen(rows))
 
 
-def test_an_offset_outside_its_source_is_refused():
-    shard = np.zeros((4, 3), np.float32)
-    with pytest.raises(ValueError, match=r"outside sources\[0\]"):
+@pytest.mark.parametrize("native", [True, False])
+def test_an_offset_outside_its_source_is_refused(native, monkeypatch):
+    if native and not native_built():
+        pytest.skip("native module not built")
+    if not native:
+        monkeypatch.setattr(rows_module, "_native", None)
+    shard, cache = np.zeros((4, 3), np.float32), np.zeros((2, 3), np.float32)
+    with pytest.raises(ValueError, match=r"row 1 .*outside sources\[0\]"):
         RowTable(np.float32, 3, (shard,), None, np.array([0, 4 * 12]))  # 12-byte rows: row 4 is past the end
-    with pytest.raises(ValueError, match=r"outside sources\[0\]"):
+    with pytest.raises(ValueError, match=r"row 0 .*outside sources\[0\]"):
         RowTable(np.float32, 3, (shard,), None, np.array([-12, 0]))
     RowTable(np.float32, 3, (shard,), None, np.array([0, 3 * 12]))  # the last row
+    # with several sources each row is checked against its own: row 3 of the shard is inside
+    # the shard, but not inside the 2-row cache
+    RowTable(np.float32, 3, (shard, cache), np.array([0, 1]), np.array([3 * 12, 12]))
+    with pytest.raises(ValueError, match=r"row 1 .*outside sources\[1\]"):
+        RowTable(np.float32, 3, (shard, cache), np.array([0, 1]), np.array([12, 3 * 12]))
+    with pytest.raises(ValueError, match="which: sources are 0..1"):
+        RowTable(np.float32, 3, (shard, cache), np.array([0, 300]), np.array([0, 0]))
 
 
 @needs_native

@@ -155,16 +155,27 @@ class FeatureGather:
 
     def locate(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(owner rank, node type (int8 up to 127 types), row in the owner's shard of that type) of each id."""
-        runs = self.runs
-        if ids.dtype == np.int32 and runs[-1] <= np.iinfo(np.int32).max:
-            runs = runs.astype(np.int32)  # searchsorted casts every id otherwise (~2x slower)
-        run = np.searchsorted(runs, ids, side="right") - 1
-        rows = ids - self.runs[run]  # int64
-        T = len(self.types)
-        if T == 1:  # the runs are the owners
-            return run, np.zeros(len(run), dtype=np.int8), rows
-        # tables of each run's owner and type: lookups, not an int64 division each
+        run, rows = self._runs_of(ids)
         return self._run_owner[run], self._run_type[run], rows
+
+    def _runs_of(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(the type run of each id (owner * T + type), its row in that run); an id outside
+        every run is an error (a foreign id would otherwise read another type's rows)."""
+        if _native is not None and ids.dtype in (np.int32, np.int64):
+            run, rows = np.empty(len(ids), dtype=np.int32), np.empty(len(ids), dtype=np.int64)
+            bad = _native.locate_runs(np.ascontiguousarray(ids), self.runs, run, rows)
+        else:
+            runs = self.runs
+            if ids.dtype == np.int32 and runs[-1] <= np.iinfo(np.int32).max:
+                runs = runs.astype(np.int32)  # searchsorted casts every id otherwise (~2x slower)
+            run = np.searchsorted(runs, ids, side="right") - 1
+            outside = np.flatnonzero((run < 0) | (run >= len(self.runs) - 1))
+            bad = int(outside[0]) if len(outside) else -1
+            run = np.clip(run, 0, len(self.runs) - 2)
+            rows = ids - self.runs[run]  # int64
+        if bad >= 0:
+            raise ValueError(f"ids: {ids[bad]} is not a node of this partition (ids in [{self.runs[0]}, {self.runs[-1]}))")
+        return run, rows
 
     def __call__(self, ids: np.ndarray):
         """Rows of ``ids``: for a gather over one array, (len(ids), width) in the ids' order;
@@ -175,13 +186,14 @@ class FeatureGather:
     def gather(self, ids: np.ndarray) -> Gathered:
         """The rows of the global ``ids`` (see the module doc). Collective."""
         ids = np.asarray(ids)
-        owner, types, rows = self.locate(ids)
-        T = len(self.types)
+        run, rows = self._runs_of(ids)
+        T, rank = len(self.types), self.comm.rank
+        types = self._run_type[run]
         index, counts = positions_by_type(types, T)  # each id's rank among the ids of its type
         # where each row is (source 0 the shard, 1 the cache, 2 round 2's receive buffer) and
         # its byte offset there, first in the ids' order, then placed by type (slot: type t's
         # rows from base[t], in index order) in flat arrays whose pieces are the types' tables
-        local = owner == self.comm.rank
+        local = (run >= rank * T) & (run < (rank + 1) * T)  # this rank's runs
         which = np.where(local, 0, 2).astype(np.int8)
         offset = rows * self.row_bytes[types]
         fetch = ~local
@@ -195,15 +207,14 @@ class FeatureGather:
             fetch[hit] = False
             cached[t] = held.rows
             self.rows_cached += len(hit)
-        remote = np.flatnonzero(fetch)
+        order, per_run = self._by_run(run, fetch)  # the remote ids' positions by owner, then type
+        asked = per_run.reshape(self.comm.size, T).sum(1)
         self.rows_local += int(local.sum())
-        self.rows_remote += len(remote)
-        key = owner[remote] if T == 1 else owner[remote] * T + types[remote]
-        order = remote[np.argsort(key, kind="stable")]  # by owner, then type
-        asked = np.bincount(owner[order], minlength=self.comm.size)
+        self.rows_remote += len(order)
         wanted, wanted_counts = self.comm.all_to_all_v(ids[order], asked)
         # the owner's side: the rows asked for, in the order asked
-        _, w_types, w_rows = self.locate(wanted)
+        w_run, w_rows = self._runs_of(wanted)
+        w_types = self._run_type[w_run]
         reply = self._pack(w_types, w_rows, wanted_counts)
         data, _ = self.comm.all_to_all_v(reply, self._segments(w_types, wanted_counts, self.row_units),
                                          recv_counts=self._segments(types[order], asked, self.row_units))
@@ -292,6 +303,18 @@ class FeatureGather:
             out[self.types[t]] = (np.concatenate([route.rows[mine], kept_rows[theirs]]),
                                   np.concatenate([stacked[base[t] + route.index[mine]], data[theirs]]))
         return out
+
+    def _by_run(self, run: np.ndarray, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(the positions where ``keep`` holds, grouped by run (owner, then type), in order
+        within a run; how many of each run): a stable counting sort, the runs being few."""
+        counts = np.zeros(len(self.runs) - 1, dtype=np.int64)
+        if _native is not None:
+            order = np.empty(len(run) + 1, dtype=np.int64)  # + 1: the kernel's scratch slot
+            k = _native.group_by_run(run, keep.view(np.uint8), order, counts)
+            return order[:k], counts
+        at = np.flatnonzero(keep)
+        counts += np.bincount(run[at], minlength=len(counts))
+        return at[np.argsort(run[at], kind="stable")], counts
 
     def _of_type(self, mask: np.ndarray, types: np.ndarray, t: int) -> np.ndarray:
         """Positions where ``mask`` holds and the id is of type t (one type: where it holds)."""
