@@ -8,8 +8,10 @@
 // seed comes from torch's generator, so torch.manual_seed still fixes the masks.
 #include "activation.hpp"
 #include "clones.hpp"
+#include "transpose.hpp"
 
 #include <algorithm>
+#include <vector>
 
 namespace fastsample {
 namespace {
@@ -97,6 +99,26 @@ FS_CLONES void relu_dropout_backward(const float* g, const float* y, float scale
   for (int64_t k = 0; k < n; ++k) {
     const float keep = y[k] > 0.0f ? scale : 0.0f;
     grad[k] = g[k] * keep;
+  }
+}
+
+FS_CLONES void relu_dropout_backward_t(const float* g, const float* y, float scale, float* grad_t, int64_t rows,
+                                       int64_t width) {
+  // 16 rows at a time into a buffer (in L1 at width 256), then written as columns
+  constexpr int64_t kRows = 16;
+  const int64_t blocks = (rows + kRows - 1) / kRows;
+#pragma omp parallel
+  {
+    std::vector<float> buf(kRows * width);
+#pragma omp for schedule(static)
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int64_t u0 = b * kRows, n = std::min(kRows, rows - u0);
+      const float* gb = g + u0 * width;
+      const float* yb = y + u0 * width;
+#pragma omp simd
+      for (int64_t k = 0; k < n * width; ++k) buf[k] = gb[k] * (yb[k] > 0.0f ? scale : 0.0f);
+      transpose_block(buf.data(), width, n, width, grad_t + u0, rows);
+    }
   }
 }
 

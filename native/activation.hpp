@@ -16,4 +16,9 @@ void dropout_mask(float* mask, int64_t n, double p, uint64_t seed);
 // g[k] * scale : 0 (kept and positive; scale = 1 / (1 - p)), n elements, one pass.
 void relu_dropout_backward(const float* g, const float* y, float scale, float* grad, int64_t n);
 
+// The same for (rows, width) g and y, written transposed: grad_t (width, rows), for a product's
+// weight gradient that reads it so (fastsample/nn/rgcn.py).
+void relu_dropout_backward_t(const float* g, const float* y, float scale, float* grad_t, int64_t rows,
+                             int64_t width);
+
 }  // namespace fastsample

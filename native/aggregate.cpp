@@ -11,6 +11,7 @@
 #include "aggregate.hpp"
 #include "clones.hpp"
 #include "prefetch.hpp"
+#include "transpose.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -155,7 +156,7 @@ FS_CLONES void mean_aggregate_at(const int64_t* indptr, const int32_t* indices, 
 FS_CLONES void mean_aggregate_backward(const int64_t* indptr, const int32_t* indices, int64_t num_dst,
                              int64_t num_src, const float* grad_agg, int64_t agg_stride,
                              const float* grad_self, int64_t self_stride, int64_t width, const float* mask, float scale,
-                             float* grad_h, float* col_sum) {
+                             float* grad_h, float* col_sum, bool transposed) {
   const int64_t E = indptr[num_dst];
   // transpose: for each source, the destinations it feeds, in destination order
   std::vector<int64_t> tptr(num_src + 1, 0);
@@ -176,8 +177,11 @@ FS_CLONES void mean_aggregate_backward(const int64_t* indptr, const int32_t* ind
   std::vector<double> partial(col_sum != nullptr ? blocks * width : 0, 0.0);
 #pragma omp parallel for schedule(dynamic, 1)
   for (int64_t b = 0; b < blocks; ++b) {
-    for (int64_t u = b * kSumRows; u < std::min(num_src, (b + 1) * kSumRows); ++u) {
-      float* g = grad_h + u * width;
+    const int64_t first = b * kSumRows, last = std::min(num_src, (b + 1) * kSumRows);
+    // transposed: the block's rows are made in a tile (in cache), then written as columns
+    std::vector<float> tile(transposed ? (last - first) * width : 0);
+    for (int64_t u = first; u < last; ++u) {
+      float* g = transposed ? tile.data() + (u - first) * width : grad_h + u * width;
       if (grad_self != nullptr && u < num_dst)
         std::copy(grad_self + u * self_stride, grad_self + u * self_stride + width, g);
       else
@@ -201,6 +205,7 @@ FS_CLONES void mean_aggregate_backward(const int64_t* indptr, const int32_t* ind
         for (int64_t f = 0; f < width; ++f) p[f] += static_cast<double>(g[f]);
       }
     }
+    if (transposed) transpose_block(tile.data(), width, last - first, width, grad_h + first, num_src);
   }
   if (col_sum != nullptr) {
     std::vector<double> total(width, 0.0);

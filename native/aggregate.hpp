@@ -35,9 +35,11 @@ void mean_aggregate_at(const int64_t* indptr, const int32_t* indices, int64_t nu
 // If col_sum (width): it is set to grad_h's column sums, taken while each row is still in
 // cache (the lower layer's bias gradient, which would otherwise be one more pass over
 // grad_h), in double, in blocks of rows summed in a fixed order: the same on any thread count.
+// If transposed: grad_h is (width, num_src) and holds the same values as its transpose (the
+// lower layer's weight gradient reads it so, with no copy of its own: fastsample/nn/sage.py).
 void mean_aggregate_backward(const int64_t* indptr, const int32_t* indices, int64_t num_dst,
                              int64_t num_src, const float* grad_agg, int64_t agg_stride,
                              const float* grad_self, int64_t self_stride, int64_t width, const float* mask, float scale,
-                             float* grad_h, float* col_sum);
+                             float* grad_h, float* col_sum, bool transposed = false);
 
 }  // namespace fastsample

@@ -275,23 +275,25 @@ NB_MODULE(_native, m) {
         "caller's to keep valid (fastsample/rows.py)");
   m.def("mean_aggregate_backward",
         [](In<int64_t> indptr, In<int32_t> indices, ConstStridedRows grad_agg, std::optional<ConstStridedRows> grad_self,
-           std::optional<ConstRows> mask, float scale, Rows grad_h, std::optional<Vec> col_sum) {
+           std::optional<ConstRows> mask, float scale, Rows grad_h, std::optional<Vec> col_sum, bool transposed) {
           const int64_t agg_stride = row_stride(grad_agg, "grad_agg");
           const int64_t self_stride = grad_self ? row_stride(*grad_self, "grad_self") : 0;
-          if (col_sum && col_sum->shape(0) != grad_h.shape(1))
+          const int64_t num_src = grad_h.shape(transposed ? 1 : 0), width = grad_h.shape(transposed ? 0 : 1);
+          if (col_sum && static_cast<int64_t>(col_sum->shape(0)) != width)
             throw nb::value_error("col_sum: one entry per column of grad_h");
           nb::gil_scoped_release release;
-          mean_aggregate_backward(indptr.data(), indices.data(), indptr.shape(0) - 1, grad_h.shape(0),
+          mean_aggregate_backward(indptr.data(), indices.data(), indptr.shape(0) - 1, num_src,
                                   grad_agg.data(), agg_stride, grad_self ? grad_self->data() : nullptr,
-                                  self_stride, grad_h.shape(1), mask ? mask->data() : nullptr, scale,
-                                  grad_h.data(), col_sum ? col_sum->data() : nullptr);
+                                  self_stride, width, mask ? mask->data() : nullptr, scale,
+                                  grad_h.data(), col_sum ? col_sum->data() : nullptr, transposed);
         },
         nb::arg("indptr").noconvert(), nb::arg("indices").noconvert(), nb::arg("grad_agg").noconvert(),
         nb::arg("grad_self").noconvert().none(),
         nb::arg("mask").noconvert().none(), nb::arg("scale"), nb::arg("grad_h").noconvert(),
-        nb::arg("col_sum").noconvert().none() = nb::none(),
+        nb::arg("col_sum").noconvert().none() = nb::none(), nb::arg("transposed") = false,
         "grad_h = A^T grad_agg (+ grad_self on the first rows), masked where mask <= 0 and "
-        "scaled; col_sum, if given, = grad_h's column sums (fixed order); see aggregate.cpp");
+        "scaled; col_sum, if given, = grad_h's column sums (fixed order); transposed: grad_h is "
+        "(width, sources), the same values; see aggregate.cpp");
   m.def("gat_aggregate",
         [](In<int64_t> indptr, In<int32_t> indices, ConstRows xs, ConstRows a_src, ConstRows a_dst, bool shared,
            float slope, Rows out, Rows alpha) {
@@ -357,6 +359,16 @@ NB_MODULE(_native, m) {
         },
         nb::arg("g").noconvert(), nb::arg("y").noconvert(), nb::arg("scale"), nb::arg("grad").noconvert(),
         "grad = g * scale where y > 0, else 0: dropout(relu(.))'s backward read off its output y");
+  m.def("relu_dropout_backward_t",
+        [](ConstRows g, ConstRows y, float scale, Rows grad_t) {
+          if (g.shape(0) != y.shape(0) || g.shape(1) != y.shape(1) || grad_t.shape(0) != y.shape(1) ||
+              grad_t.shape(1) != y.shape(0))
+            throw nb::value_error("g and y: one shape; grad_t: theirs transposed");
+          nb::gil_scoped_release release;
+          relu_dropout_backward_t(g.data(), y.data(), scale, grad_t.data(), y.shape(0), y.shape(1));
+        },
+        nb::arg("g").noconvert(), nb::arg("y").noconvert(), nb::arg("scale"), nb::arg("grad_t").noconvert(),
+        "relu_dropout_backward written transposed: grad_t (width, rows)");
   m.def("adam_rows",
         [](nb::ndarray<float, nb::ndim<2>, nb::c_contig, nb::device::cpu> table,
            nb::ndarray<float, nb::ndim<2>, nb::c_contig, nb::device::cpu> m,

@@ -107,7 +107,9 @@ class _Product(torch.autograd.Function):
     def backward(ctx, g):
         z, w = ctx.saved_tensors
         need = ctx.needs_input_grad
-        plan, g = matmul.current(), g.contiguous()
+        plan = matmul.current()
+        if not g.t().is_contiguous():  # g^T whole (see RGCN.forward) is what the weight gradient reads
+            g = g.contiguous()
         gw = plan.weight_grad(g, z) if need[1] else None
         gb = g.sum(0) if need[2] else None
         return (None, gw, gb, None, *(plan.input_grad(g, w[:, a:b]) if need[4 + i] else None
@@ -197,9 +199,10 @@ class RGCN(nn.Module):
         h = self._inputs(x)
         last = len(self.layers) - 1
         for i, block in enumerate(blocks):
-            h = self._conv(i, block, h)
-            if i < last:
-                h = {t: relu_dropout(v, self.dropout) for t, v in h.items()}
+            weight_only = set()
+            h = self._conv(i, block, h, weight_only)
+            if i < last:  # a product with no input gradient reads its output's gradient only transposed
+                h = {t: relu_dropout(v, self.dropout, t in weight_only) for t, v in h.items()}
         if self.target_type is not None:
             return h[self.target_type]
         return blocks[-1].rows_in_dst_order(h)
@@ -214,13 +217,14 @@ class RGCN(nn.Module):
     def _inputs(self, x: dict) -> dict:
         return typed_inputs(x, self.node_types)
 
-    def _conv(self, i: int, block: Block, h: dict) -> dict:
+    def _conv(self, i: int, block: Block, h: dict, weight_only: set | None = None) -> dict:
         """Layer i before its activation: per destination type t, the sum over its relations r
         of W_self_r h + b_r + W_neigh_r mean_r, as one product: z = [h | mean_r1 | mean_r2 ...]
         times [sum_r W_self_r | W_neigh_r1 | W_neigh_r2 ...] plus sum_r b_r (the self terms
         of all relations share h: one product for them, not one per relation). Each mean is
         written into its columns of z as it is made; only the spans whose rows take a
-        gradient get an input gradient (_Product)."""
+        gradient get an input gradient (_Product); the types whose product takes none are
+        added to ``weight_only``."""
         layer = self.layers[i]
         out = {}
         for t in self._computed(i):
@@ -244,6 +248,8 @@ class RGCN(nn.Module):
                     spans.append((at, at + width))
                 at += width
             out[t] = _Product.apply(z, w, sum(c.self_lin.bias for c in convs), tuple(spans), *parts)
+            if not parts and weight_only is not None:
+                weight_only.add(t)
         return out
 
 

@@ -100,29 +100,36 @@ def dropout(h: torch.Tensor, module: nn.Dropout) -> torch.Tensor:
 
 class _ReluDropout(torch.autograd.Function):
     """dropout(relu(v)) in place on v in one native pass (the keep bits dropout() draws);
-    the backward reads the mask off the output: kept and positive where it is > 0."""
+    the backward reads the mask off the output: kept and positive where it is > 0. With
+    ``transposed`` the gradient is made as its transpose, whole (a view of it returned)."""
 
     @staticmethod
-    def forward(ctx, v, p, seed):
+    def forward(ctx, v, p, seed, transposed=False):
         _native.bias_relu_dropout(v, torch.zeros(v.shape[1]), p, seed)
         ctx.mark_dirty(v)
         ctx.save_for_backward(v)
-        ctx.scale = 1.0 / (1.0 - p)
+        ctx.scale, ctx.transposed = 1.0 / (1.0 - p), transposed
         return v
 
     @staticmethod
     def backward(ctx, g):
         y, = ctx.saved_tensors
+        if ctx.transposed:
+            grad_t = torch.empty(y.shape[1], y.shape[0], dtype=y.dtype)
+            _native.relu_dropout_backward_t(g.contiguous(), y, ctx.scale, grad_t)
+            return grad_t.t(), None, None, None
         grad = torch.empty_like(y)
         _native.relu_dropout_backward(g.contiguous(), y, ctx.scale, grad)
-        return grad, None, None
+        return grad, None, None, None
 
 
-def relu_dropout(v: torch.Tensor, module: nn.Dropout) -> torch.Tensor:
+def relu_dropout(v: torch.Tensor, module: nn.Dropout, transposed_grad: bool = False) -> torch.Tensor:
     """``dropout(relu(v), module)``; on the native kernels in one pass, in place on ``v``
-    (a product's output that nothing else holds)."""
+    (a product's output that nothing else holds). ``transposed_grad``: v's gradient goes
+    only to a weight gradient, which reads it transposed; on the native pass it is made so
+    (the same values, no copy before that product)."""
     if _native_drop(v, module) and v.is_contiguous():
-        return _ReluDropout.apply(v, module.p, dropout_seed())
+        return _ReluDropout.apply(v, module.p, dropout_seed(), transposed_grad)
     return dropout(torch.relu(v), module)
 
 
@@ -141,6 +148,9 @@ class _NativeSAGE(torch.autograd.Function):
     forward pass. The backward pass that makes the lower layer's output gradient (in_scale
     set) also sums its columns in the same pass, and leaves them in the lower slot as that
     layer's bias gradient, so it takes no pass of its own over its gradient (g.sum(0)).
+    A layer that takes no input gradient (the input layer) marks its slot "transposed": its
+    output gradient then only feeds its weight gradient, which reads it as g^T, so the layer
+    above writes it so (the same values; oneDNN would otherwise copy g into g^T first).
     """
 
     @staticmethod
@@ -160,26 +170,32 @@ class _NativeSAGE(torch.autograd.Function):
         ctx.save_for_backward(z, w, h if in_scale is not None else None)
         ctx.block, ctx.num_src, ctx.in_scale, ctx.plan, ctx.h_dtype = block, h.shape[0], in_scale, plan, h.dtype
         ctx.link = link if link is not None else (None, None)
+        if link is not None and not ctx.needs_input_grad[0]:
+            # no input gradient here (the input layer): the output gradient feeds only the weight
+            # gradient, which reads it transposed; the layer above writes it so (no copy, see backward)
+            link[0]["transposed"] = True
         return out
 
     @staticmethod
     def backward(ctx, g):
         z, w, mask = ctx.saved_tensors
         d = z.shape[1] // 2
-        g = g.contiguous()
+        if not g.t().is_contiguous():  # g^T whole (written so by the layer above) is what the weight gradient reads
+            g = g.contiguous()
         grad_w = ctx.plan.weight_grad(g, z)  # (d_out, 2 d): [w_self | w_neigh]'s gradient
         grad_h = None
         own, below = ctx.link
         if ctx.needs_input_grad[0]:
             gz = ctx.plan.input_grad(g, w)
-            grad_h = torch.empty(ctx.num_src, d, dtype=torch.float32)
+            transposed = below is not None and below.get("transposed", False)
+            grad_h = torch.empty((d, ctx.num_src) if transposed else (ctx.num_src, d), dtype=torch.float32)
             scale = 1.0 if ctx.in_scale is None else ctx.in_scale
             col_sum = torch.empty(d, dtype=torch.float32) if below is not None else None  # set with in_scale only
             _native.mean_aggregate_backward(ctx.block.indptr, ctx.block.indices, gz[:, d:], gz[:, :d], mask,
-                                            scale, grad_h, col_sum)
+                                            scale, grad_h, col_sum, transposed)
             if col_sum is not None:
                 below["bias_grad"] = col_sum
-            grad_h = grad_h.to(ctx.h_dtype)
+            grad_h = (grad_h.t() if transposed else grad_h).to(ctx.h_dtype)
         grad_bias = own.pop("bias_grad", None) if own is not None else None
         return (grad_h, grad_w[:, :d], g.sum(0) if grad_bias is None else grad_bias, grad_w[:, d:],
                 None, None, None, None, None)
