@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import torch
 
+from fastsample.distributed import row_adam
 from fastsample.distributed.row_adam import RowAdam
 from fastsample.sampling import set_num_threads
 
@@ -87,8 +88,6 @@ def test_row_adam_reads_sparse_adams_state_and_refuses_a_mismatch():
 
 @pytest.mark.parametrize("dim", [64, 37])
 def test_the_native_update_gives_numbas_bits(monkeypatch, dim):
-    import fastsample.distributed.row_adam as row_adam
-
     if row_adam._native is None:
         pytest.skip("fastsample built without its native module")
     n = 3000
@@ -105,3 +104,15 @@ def test_the_native_update_gives_numbas_bits(monkeypatch, dim):
     assert not np.array_equal(results[0][0], init)
     for a, b in zip(*results):
         assert np.array_equal(a, b)
+
+
+@pytest.mark.skipif(row_adam._native is None, reason="fastsample built without its native module")
+def test_rows_group_natively_as_numpys_stable_sort_groups_them(monkeypatch):
+    rows = np.random.default_rng(3).integers(0, 50, 400)  # many duplicates, some rows absent
+    native = row_adam._group(rows, 60)
+    monkeypatch.setattr(row_adam, "_native", None)
+    plain = row_adam._group(rows, 60)
+    assert all(np.array_equal(a, b) for a, b in zip(native, plain))
+    order, starts = native
+    assert np.array_equal(rows[order], np.sort(rows, kind="stable")) and starts[-1] == len(rows)
+    assert np.array_equal(np.unique(rows, return_counts=True)[1], np.diff(starts))

@@ -48,6 +48,22 @@ def _adam_rows(table, m, v, rows, values, order, starts, divisor, one_minus_beta
             table[r, j] += neg_step * (m_new / (np.sqrt(v_new) + eps))
 
 
+def _group(rows: np.ndarray, num_rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """(the positions of ``rows`` sorted by row, stable; where each distinct row's run
+    starts in that order, and its end): natively a counting sort over the table's rows
+    (~2x numpy's stable argsort on a step's rows, hetero-medium's mag layout)."""
+    if _native is not None and num_rows < 2**31:
+        order, counts = np.empty(len(rows) + 1, np.int64), np.empty(num_rows, np.int64)
+        k = _native.group_by_run(rows.astype(np.int32), None, order, counts)
+        runs = counts[counts > 0]
+        starts = np.zeros(len(runs) + 1, np.int64)
+        np.cumsum(runs, out=starts[1:])
+        return order[:k], starts
+    order = np.argsort(rows, kind="stable")
+    ordered = rows[order]
+    return order, np.flatnonzero(np.concatenate([[True], ordered[1:] != ordered[:-1], [True]]))
+
+
 class RowAdam:
     """Adam (SparseAdam's rule) over the rows of ``tables`` ({name: float32 parameter}),
     updated in place.
@@ -95,9 +111,7 @@ class RowAdam:
         self.steps[name] += 1
         if not len(rows):
             return
-        order = np.argsort(rows, kind="stable")
-        ordered = rows[order]
-        starts = np.flatnonzero(np.concatenate([[True], ordered[1:] != ordered[:-1], [True]]))
+        order, starts = _group(rows, len(table))
         beta1, beta2 = self.betas
         t = self.steps[name]
         step_size = self.lr * math.sqrt(1 - beta2 ** t) / (1 - beta1 ** t)
