@@ -174,7 +174,8 @@ class FeatureGather:
             run = np.clip(run, 0, len(self.runs) - 2)
             rows = ids - self.runs[run]  # int64
         if bad >= 0:
-            raise ValueError(f"ids: {ids[bad]} is not a node of this partition (ids in [{self.runs[0]}, {self.runs[-1]}))")
+            raise ValueError(f"ids: {ids[bad]} is not a node of this partition "
+                             f"(ids in [{self.runs[0]}, {self.runs[-1]}))")
         return run, rows
 
     def __call__(self, ids: np.ndarray):
