@@ -287,7 +287,9 @@ def test_a_checkpoint_that_does_not_fit_stops_the_job_with_one_line(p2, tmp_path
 # --- issue 37 (points 10, 11): a checkpoint is a set; one job per checkpoint directory ----
 
 TYPED = ["--fanouts", "4,3", "--hidden", "16", "--threads", "1", "--quiet", "--eval-every", "0", "--embed-dim", "8"]
-TASKS = {"node": ["--batch-size", "40", "--epochs", "6"],  # 15 steps an epoch
+# 15 steps an epoch; epochs enough that the job still runs when the signal comes, 0.2 s after
+# its first epoch (at 6, a ~30 % faster step let it finish first: past_first_epoch)
+TASKS = {"node": ["--batch-size", "40", "--epochs", "12"],
          "link": ["--task", "link", "--negatives", "2", "--batch-size", "200", "--epochs", "5"]}  # 13
 
 
