@@ -116,15 +116,12 @@ def train_records(partition, ranks: int, log, *args, timeout=300) -> list[dict]:
 
 def train_many(partition, ranks: int, runs: dict, *, timeout=600, output=False):
     """Several python -m fastsample.train runs on `ranks` ranks, one after another in one
-    launch (tests/train_many_worker.py calls the command's main() per run, so start-up is paid
+    launch (tests/commands_worker.py calls the command's main() per run, so start-up is paid
     once): `runs` maps a name to (log, [arguments]) or (log, [arguments], its partition); each
     run gets --data `partition` (or its own) and --log-json `log`. Returns {name: its epoch
     records}, as train_records would; with `output`, ({name: records}, the finished launch)."""
-    argvs = [["--data", str(r[2] if len(r) > 2 else partition), "--log-json", str(r[0]), *map(str, r[1])]
-             for r in runs.values()]
-    worker = [REPO / "tests" / "train_many_worker.py", json.dumps(argvs)]
-    proc = run([sys.executable, *worker], timeout=timeout) if ranks == 1 else mpiexec(ranks, *worker, timeout=timeout)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    proc = run_many(ranks, [("fastsample.train", ["--data", r[2] if len(r) > 2 else partition, "--log-json", r[0],
+                                                  *r[1]]) for r in runs.values()], timeout=timeout)
     records = {name: [json.loads(line) for line in open(r[0])] for name, r in runs.items()}
     return (records, proc) if output else records
 
@@ -132,10 +129,10 @@ def train_many(partition, ranks: int, runs: dict, *, timeout=600, output=False):
 def run_many(ranks: int, commands: list, *, timeout=600) -> subprocess.CompletedProcess:
     """Several commands, each (module, [arguments]) as ``python -m module arguments...``
     would run (fastsample.train, fastsample.infer: the module's main()), one after another
-    in one launch on `ranks` ranks (tests/train_many_worker.py). Every one must exit 0;
-    returns the launch."""
-    runs = [{"module": module, "argv": [str(a) for a in args]} for module, args in commands]
-    worker = [REPO / "tests" / "train_many_worker.py", json.dumps(runs)]
+    in one launch on `ranks` ranks (tests/commands_worker.py). Every one must exit 0, the
+    first that does not ends the launch; returns the launch."""
+    listed = [[module, [str(a) for a in args]] for module, args in commands]
+    worker = [REPO / "tests" / "commands_worker.py", json.dumps(listed)]
     proc = run([sys.executable, *worker], timeout=timeout) if ranks == 1 else mpiexec(ranks, *worker, timeout=timeout)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc
