@@ -12,24 +12,19 @@ namespace fastsample {
 template <typename Id>
 int64_t locate_runs(const Id* ids, int64_t n, const int64_t* runs, int64_t num_runs, int32_t* run, int64_t* rows) {
   const int64_t lo = runs[0], hi = runs[num_runs];
+  const bool few = num_runs <= 32;  // few boundaries: count those at or below the id, no branches
   int64_t bad = -1;
-  if (num_runs <= 32) {  // few boundaries: count those at or below the id, no branches
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t id = static_cast<int64_t>(ids[i]);
-      int32_t r = -1;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t id = static_cast<int64_t>(ids[i]);
+    int32_t r = -1;
+    if (few) {
       for (int64_t k = 0; k <= num_runs; ++k) r += static_cast<int32_t>(runs[k] <= id);
-      run[i] = r;
-      rows[i] = id - runs[std::max(r, 0)];
-      if ((id < lo || id >= hi) && bad < 0) bad = i;
+    } else {
+      r = static_cast<int32_t>(std::upper_bound(runs, runs + num_runs + 1, id) - runs) - 1;
     }
-  } else {
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t id = static_cast<int64_t>(ids[i]);
-      const int32_t r = static_cast<int32_t>(std::upper_bound(runs, runs + num_runs + 1, id) - runs) - 1;
-      run[i] = r;
-      rows[i] = id - runs[std::max(r, 0)];
-      if ((id < lo || id >= hi) && bad < 0) bad = i;
-    }
+    run[i] = r;
+    rows[i] = id - runs[std::max(r, 0)];
+    if ((id < lo || id >= hi) && bad < 0) bad = i;
   }
   return bad;
 }

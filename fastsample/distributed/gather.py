@@ -286,12 +286,13 @@ class FeatureGather:
         # the reverse of round 2: gradient rows in the order asked, to the owners (row copies
         # that prefetch, straight from each type's rows: no stacked copy, no fancy indexing)
         remote_types = route.types[route.order]
-        remote = route.order[self.learnable[remote_types]]
+        learnable = self.learnable[remote_types]
+        remote, sent_types = route.order[learnable], remote_types[learnable]
         send = np.empty((len(remote), width), np.float32)
         for t in learn:
-            at = np.flatnonzero(route.types[remote] == t)
+            at = np.flatnonzero(sent_types == t)
             copy_rows(g[t], route.index[remote[at]], send, at)
-        asked_by = np.repeat(np.arange(P), route.asked)[self.learnable[remote_types]]
+        asked_by = np.repeat(np.arange(P), route.asked)[learnable]
         kept = self.learnable[route.wanted_types]
         wanted_by = np.repeat(np.arange(P), route.wanted_counts)[kept]
         data, _ = self.comm.all_to_all_v(send.ravel(), np.bincount(asked_by, minlength=P) * width,

@@ -130,6 +130,13 @@ class Plan:
         """z @ w^T (+ bias): a layer's projection of Z = [h_dst | mean]."""
         return self._run("forward", z, w, bias) if bias is not None else self._run("forward", z, w)
 
+    @staticmethod
+    def output_grad(g: torch.Tensor) -> torch.Tensor:
+        """A layer's output gradient as its products read it: whole, or the transposed view
+        of a whole g^T (what a layer with no input gradient gets, written so by the layer
+        above: the weight gradient reads g^T, so no copy is made); anything else made whole."""
+        return g if g.t().is_contiguous() else g.contiguous()
+
     def weight_grad(self, g: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
         """g^T z, the gradient of w (d_out, 2 d_in)."""
         return self._run("weight_grad", g, z)

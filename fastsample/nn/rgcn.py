@@ -108,8 +108,7 @@ class _Product(torch.autograd.Function):
         z, w = ctx.saved_tensors
         need = ctx.needs_input_grad
         plan = matmul.current()
-        if not g.t().is_contiguous():  # g^T whole (see RGCN.forward) is what the weight gradient reads
-            g = g.contiguous()
+        g = plan.output_grad(g)  # g^T whole where RGCN.forward had it so written
         gw = plan.weight_grad(g, z) if need[1] else None
         gb = g.sum(0) if need[2] else None
         return (None, gw, gb, None, *(plan.input_grad(g, w[:, a:b]) if need[4 + i] else None

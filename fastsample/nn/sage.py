@@ -180,8 +180,7 @@ class _NativeSAGE(torch.autograd.Function):
     def backward(ctx, g):
         z, w, mask = ctx.saved_tensors
         d = z.shape[1] // 2
-        if not g.t().is_contiguous():  # g^T whole (written so by the layer above) is what the weight gradient reads
-            g = g.contiguous()
+        g = ctx.plan.output_grad(g)
         grad_w = ctx.plan.weight_grad(g, z)  # (d_out, 2 d): [w_self | w_neigh]'s gradient
         grad_h = None
         own, below = ctx.link
