@@ -104,20 +104,21 @@ FS_CLONES void relu_dropout_backward(const float* g, const float* y, float scale
 
 FS_CLONES void relu_dropout_backward_t(const float* g, const float* y, float scale, float* grad_t, int64_t rows,
                                        int64_t width) {
-  // 16 rows at a time into a buffer (in L1 at width 256), then written as columns
-  constexpr int64_t kRows = 16;
-  const int64_t blocks = (rows + kRows - 1) / kRows;
+  // a block of rows at a time into a buffer (~128 KiB, in L2), then written as columns: runs
+  // of whole cache lines, stored without reading them first (write_transposed)
+  const int64_t block_rows = std::clamp<int64_t>(32768 / std::max<int64_t>(width, 1) / 16 * 16, 16, 256);
+  const int64_t blocks = (rows + block_rows - 1) / block_rows;
 #pragma omp parallel
   {
-    std::vector<float> buf(kRows * width);
+    std::vector<float> buf(block_rows * width), scratch;
 #pragma omp for schedule(static)
     for (int64_t b = 0; b < blocks; ++b) {
-      const int64_t u0 = b * kRows, n = std::min(kRows, rows - u0);
+      const int64_t u0 = b * block_rows, n = std::min(block_rows, rows - u0);
       const float* gb = g + u0 * width;
       const float* yb = y + u0 * width;
 #pragma omp simd
       for (int64_t k = 0; k < n * width; ++k) buf[k] = gb[k] * (yb[k] > 0.0f ? scale : 0.0f);
-      transpose_block(buf.data(), width, n, width, grad_t + u0, rows);
+      write_transposed(buf.data(), width, n, width, grad_t + u0, rows, scratch);
     }
   }
 }

@@ -179,7 +179,7 @@ FS_CLONES void mean_aggregate_backward(const int64_t* indptr, const int32_t* ind
   for (int64_t b = 0; b < blocks; ++b) {
     const int64_t first = b * kSumRows, last = std::min(num_src, (b + 1) * kSumRows);
     // transposed: the block's rows are made in a tile (in cache), then written as columns
-    std::vector<float> tile(transposed ? (last - first) * width : 0);
+    std::vector<float> tile(transposed ? (last - first) * width : 0), scratch;
     for (int64_t u = first; u < last; ++u) {
       float* g = transposed ? tile.data() + (u - first) * width : grad_h + u * width;
       if (grad_self != nullptr && u < num_dst)
@@ -205,7 +205,7 @@ FS_CLONES void mean_aggregate_backward(const int64_t* indptr, const int32_t* ind
         for (int64_t f = 0; f < width; ++f) p[f] += static_cast<double>(g[f]);
       }
     }
-    if (transposed) transpose_block(tile.data(), width, last - first, width, grad_h + first, num_src);
+    if (transposed) write_transposed(tile.data(), width, last - first, width, grad_h + first, num_src, scratch);
   }
   if (col_sum != nullptr) {
     std::vector<double> total(width, 0.0);

@@ -4,6 +4,7 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #if defined(__SSE2__)
 #include <xmmintrin.h>
@@ -36,6 +37,43 @@ inline void transpose_block(const float* src, int64_t src_stride, int64_t rows, 
       for (int64_t c = c0; c < c1; ++c)
         for (int64_t r = r0; r < r1; ++r) dst[c * dst_stride + r] = src[r * src_stride + c];
     }
+}
+
+// dst[0, n) = src[0, n), the whole cache lines of dst written with non-temporal stores: a
+// line written whole need not be read first (a plain store reads it, doubling the traffic
+// to memory). The partial lines at either end are plain stores. Call stream_fence() before
+// another thread or the caller reads dst.
+inline void stream_copy(const float* src, int64_t n, float* dst) {
+#if defined(__SSE2__)
+  constexpr int64_t kLine = 16;  // floats per 64-byte line
+  const auto address = reinterpret_cast<uintptr_t>(dst);
+  if (address % sizeof(float) == 0) {
+    const int64_t head = std::min(n, static_cast<int64_t>((64 - address % 64) % 64 / sizeof(float)));
+    const int64_t lines = (n - head) / kLine;
+    std::copy(src, src + head, dst);
+    for (int64_t k = head; k < head + lines * kLine; k += 4) _mm_stream_ps(dst + k, _mm_loadu_ps(src + k));
+    std::copy(src + head + lines * kLine, src + n, dst + head + lines * kLine);
+    return;
+  }
+#endif
+  std::copy(src, src + n, dst);
+}
+
+inline void stream_fence() {
+#if defined(__SSE2__)
+  _mm_sfence();
+#endif
+}
+
+// transpose_block's result for a block of rows that becomes the first `rows` entries of `cols`
+// columns of a large transposed matrix: transposed into `scratch` (cols x rows, in cache),
+// then each column's run copied out with stream_copy, then stream_fence().
+inline void write_transposed(const float* src, int64_t src_stride, int64_t rows, int64_t cols, float* dst,
+                             int64_t dst_stride, std::vector<float>& scratch) {
+  scratch.resize(static_cast<size_t>(rows * cols));
+  transpose_block(src, src_stride, rows, cols, scratch.data(), rows);
+  for (int64_t c = 0; c < cols; ++c) stream_copy(scratch.data() + c * rows, rows, dst + c * dst_stride);
+  stream_fence();
 }
 
 }  // namespace fastsample

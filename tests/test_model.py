@@ -143,3 +143,35 @@ def test_backward_column_sums_are_the_gradients_sums_on_any_thread_count():
         sums.append(col_sum)
     set_num_threads(before)
     assert block.num_src > 2 * 256 and torch.equal(sums[0], sums[1])
+
+
+@pytest.mark.parametrize("num_src,width", [(3001, 64), (2999, 33), (7, 5)])
+def test_gradients_written_transposed_are_the_same_values(num_src, width):
+    # Written transposed, a gradient's columns are runs of each block's rows, copied out with
+    # streaming stores on whole cache lines and plain ones at the ends (native/transpose.hpp):
+    # at any alignment of the runs (num_src not a multiple of 16) and on 2 threads, every
+    # value must be the untransposed kernel's.
+    from fastsample.native import lib
+    from fastsample.sampling import get_num_threads, set_num_threads
+
+    rng = np.random.default_rng(num_src)
+    num_dst, fanout = max(1, num_src // 4), 5
+    indptr = torch.arange(0, num_dst * fanout + 1, fanout, dtype=torch.int64)
+    indices = torch.from_numpy(rng.integers(0, num_src, num_dst * fanout).astype(np.int32))
+    g = torch.randn(num_dst, 2 * width)
+    y = torch.relu(torch.randn(num_src, width))  # a ReLU/dropout output: the mask
+    before = get_num_threads()
+    set_num_threads(2)
+    try:
+        rows, cols = torch.empty(num_src, width), torch.empty(width, num_src)
+        sums = torch.empty(width), torch.empty(width)
+        lib.mean_aggregate_backward(indptr, indices, g[:, width:], g[:, :width], y, 2.0, rows, sums[0], False)
+        lib.mean_aggregate_backward(indptr, indices, g[:, width:], g[:, :width], y, 2.0, cols, sums[1], True)
+        assert torch.equal(cols.t(), rows) and torch.equal(*sums)
+        up = torch.randn(num_src, width)
+        rows, cols = torch.empty(num_src, width), torch.empty(width, num_src)
+        lib.relu_dropout_backward(up, y, 1.25, rows)
+        lib.relu_dropout_backward_t(up, y, 1.25, cols)
+        assert torch.equal(cols.t(), rows) and rows.abs().sum() > 0
+    finally:
+        set_num_threads(before)
