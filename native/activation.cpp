@@ -8,6 +8,7 @@
 // seed comes from torch's generator, so torch.manual_seed still fixes the masks.
 #include "activation.hpp"
 #include "clones.hpp"
+#include "kept_bits.hpp"
 #include "transpose.hpp"
 
 #include <algorithm>
@@ -63,7 +64,7 @@ constexpr int64_t kMaskBlock = 1 << 14;  // dropout_mask's elements per task
 }  // namespace
 
 FS_CLONES void bias_relu_dropout(float* x, int64_t rows, int64_t width, const float* bias, double p,
-                                 uint64_t seed) {
+                                 uint64_t seed, uint8_t* kept) {
   const Keep keep(seed, p);
   const float scale = p > 0 ? static_cast<float>(1.0 / (1.0 - p)) : 1.0f;
 #pragma omp parallel for schedule(static)
@@ -78,6 +79,7 @@ FS_CLONES void bias_relu_dropout(float* x, int64_t rows, int64_t width, const fl
         row[f] = std::max(row[f] + bias[f], 0.0f);
       }
     }
+    if (kept != nullptr) pack_kept(row, width, kept + r * kept_bytes(width));  // the row is still in L1
   }
 }
 
@@ -92,18 +94,15 @@ FS_CLONES void dropout_mask(float* mask, int64_t n, double p, uint64_t seed) {
   }
 }
 
-FS_CLONES void relu_dropout_backward(const float* g, const float* y, float scale, float* grad, int64_t n) {
-  // a select of the factor, not of the result: branch-free, so it vectorises (the keep
-  // bits are random: a branch would mispredict every other element)
-#pragma omp parallel for simd schedule(static)
-  for (int64_t k = 0; k < n; ++k) {
-    const float keep = y[k] > 0.0f ? scale : 0.0f;
-    grad[k] = g[k] * keep;
-  }
+FS_CLONES void relu_dropout_backward(const float* g, const uint8_t* kept, float scale, float* grad, int64_t rows,
+                                     int64_t width) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r)
+    apply_kept(g + r * width, kept + r * kept_bytes(width), width, scale, grad + r * width);
 }
 
-FS_CLONES void relu_dropout_backward_t(const float* g, const float* y, float scale, float* grad_t, int64_t rows,
-                                       int64_t width) {
+FS_CLONES void relu_dropout_backward_t(const float* g, const uint8_t* kept, float scale, float* grad_t,
+                                       int64_t rows, int64_t width) {
   // a block of rows at a time into a buffer (~128 KiB, in L2), then written as columns: runs
   // of whole cache lines, stored without reading them first (write_transposed)
   const int64_t block_rows = std::clamp<int64_t>(32768 / std::max<int64_t>(width, 1) / 16 * 16, 16, 256);
@@ -114,10 +113,8 @@ FS_CLONES void relu_dropout_backward_t(const float* g, const float* y, float sca
 #pragma omp for schedule(static)
     for (int64_t b = 0; b < blocks; ++b) {
       const int64_t u0 = b * block_rows, n = std::min(block_rows, rows - u0);
-      const float* gb = g + u0 * width;
-      const float* yb = y + u0 * width;
-#pragma omp simd
-      for (int64_t k = 0; k < n * width; ++k) buf[k] = gb[k] * (yb[k] > 0.0f ? scale : 0.0f);
+      for (int64_t r = 0; r < n; ++r)
+        apply_kept(g + (u0 + r) * width, kept + (u0 + r) * kept_bytes(width), width, scale, buf.data() + r * width);
       write_transposed(buf.data(), width, n, width, grad_t + u0, rows, scratch);
     }
   }

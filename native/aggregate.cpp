@@ -10,6 +10,7 @@
 // count. Memory touched: the inputs, the outputs, and the transpose (O(E)).
 #include "aggregate.hpp"
 #include "clones.hpp"
+#include "kept_bits.hpp"
 #include "prefetch.hpp"
 #include "transpose.hpp"
 
@@ -155,7 +156,7 @@ FS_CLONES void mean_aggregate_at(const int64_t* indptr, const int32_t* indices, 
 
 FS_CLONES void mean_aggregate_backward(const int64_t* indptr, const int32_t* indices, int64_t num_dst,
                              int64_t num_src, const float* grad_agg, int64_t agg_stride,
-                             const float* grad_self, int64_t self_stride, int64_t width, const float* mask, float scale,
+                             const float* grad_self, int64_t self_stride, int64_t width, const uint8_t* kept, float scale,
                              float* grad_h, float* col_sum, bool transposed) {
   const int64_t E = indptr[num_dst];
   // transpose: for each source, the destinations it feeds, in destination order
@@ -194,11 +195,7 @@ FS_CLONES void mean_aggregate_backward(const int64_t* indptr, const int32_t* ind
 #pragma omp simd
         for (int64_t f = 0; f < width; ++f) g[f] += s * row[f];
       }
-      if (mask != nullptr) {
-        const float* m = mask + u * width;
-#pragma omp simd
-        for (int64_t f = 0; f < width; ++f) g[f] *= static_cast<float>(m[f] > 0.0f) * scale;  // no branch
-      }
+      if (kept != nullptr) apply_kept(g, kept + u * kept_bytes(width), width, scale, g);
       if (col_sum != nullptr) {
         double* p = partial.data() + b * width;
 #pragma omp simd

@@ -29,8 +29,8 @@ void mean_aggregate_at(const int64_t* indptr, const int32_t* indices, int64_t nu
 // The input gradient of a GraphSAGE layer, in one pass over the sources:
 //   grad_h[u, :] = grad_self[u, :] (u < num_dst, if grad_self)
 //                + sum over edges i -> u of grad_agg[i, :] / deg(i)
-// and then, if mask: grad_h[u, f] = mask[u, f] > 0 ? scale * grad_h[u, f] : 0 (the backward
-// of ReLU followed by dropout with keep-scale `scale`, read off their output `mask`).
+// and then, if kept: grad_h[u, f] = scale * grad_h[u, f] where kept, else 0 (the backward of
+// ReLU followed by dropout with keep-scale `scale`, from their output's kept bits: kept_bits.hpp).
 // grad_agg and grad_self rows are *_stride apart; grad_h (num_src, width) is overwritten.
 // If col_sum (width): it is set to grad_h's column sums, taken while each row is still in
 // cache (the lower layer's bias gradient, which would otherwise be one more pass over
@@ -39,7 +39,7 @@ void mean_aggregate_at(const int64_t* indptr, const int32_t* indices, int64_t nu
 // lower layer's weight gradient reads it so, with no copy of its own: fastsample/nn/sage.py).
 void mean_aggregate_backward(const int64_t* indptr, const int32_t* indices, int64_t num_dst,
                              int64_t num_src, const float* grad_agg, int64_t agg_stride,
-                             const float* grad_self, int64_t self_stride, int64_t width, const float* mask, float scale,
+                             const float* grad_self, int64_t self_stride, int64_t width, const uint8_t* kept, float scale,
                              float* grad_h, float* col_sum, bool transposed = false);
 
 }  // namespace fastsample

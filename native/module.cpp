@@ -16,6 +16,7 @@
 #include "aggregate.hpp"
 #include "attention.hpp"
 #include "fused_sample.hpp"
+#include "kept_bits.hpp"
 #include "node_map.hpp"
 #include "row_adam.hpp"
 #include "route.hpp"
@@ -116,9 +117,18 @@ using Rows16 = nb::ndarray<uint16_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>
 using ConstRows16 = nb::ndarray<const uint16_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
 // Row-strided views (a column block of a wider matrix); elements within a row contiguous.
 using ConstVec = nb::ndarray<const float, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+using Kept = nb::ndarray<uint8_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>;  // kept_bits.hpp
+using ConstKept = nb::ndarray<const uint8_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
 using Vec = nb::ndarray<float, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 using ConstStridedRows = nb::ndarray<const float, nb::ndim<2>, nb::device::cpu>;
 using StridedRows = nb::ndarray<float, nb::ndim<2>, nb::device::cpu>;
+
+// kept bits (kept_bits.hpp) for `rows` rows of `width` elements, else a ValueError naming `name`
+template <typename K>
+void check_kept(const K& kept, size_t rows, size_t width, const char* name) {
+  if (kept.shape(0) != rows || static_cast<int64_t>(kept.shape(1)) != kept_bytes(static_cast<int64_t>(width)))
+    throw nb::value_error((std::string(name) + ": (rows, (width + 7) / 8) uint8, the kept bits of each row").c_str());
+}
 
 template <typename A>
 int64_t row_stride(const A& a, const char* name) {
@@ -275,24 +285,25 @@ NB_MODULE(_native, m) {
         "caller's to keep valid (fastsample/rows.py)");
   m.def("mean_aggregate_backward",
         [](In<int64_t> indptr, In<int32_t> indices, ConstStridedRows grad_agg, std::optional<ConstStridedRows> grad_self,
-           std::optional<ConstRows> mask, float scale, Rows grad_h, std::optional<Vec> col_sum, bool transposed) {
+           std::optional<ConstKept> kept, float scale, Rows grad_h, std::optional<Vec> col_sum, bool transposed) {
           const int64_t agg_stride = row_stride(grad_agg, "grad_agg");
           const int64_t self_stride = grad_self ? row_stride(*grad_self, "grad_self") : 0;
           const int64_t num_src = grad_h.shape(transposed ? 1 : 0), width = grad_h.shape(transposed ? 0 : 1);
           if (col_sum && static_cast<int64_t>(col_sum->shape(0)) != width)
             throw nb::value_error("col_sum: one entry per column of grad_h");
+          if (kept) check_kept(*kept, num_src, width, "kept");
           nb::gil_scoped_release release;
           mean_aggregate_backward(indptr.data(), indices.data(), indptr.shape(0) - 1, num_src,
                                   grad_agg.data(), agg_stride, grad_self ? grad_self->data() : nullptr,
-                                  self_stride, width, mask ? mask->data() : nullptr, scale,
+                                  self_stride, width, kept ? kept->data() : nullptr, scale,
                                   grad_h.data(), col_sum ? col_sum->data() : nullptr, transposed);
         },
         nb::arg("indptr").noconvert(), nb::arg("indices").noconvert(), nb::arg("grad_agg").noconvert(),
         nb::arg("grad_self").noconvert().none(),
-        nb::arg("mask").noconvert().none(), nb::arg("scale"), nb::arg("grad_h").noconvert(),
+        nb::arg("kept").noconvert().none(), nb::arg("scale"), nb::arg("grad_h").noconvert(),
         nb::arg("col_sum").noconvert().none() = nb::none(), nb::arg("transposed") = false,
-        "grad_h = A^T grad_agg (+ grad_self on the first rows), masked where mask <= 0 and "
-        "scaled; col_sum, if given, = grad_h's column sums (fixed order); transposed: grad_h is "
+        "grad_h = A^T grad_agg (+ grad_self on the first rows), zero where not kept (kept bits, if "
+        "given) and scaled; col_sum, if given, = grad_h's column sums (fixed order); transposed: grad_h is "
         "(width, sources), the same values; see aggregate.cpp");
   m.def("gat_aggregate",
         [](In<int64_t> indptr, In<int32_t> indices, ConstRows xs, ConstRows a_src, ConstRows a_dst, bool shared,
@@ -334,13 +345,16 @@ NB_MODULE(_native, m) {
         nb::arg("grad_a_src").noconvert(), nb::arg("grad_a_dst").noconvert(),
         "the gradients of gat_aggregate's xs, a_src and a_dst given g = dL/dout (fixed order); see attention.cpp");
   m.def("bias_relu_dropout",
-        [](Rows x, ConstVec bias, double p, uint64_t seed) {
+        [](Rows x, ConstVec bias, double p, uint64_t seed, std::optional<Kept> kept) {
           if (bias.shape(0) != x.shape(1)) throw nb::value_error("bias: one entry per column of x");
+          if (kept) check_kept(*kept, x.shape(0), x.shape(1), "kept");
           nb::gil_scoped_release release;
-          bias_relu_dropout(x.data(), x.shape(0), x.shape(1), bias.data(), p, seed);
+          bias_relu_dropout(x.data(), x.shape(0), x.shape(1), bias.data(), p, seed, kept ? kept->data() : nullptr);
         },
         nb::arg("x").noconvert(), nb::arg("bias").noconvert(), nb::arg("p"), nb::arg("seed"),
-        "x = dropout(relu(x + bias)) in place, keep bits a hash of (seed, element); see activation.cpp");
+        nb::arg("kept").noconvert().none() = nb::none(),
+        "x = dropout(relu(x + bias)) in place, keep bits a hash of (seed, element); kept, if given, = "
+        "which outputs are kept (> 0), one bit each, for the backward; see activation.cpp");
   m.def("dropout_mask",
         [](Rows mask, double p, uint64_t seed) {
           nb::gil_scoped_release release;
@@ -349,25 +363,23 @@ NB_MODULE(_native, m) {
         nb::arg("mask").noconvert(), nb::arg("p"), nb::arg("seed"),
         "mask = 1/(1-p) where relu_dropout keeps an element, else 0 (same seed, same draws)");
   m.def("relu_dropout_backward",
-        [](ConstRows g, ConstRows y, float scale, Rows grad) {
-          if (g.shape(0) != y.shape(0) || g.shape(1) != y.shape(1) || grad.shape(0) != y.shape(0) ||
-              grad.shape(1) != y.shape(1))
-            throw nb::value_error("g, y and grad: one shape");
+        [](ConstRows g, ConstKept kept, float scale, Rows grad) {
+          if (grad.shape(0) != g.shape(0) || grad.shape(1) != g.shape(1)) throw nb::value_error("g and grad: one shape");
+          check_kept(kept, g.shape(0), g.shape(1), "kept");
           nb::gil_scoped_release release;
-          relu_dropout_backward(g.data(), y.data(), scale, grad.data(),
-                                static_cast<int64_t>(y.shape(0) * y.shape(1)));
+          relu_dropout_backward(g.data(), kept.data(), scale, grad.data(), g.shape(0), g.shape(1));
         },
-        nb::arg("g").noconvert(), nb::arg("y").noconvert(), nb::arg("scale"), nb::arg("grad").noconvert(),
-        "grad = g * scale where y > 0, else 0: dropout(relu(.))'s backward read off its output y");
+        nb::arg("g").noconvert(), nb::arg("kept").noconvert(), nb::arg("scale"), nb::arg("grad").noconvert(),
+        "grad = g * scale where kept, else 0: dropout(relu(.))'s backward from its output's kept bits");
   m.def("relu_dropout_backward_t",
-        [](ConstRows g, ConstRows y, float scale, Rows grad_t) {
-          if (g.shape(0) != y.shape(0) || g.shape(1) != y.shape(1) || grad_t.shape(0) != y.shape(1) ||
-              grad_t.shape(1) != y.shape(0))
-            throw nb::value_error("g and y: one shape; grad_t: theirs transposed");
+        [](ConstRows g, ConstKept kept, float scale, Rows grad_t) {
+          if (grad_t.shape(0) != g.shape(1) || grad_t.shape(1) != g.shape(0))
+            throw nb::value_error("grad_t: g's shape transposed");
+          check_kept(kept, g.shape(0), g.shape(1), "kept");
           nb::gil_scoped_release release;
-          relu_dropout_backward_t(g.data(), y.data(), scale, grad_t.data(), y.shape(0), y.shape(1));
+          relu_dropout_backward_t(g.data(), kept.data(), scale, grad_t.data(), g.shape(0), g.shape(1));
         },
-        nb::arg("g").noconvert(), nb::arg("y").noconvert(), nb::arg("scale"), nb::arg("grad_t").noconvert(),
+        nb::arg("g").noconvert(), nb::arg("kept").noconvert(), nb::arg("scale"), nb::arg("grad_t").noconvert(),
         "relu_dropout_backward written transposed: grad_t (width, rows)");
   m.def("adam_rows",
         [](nb::ndarray<float, nb::ndim<2>, nb::c_contig, nb::device::cpu> table,

@@ -113,10 +113,19 @@ def test_dropout_keep_bits_follow_the_documented_rule(p):
     np.testing.assert_array_equal(keep_mask(torch.from_numpy(mask), p, seed).numpy(), mask)
     x = np.random.default_rng(0).standard_normal((257, 129)).astype(np.float32)
     bias = np.random.default_rng(1).standard_normal(129).astype(np.float32)
-    out = x.copy()
-    lib.bias_relu_dropout(out, bias, p, seed)
+    out, kept = x.copy(), np.empty((257, 17), np.uint8)
+    lib.bias_relu_dropout(out, bias, p, seed, kept)
     keep = _keep_bits(seed, p, np.arange(x.size)).reshape(x.shape)
     np.testing.assert_array_equal(out, np.maximum(x + bias, 0) * np.where(keep, np.float32(1 / (1 - p)), np.float32(0)))
+    # the bits the backward reads: one per output, set where it is kept (> 0), 7 padding bits zero
+    np.testing.assert_array_equal(kept, packed_kept(out))
+    with pytest.raises(ValueError, match="kept"):
+        lib.bias_relu_dropout(x.copy(), bias, p, seed, np.empty((257, 16), np.uint8))
+
+
+def packed_kept(y):
+    """y > 0, one bit each (native/kept_bits.hpp's layout: bit f % 8 of byte f / 8 per row)."""
+    return np.packbits(np.asarray(y) > 0, axis=1, bitorder="little")
 
 
 @pytest.mark.skipif(not native_built(), reason="the native module is not built")
@@ -132,12 +141,12 @@ def test_backward_column_sums_are_the_gradients_sums_on_any_thread_count():
     block = Block.from_mfg(sample(graph, rng.permutation(n)[:700], [6], kernel="numba")[0])
     width = 24
     g = torch.randn(block.num_dst, 2 * width)  # [grad_self | grad_agg]
-    mask = torch.from_numpy((rng.random((block.num_src, width)) > 0.4).astype(np.float32))
+    kept = torch.from_numpy(packed_kept(rng.random((block.num_src, width)) > 0.4))
     sums, before = [], get_num_threads()
     for threads in (1, 2):
         set_num_threads(threads)
         grad_h, col_sum = torch.empty(block.num_src, width), torch.empty(width)
-        lib.mean_aggregate_backward(block.indptr, block.indices, g[:, width:], g[:, :width], mask, 2.0, grad_h,
+        lib.mean_aggregate_backward(block.indptr, block.indices, g[:, width:], g[:, :width], kept, 2.0, grad_h,
                                     col_sum)
         torch.testing.assert_close(col_sum, grad_h.double().sum(0).float(), rtol=1e-6, atol=1e-6)
         sums.append(col_sum)
@@ -146,32 +155,36 @@ def test_backward_column_sums_are_the_gradients_sums_on_any_thread_count():
 
 
 @pytest.mark.parametrize("num_src,width", [(3001, 64), (2999, 33), (7, 5)])
-def test_gradients_written_transposed_are_the_same_values(num_src, width):
-    # Written transposed, a gradient's columns are runs of each block's rows, copied out with
-    # streaming stores on whole cache lines and plain ones at the ends (native/transpose.hpp):
-    # at any alignment of the runs (num_src not a multiple of 16) and on 2 threads, every
-    # value must be the untransposed kernel's.
+def test_gradients_through_kept_bits_and_written_transposed_are_the_masks(num_src, width):
+    # The backward of ReLU + dropout reads one kept bit per output (native/kept_bits.hpp), and
+    # a gradient written transposed is copied out in runs with streaming stores on whole cache
+    # lines, plain ones at the ends (native/transpose.hpp): at any width (not a multiple of 8)
+    # and alignment (num_src not a multiple of 16), on 2 threads, every value must be the plain
+    # mask-times-scale product's.
     from fastsample.native import lib
     from fastsample.sampling import get_num_threads, set_num_threads
 
     rng = np.random.default_rng(num_src)
-    num_dst, fanout = max(1, num_src // 4), 5
+    num_dst, fanout, scale = max(1, num_src // 4), 5, 1.25
     indptr = torch.arange(0, num_dst * fanout + 1, fanout, dtype=torch.int64)
     indices = torch.from_numpy(rng.integers(0, num_src, num_dst * fanout).astype(np.int32))
     g = torch.randn(num_dst, 2 * width)
-    y = torch.relu(torch.randn(num_src, width))  # a ReLU/dropout output: the mask
+    y = torch.relu(torch.randn(num_src, width))  # a ReLU/dropout output
+    kept, mask = torch.from_numpy(packed_kept(y)), (y > 0).float() * scale
     before = get_num_threads()
     set_num_threads(2)
     try:
         rows, cols = torch.empty(num_src, width), torch.empty(width, num_src)
         sums = torch.empty(width), torch.empty(width)
-        lib.mean_aggregate_backward(indptr, indices, g[:, width:], g[:, :width], y, 2.0, rows, sums[0], False)
-        lib.mean_aggregate_backward(indptr, indices, g[:, width:], g[:, :width], y, 2.0, cols, sums[1], True)
-        assert torch.equal(cols.t(), rows) and torch.equal(*sums)
+        lib.mean_aggregate_backward(indptr, indices, g[:, width:], g[:, :width], None, 1.0, rows, None, False)
+        expected = rows * mask
+        lib.mean_aggregate_backward(indptr, indices, g[:, width:], g[:, :width], kept, scale, rows, sums[0], False)
+        lib.mean_aggregate_backward(indptr, indices, g[:, width:], g[:, :width], kept, scale, cols, sums[1], True)
+        assert torch.equal(rows, expected) and torch.equal(cols.t(), rows) and torch.equal(*sums)
         up = torch.randn(num_src, width)
         rows, cols = torch.empty(num_src, width), torch.empty(width, num_src)
-        lib.relu_dropout_backward(up, y, 1.25, rows)
-        lib.relu_dropout_backward_t(up, y, 1.25, cols)
-        assert torch.equal(cols.t(), rows) and rows.abs().sum() > 0
+        lib.relu_dropout_backward(up, kept, scale, rows)
+        lib.relu_dropout_backward_t(up, kept, scale, cols)
+        assert torch.equal(rows, up * mask) and torch.equal(cols.t(), rows) and rows.abs().sum() > 0
     finally:
         set_num_threads(before)

@@ -100,27 +100,35 @@ def dropout(h: torch.Tensor, module: nn.Dropout) -> torch.Tensor:
 
 class _ReluDropout(torch.autograd.Function):
     """dropout(relu(v)) in place on v in one native pass (the keep bits dropout() draws);
-    the backward reads the mask off the output: kept and positive where it is > 0. With
-    ``transposed`` the gradient is made as its transpose, whole (a view of it returned)."""
+    the backward reads which outputs were kept (> 0) from one bit each, written by the same
+    pass (native/kept_bits.hpp). With ``transposed`` the gradient is made as its transpose,
+    whole (a view of it returned)."""
 
     @staticmethod
     def forward(ctx, v, p, seed, transposed=False):
-        _native.bias_relu_dropout(v, torch.zeros(v.shape[1]), p, seed)
+        kept = kept_bits(v.shape[0], v.shape[1])
+        _native.bias_relu_dropout(v, torch.zeros(v.shape[1]), p, seed, kept)
         ctx.mark_dirty(v)
-        ctx.save_for_backward(v)
+        ctx.save_for_backward(kept)
         ctx.scale, ctx.transposed = 1.0 / (1.0 - p), transposed
         return v
 
     @staticmethod
     def backward(ctx, g):
-        y, = ctx.saved_tensors
+        kept, = ctx.saved_tensors
+        g = g.contiguous()
         if ctx.transposed:
-            grad_t = torch.empty(y.shape[1], y.shape[0], dtype=y.dtype)
-            _native.relu_dropout_backward_t(g.contiguous(), y, ctx.scale, grad_t)
+            grad_t = torch.empty(g.shape[1], g.shape[0], dtype=g.dtype)
+            _native.relu_dropout_backward_t(g, kept, ctx.scale, grad_t)
             return grad_t.t(), None, None, None
-        grad = torch.empty_like(y)
-        _native.relu_dropout_backward(g.contiguous(), y, ctx.scale, grad)
+        grad = torch.empty_like(g)
+        _native.relu_dropout_backward(g, kept, ctx.scale, grad)
         return grad, None, None, None
+
+
+def kept_bits(rows: int, width: int) -> torch.Tensor:
+    """Room for the kept bits of a (rows, width) ReLU/dropout output (native/kept_bits.hpp)."""
+    return torch.empty(rows, (width + 7) // 8, dtype=torch.uint8)
 
 
 def relu_dropout(v: torch.Tensor, module: nn.Dropout, transposed_grad: bool = False) -> torch.Tensor:
@@ -145,9 +153,12 @@ class _NativeSAGE(torch.autograd.Function):
     how GraphSAGE wires them and why this class is private.
 
     `link` is None or (this layer's slot, the lower layer's slot or None): dicts of one
-    forward pass. The backward pass that makes the lower layer's output gradient (in_scale
-    set) also sums its columns in the same pass, and leaves them in the lower slot as that
-    layer's bias gradient, so it takes no pass of its own over its gradient (g.sum(0)).
+    forward pass. An activated layer leaves its output's kept bits in its slot ("kept",
+    native/kept_bits.hpp): the layer above reads which of its inputs were kept from them, one
+    bit each, not from h itself, which it then need not keep. The backward pass that makes
+    the lower layer's output gradient (in_scale set) also sums its columns in the same pass,
+    and leaves them in the lower slot as that layer's bias gradient, so it takes no pass of
+    its own over its gradient (g.sum(0)).
     A layer that takes no input gradient (the input layer) marks its slot "transposed": its
     output gradient then only feeds its weight gradient, which reads it as g^T, so the layer
     above writes it so (the same values; oneDNN would otherwise copy g into g^T first).
@@ -166,8 +177,12 @@ class _NativeSAGE(torch.autograd.Function):
             out = plan.forward(z, w, bias)
         else:  # bias, ReLU and dropout in one pass (a fused bias would first be copied everywhere)
             out = plan.forward(z, w)
-            _native.bias_relu_dropout(out, bias.detach(), drop, seed)
-        ctx.save_for_backward(z, w, h if in_scale is not None else None)
+            kept = kept_bits(*out.shape) if link is not None else None
+            _native.bias_relu_dropout(out, bias.detach(), drop, seed, kept)
+            if kept is not None:
+                link[0]["kept"] = kept
+        below_kept = link[1]["kept"] if in_scale is not None else None
+        ctx.save_for_backward(z, w, below_kept)
         ctx.block, ctx.num_src, ctx.in_scale, ctx.plan, ctx.h_dtype = block, h.shape[0], in_scale, plan, h.dtype
         ctx.link = link if link is not None else (None, None)
         if link is not None and not ctx.needs_input_grad[0]:
@@ -178,7 +193,7 @@ class _NativeSAGE(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, g):
-        z, w, mask = ctx.saved_tensors
+        z, w, kept = ctx.saved_tensors
         d = z.shape[1] // 2
         g = ctx.plan.output_grad(g)
         grad_w = ctx.plan.weight_grad(g, z)  # (d_out, 2 d): [w_self | w_neigh]'s gradient
@@ -190,7 +205,7 @@ class _NativeSAGE(torch.autograd.Function):
             grad_h = torch.empty((d, ctx.num_src) if transposed else (ctx.num_src, d), dtype=torch.float32)
             scale = 1.0 if ctx.in_scale is None else ctx.in_scale
             col_sum = torch.empty(d, dtype=torch.float32) if below is not None else None  # set with in_scale only
-            _native.mean_aggregate_backward(ctx.block.indptr, ctx.block.indices, gz[:, d:], gz[:, :d], mask,
+            _native.mean_aggregate_backward(ctx.block.indptr, ctx.block.indices, gz[:, d:], gz[:, :d], kept,
                                             scale, grad_h, col_sum, transposed)
             if col_sum is not None:
                 below["bias_grad"] = col_sum
