@@ -94,29 +94,39 @@ FS_CLONES void dropout_mask(float* mask, int64_t n, double p, uint64_t seed) {
   }
 }
 
-FS_CLONES void relu_dropout_backward(const float* g, const uint8_t* kept, float scale, float* grad, int64_t rows,
-                                     int64_t width) {
-#pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < rows; ++r)
-    apply_kept(g + r * width, kept + r * kept_bytes(width), width, scale, grad + r * width);
-}
-
-FS_CLONES void relu_dropout_backward_t(const float* g, const uint8_t* kept, float scale, float* grad_t,
-                                       int64_t rows, int64_t width) {
-  // a block of rows at a time into a buffer (~128 KiB, in L2), then written as columns: runs
-  // of whole cache lines, stored without reading them first (write_transposed)
+FS_CLONES void relu_dropout_backward(const float* g, const uint8_t* kept, float scale, int64_t rows, int64_t width,
+                                     float* grad, float* grad_t, float* col_sum) {
+  // A block of rows at a time (~128 KiB, in L2): the gradient made there (or in grad), then
+  // written as columns (write_transposed: runs of whole cache lines, stored without reading
+  // them first) and summed into the block's column sums while still in cache. The blocks'
+  // sums are added in block order, in double: the same on any thread count.
   const int64_t block_rows = std::clamp<int64_t>(32768 / std::max<int64_t>(width, 1) / 16 * 16, 16, 256);
   const int64_t blocks = (rows + block_rows - 1) / block_rows;
+  std::vector<double> partial(col_sum != nullptr ? blocks * width : 0, 0.0);
 #pragma omp parallel
   {
-    std::vector<float> buf(block_rows * width), scratch;
+    std::vector<float> buf(grad == nullptr ? block_rows * width : 0), scratch;
 #pragma omp for schedule(static)
     for (int64_t b = 0; b < blocks; ++b) {
       const int64_t u0 = b * block_rows, n = std::min(block_rows, rows - u0);
-      for (int64_t r = 0; r < n; ++r)
-        apply_kept(g + (u0 + r) * width, kept + (u0 + r) * kept_bytes(width), width, scale, buf.data() + r * width);
-      write_transposed(buf.data(), width, n, width, grad_t + u0, rows, scratch);
+      float* out = grad != nullptr ? grad + u0 * width : buf.data();
+      for (int64_t r = 0; r < n; ++r) {
+        float* row = out + r * width;
+        apply_kept(g + (u0 + r) * width, kept + (u0 + r) * kept_bytes(width), width, scale, row);
+        if (col_sum != nullptr) {
+          double* p = partial.data() + b * width;
+#pragma omp simd
+          for (int64_t f = 0; f < width; ++f) p[f] += static_cast<double>(row[f]);
+        }
+      }
+      if (grad_t != nullptr) write_transposed(out, width, n, width, grad_t + u0, rows, scratch);
     }
+  }
+  if (col_sum != nullptr) {
+    std::vector<double> total(width, 0.0);
+    for (int64_t b = 0; b < blocks; ++b)
+      for (int64_t f = 0; f < width; ++f) total[f] += partial[b * width + f];
+    for (int64_t f = 0; f < width; ++f) col_sum[f] = static_cast<float>(total[f]);
   }
 }
 

@@ -15,13 +15,11 @@ void bias_relu_dropout(float* x, int64_t rows, int64_t width, const float* bias,
 void dropout_mask(float* mask, int64_t n, double p, uint64_t seed);
 
 // The backward of x -> dropout(relu(x)) from its output's kept bits (bias_relu_dropout's):
-// grad = g * scale where kept, else 0 (scale = 1 / (1 - p)); g, grad (rows, width), one pass.
-void relu_dropout_backward(const float* g, const uint8_t* kept, float scale, float* grad, int64_t rows,
-                           int64_t width);
-
-// The same, written transposed: grad_t (width, rows), for a product's weight gradient that
-// reads it so (fastsample/nn/rgcn.py).
-void relu_dropout_backward_t(const float* g, const uint8_t* kept, float scale, float* grad_t, int64_t rows,
-                             int64_t width);
+// g * scale where kept, else 0 (scale = 1 / (1 - p)), g (rows, width), in one pass, written
+// to grad (rows, width) and/or grad_t (width, rows: for a product's weight gradient, which
+// reads it so; fastsample/nn/rgcn.py), at least one of them; and if col_sum (width): its
+// column sums (the product's bias gradient), in double, the same on any thread count.
+void relu_dropout_backward(const float* g, const uint8_t* kept, float scale, int64_t rows, int64_t width,
+                           float* grad, float* grad_t, float* col_sum);
 
 }  // namespace fastsample

@@ -363,24 +363,24 @@ NB_MODULE(_native, m) {
         nb::arg("mask").noconvert(), nb::arg("p"), nb::arg("seed"),
         "mask = 1/(1-p) where relu_dropout keeps an element, else 0 (same seed, same draws)");
   m.def("relu_dropout_backward",
-        [](ConstRows g, ConstKept kept, float scale, Rows grad) {
-          if (grad.shape(0) != g.shape(0) || grad.shape(1) != g.shape(1)) throw nb::value_error("g and grad: one shape");
-          check_kept(kept, g.shape(0), g.shape(1), "kept");
-          nb::gil_scoped_release release;
-          relu_dropout_backward(g.data(), kept.data(), scale, grad.data(), g.shape(0), g.shape(1));
-        },
-        nb::arg("g").noconvert(), nb::arg("kept").noconvert(), nb::arg("scale"), nb::arg("grad").noconvert(),
-        "grad = g * scale where kept, else 0: dropout(relu(.))'s backward from its output's kept bits");
-  m.def("relu_dropout_backward_t",
-        [](ConstRows g, ConstKept kept, float scale, Rows grad_t) {
-          if (grad_t.shape(0) != g.shape(1) || grad_t.shape(1) != g.shape(0))
+        [](ConstRows g, ConstKept kept, float scale, std::optional<Rows> grad, std::optional<Rows> grad_t,
+           std::optional<Vec> col_sum) {
+          const size_t rows = g.shape(0), width = g.shape(1);
+          if (!grad && !grad_t) throw nb::value_error("grad, grad_t: at least one");
+          if (grad && (grad->shape(0) != rows || grad->shape(1) != width)) throw nb::value_error("grad: g's shape");
+          if (grad_t && (grad_t->shape(0) != width || grad_t->shape(1) != rows))
             throw nb::value_error("grad_t: g's shape transposed");
-          check_kept(kept, g.shape(0), g.shape(1), "kept");
+          if (col_sum && col_sum->shape(0) != width) throw nb::value_error("col_sum: one entry per column of g");
+          check_kept(kept, rows, width, "kept");
           nb::gil_scoped_release release;
-          relu_dropout_backward_t(g.data(), kept.data(), scale, grad_t.data(), g.shape(0), g.shape(1));
+          relu_dropout_backward(g.data(), kept.data(), scale, rows, width, grad ? grad->data() : nullptr,
+                                grad_t ? grad_t->data() : nullptr, col_sum ? col_sum->data() : nullptr);
         },
-        nb::arg("g").noconvert(), nb::arg("kept").noconvert(), nb::arg("scale"), nb::arg("grad_t").noconvert(),
-        "relu_dropout_backward written transposed: grad_t (width, rows)");
+        nb::arg("g").noconvert(), nb::arg("kept").noconvert(), nb::arg("scale"),
+        nb::arg("grad").noconvert().none(), nb::arg("grad_t").noconvert().none() = nb::none(),
+        nb::arg("col_sum").noconvert().none() = nb::none(),
+        "g * scale where kept, else 0: dropout(relu(.))'s backward from its output's kept bits, into grad "
+        "and/or grad_t (transposed); col_sum, if given, = its column sums; see activation.cpp");
   m.def("adam_rows",
         [](nb::ndarray<float, nb::ndim<2>, nb::c_contig, nb::device::cpu> table,
            nb::ndarray<float, nb::ndim<2>, nb::c_contig, nb::device::cpu> m,

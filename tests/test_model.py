@@ -181,10 +181,17 @@ def test_gradients_through_kept_bits_and_written_transposed_are_the_masks(num_sr
         lib.mean_aggregate_backward(indptr, indices, g[:, width:], g[:, :width], kept, scale, rows, sums[0], False)
         lib.mean_aggregate_backward(indptr, indices, g[:, width:], g[:, :width], kept, scale, cols, sums[1], True)
         assert torch.equal(rows, expected) and torch.equal(cols.t(), rows) and torch.equal(*sums)
+        # ReLU/dropout's backward: into rows, columns, or both at once, with the column sums
         up = torch.randn(num_src, width)
         rows, cols = torch.empty(num_src, width), torch.empty(width, num_src)
         lib.relu_dropout_backward(up, kept, scale, rows)
-        lib.relu_dropout_backward_t(up, kept, scale, cols)
+        lib.relu_dropout_backward(up, kept, scale, None, cols, sums[0])
         assert torch.equal(rows, up * mask) and torch.equal(cols.t(), rows) and rows.abs().sum() > 0
+        both = torch.empty(num_src, width), torch.empty(width, num_src)
+        lib.relu_dropout_backward(up, kept, scale, *both, sums[1])
+        assert torch.equal(both[0], rows) and torch.equal(both[1], cols) and torch.equal(*sums)
+        torch.testing.assert_close(sums[0], rows.double().sum(0).float(), rtol=1e-6, atol=1e-6)
+        with pytest.raises(ValueError, match="at least one"):
+            lib.relu_dropout_backward(up, kept, scale, None)
     finally:
         set_num_threads(before)

@@ -137,6 +137,12 @@ class Plan:
         above: the weight gradient reads g^T, so no copy is made); anything else made whole."""
         return g if g.t().is_contiguous() else g.contiguous()
 
+    @property
+    def reads_transposed_grad(self) -> bool:
+        """Whether the weight gradient reads g as g^T whole (oneDNN: given g row-major, it
+        copies it so first): a producer that can write g^T as well saves that copy."""
+        return not self.bf16 and self.engines["weight_grad"] == "onednn"
+
     def weight_grad(self, g: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
         """g^T z, the gradient of w (d_out, 2 d_in)."""
         return self._run("weight_grad", g, z)

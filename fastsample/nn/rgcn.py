@@ -98,9 +98,9 @@ class _Product(torch.autograd.Function):
     features) gets none computed, where linear() would compute the gradient of all of z."""
 
     @staticmethod
-    def forward(ctx, z, w, b, spans, *parts):
+    def forward(ctx, z, w, b, spans, link, *parts):
         ctx.save_for_backward(z, w)
-        ctx.spans = spans
+        ctx.spans, ctx.link = spans, link if link is not None else {}
         return matmul.current().forward(z, w, b)
 
     @staticmethod
@@ -109,10 +109,11 @@ class _Product(torch.autograd.Function):
         need = ctx.needs_input_grad
         plan = matmul.current()
         g = plan.output_grad(g)  # g^T whole where RGCN.forward had it so written
-        gw = plan.weight_grad(g, z) if need[1] else None
-        gb = g.sum(0) if need[2] else None
-        return (None, gw, gb, None, *(plan.input_grad(g, w[:, a:b]) if need[4 + i] else None
-                                      for i, (a, b) in enumerate(ctx.spans)))
+        g_t, bias_grad = ctx.link.pop("g_t", None), ctx.link.pop("bias_grad", None)  # made by the ReLU's backward
+        gw = plan.weight_grad(g if g_t is None else g_t.t(), z) if need[1] else None
+        gb = (g.sum(0) if bias_grad is None else bias_grad) if need[2] else None
+        return (None, gw, gb, None, None, *(plan.input_grad(g, w[:, a:b]) if need[5 + i] else None
+                                            for i, (a, b) in enumerate(ctx.spans)))
 
 
 class RGCN(nn.Module):
@@ -198,10 +199,10 @@ class RGCN(nn.Module):
         h = self._inputs(x)
         last = len(self.layers) - 1
         for i, block in enumerate(blocks):
-            weight_only = set()
-            h = self._conv(i, block, h, weight_only)
+            weight_only, links = set(), ({} if i < last else None)
+            h = self._conv(i, block, h, weight_only, links)
             if i < last:  # a product with no input gradient reads its output's gradient only transposed
-                h = {t: relu_dropout(v, self.dropout, t in weight_only) for t, v in h.items()}
+                h = {t: relu_dropout(v, self.dropout, t in weight_only, links.get(t)) for t, v in h.items()}
         if self.target_type is not None:
             return h[self.target_type]
         return blocks[-1].rows_in_dst_order(h)
@@ -216,14 +217,16 @@ class RGCN(nn.Module):
     def _inputs(self, x: dict) -> dict:
         return typed_inputs(x, self.node_types)
 
-    def _conv(self, i: int, block: Block, h: dict, weight_only: set | None = None) -> dict:
+    def _conv(self, i: int, block: Block, h: dict, weight_only: set | None = None, links: dict | None = None) -> dict:
         """Layer i before its activation: per destination type t, the sum over its relations r
         of W_self_r h + b_r + W_neigh_r mean_r, as one product: z = [h | mean_r1 | mean_r2 ...]
         times [sum_r W_self_r | W_neigh_r1 | W_neigh_r2 ...] plus sum_r b_r (the self terms
         of all relations share h: one product for them, not one per relation). Each mean is
         written into its columns of z as it is made; only the spans whose rows take a
         gradient get an input gradient (_Product); the types whose product takes none are
-        added to ``weight_only``."""
+        added to ``weight_only``. ``links``: {type: a dict its product shares with the ReLU
+        after it} is filled where given (sage.relu_dropout: that pass makes the product's bias
+        gradient, and its output gradient transposed, for it)."""
         layer = self.layers[i]
         out = {}
         for t in self._computed(i):
@@ -246,7 +249,8 @@ class RGCN(nn.Module):
                     parts.append(part)
                     spans.append((at, at + width))
                 at += width
-            out[t] = _Product.apply(z, w, sum(c.self_lin.bias for c in convs), tuple(spans), *parts)
+            link = links.setdefault(t, {}) if links is not None else None
+            out[t] = _Product.apply(z, w, sum(c.self_lin.bias for c in convs), tuple(spans), link, *parts)
             if not parts and weight_only is not None:
                 weight_only.add(t)
         return out

@@ -102,28 +102,36 @@ class _ReluDropout(torch.autograd.Function):
     """dropout(relu(v)) in place on v in one native pass (the keep bits dropout() draws);
     the backward reads which outputs were kept (> 0) from one bit each, written by the same
     pass (native/kept_bits.hpp). With ``transposed`` the gradient is made as its transpose,
-    whole (a view of it returned)."""
+    whole (a view of it returned). ``link``: None, or a dict shared with the product whose
+    output v is (fastsample/nn/rgcn.py's _Product): the same pass then also leaves there
+    that product's bias gradient ("bias_grad", the gradient's column sums) and, when the
+    product's weight gradient reads the gradient transposed (matmul.Plan.reads_transposed_grad)
+    and the gradient is not already made so, its transpose ("g_t", whole)."""
 
     @staticmethod
-    def forward(ctx, v, p, seed, transposed=False):
+    def forward(ctx, v, p, seed, transposed=False, link=None):
         kept = kept_bits(v.shape[0], v.shape[1])
         _native.bias_relu_dropout(v, torch.zeros(v.shape[1]), p, seed, kept)
         ctx.mark_dirty(v)
         ctx.save_for_backward(kept)
-        ctx.scale, ctx.transposed = 1.0 / (1.0 - p), transposed
+        ctx.scale, ctx.transposed, ctx.link = 1.0 / (1.0 - p), transposed, link
         return v
 
     @staticmethod
     def backward(ctx, g):
         kept, = ctx.saved_tensors
-        g = g.contiguous()
-        if ctx.transposed:
-            grad_t = torch.empty(g.shape[1], g.shape[0], dtype=g.dtype)
-            _native.relu_dropout_backward_t(g, kept, ctx.scale, grad_t)
-            return grad_t.t(), None, None, None
-        grad = torch.empty_like(g)
-        _native.relu_dropout_backward(g, kept, ctx.scale, grad)
-        return grad, None, None, None
+        g, link = g.contiguous(), ctx.link
+        rows, width = g.shape
+        grad = None if ctx.transposed else torch.empty_like(g)
+        grad_t = torch.empty(width, rows, dtype=g.dtype) if ctx.transposed or (
+            link is not None and matmul.current().reads_transposed_grad) else None
+        col_sum = torch.empty(width, dtype=torch.float32) if link is not None else None
+        _native.relu_dropout_backward(g, kept, ctx.scale, grad, grad_t, col_sum)
+        if link is not None:
+            link["bias_grad"] = col_sum
+            if grad is not None and grad_t is not None:
+                link["g_t"] = grad_t
+        return (grad_t.t() if grad is None else grad), None, None, None, None
 
 
 def kept_bits(rows: int, width: int) -> torch.Tensor:
@@ -131,13 +139,15 @@ def kept_bits(rows: int, width: int) -> torch.Tensor:
     return torch.empty(rows, (width + 7) // 8, dtype=torch.uint8)
 
 
-def relu_dropout(v: torch.Tensor, module: nn.Dropout, transposed_grad: bool = False) -> torch.Tensor:
+def relu_dropout(v: torch.Tensor, module: nn.Dropout, transposed_grad: bool = False,
+                 link: dict | None = None) -> torch.Tensor:
     """``dropout(relu(v), module)``; on the native kernels in one pass, in place on ``v``
     (a product's output that nothing else holds). ``transposed_grad``: v's gradient goes
     only to a weight gradient, which reads it transposed; on the native pass it is made so
-    (the same values, no copy before that product)."""
+    (the same values, no copy before that product). ``link``: see _ReluDropout (left
+    empty off the native pass)."""
     if _native_drop(v, module) and v.is_contiguous():
-        return _ReluDropout.apply(v, module.p, dropout_seed(), transposed_grad)
+        return _ReluDropout.apply(v, module.p, dropout_seed(), transposed_grad, link)
     return dropout(torch.relu(v), module)
 
 
