@@ -6,7 +6,8 @@
 # step's within 1e-4, every step's within 2e-2 (differences grow as the runs train); bf16
 # within 1e-2 and 5e-2 (the CPU's and the GPU's bf16 products round differently).
 #
-#   bench/gpu_check.sh      # env: WORK=/tmp/gpu-check PY=python3 MPIEXEC=mpiexec THREADS=4 (per rank)
+#   bench/gpu_check.sh      # env: WORK=/tmp/gpu-check PY=python3 MPIEXEC=mpiexec THREADS=4 (per rank),
+#                           #      ONLY=name,name (those jobs alone; the data is made for all)
 #
 # Settings: the small untyped preset (100k nodes) and hetero-small (52k nodes; its mag
 # layout: papers featured, the other types learnable), 2 ranks x THREADS threads (one GPU
@@ -41,6 +42,7 @@ quiet $PY -m fastsample.partition "$WORK/hs-link" "$WORK/hs-link-2" --parts 2 --
 # job NAME RANKS ARGS...: the same training on the CPU and on $DEVICE; compare step losses.
 job() {
   local name=$1 ranks=$2; shift 2
+  [ -n "${ONLY:-}" ] && [[ ",$ONLY," != *",$name,"* ]] && return  # ONLY=rgcn-mag,rgcn-link: those jobs alone
   local common=(--epochs 2 --max-steps 6 --eval-every 0 --threads "${THREADS:-4}" --quiet "$@") rc
   for dev in cpu "$DEVICE"; do
     local args=("${common[@]}")
