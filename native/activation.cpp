@@ -8,6 +8,7 @@
 // seed comes from torch's generator, so torch.manual_seed still fixes the masks.
 #include "activation.hpp"
 #include "clones.hpp"
+#include "column_sums.hpp"
 #include "kept_bits.hpp"
 #include "transpose.hpp"
 
@@ -98,11 +99,10 @@ FS_CLONES void relu_dropout_backward(const float* g, const uint8_t* kept, float 
                                      float* grad, float* grad_t, float* col_sum) {
   // A block of rows at a time (~128 KiB, in L2): the gradient made there (or in grad), then
   // written as columns (write_transposed: runs of whole cache lines, stored without reading
-  // them first) and summed into the block's column sums while still in cache. The blocks'
-  // sums are added in block order, in double: the same on any thread count.
+  // them first) and summed into the block's column sums while still in cache (ColumnSums).
   const int64_t block_rows = std::clamp<int64_t>(32768 / std::max<int64_t>(width, 1) / 16 * 16, 16, 256);
   const int64_t blocks = (rows + block_rows - 1) / block_rows;
-  std::vector<double> partial(col_sum != nullptr ? blocks * width : 0, 0.0);
+  ColumnSums sums(blocks, width, col_sum != nullptr);
 #pragma omp parallel
   {
     std::vector<float> buf(grad == nullptr ? block_rows * width : 0), scratch;
@@ -113,21 +113,12 @@ FS_CLONES void relu_dropout_backward(const float* g, const uint8_t* kept, float 
       for (int64_t r = 0; r < n; ++r) {
         float* row = out + r * width;
         apply_kept(g + (u0 + r) * width, kept + (u0 + r) * kept_bytes(width), width, scale, row);
-        if (col_sum != nullptr) {
-          double* p = partial.data() + b * width;
-#pragma omp simd
-          for (int64_t f = 0; f < width; ++f) p[f] += static_cast<double>(row[f]);
-        }
+        if (col_sum != nullptr) sums.add(b, row);
       }
       if (grad_t != nullptr) write_transposed(out, width, n, width, grad_t + u0, rows, scratch);
     }
   }
-  if (col_sum != nullptr) {
-    std::vector<double> total(width, 0.0);
-    for (int64_t b = 0; b < blocks; ++b)
-      for (int64_t f = 0; f < width; ++f) total[f] += partial[b * width + f];
-    for (int64_t f = 0; f < width; ++f) col_sum[f] = static_cast<float>(total[f]);
-  }
+  if (col_sum != nullptr) sums.write(col_sum);
 }
 
 }  // namespace fastsample

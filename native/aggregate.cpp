@@ -10,6 +10,7 @@
 // count. Memory touched: the inputs, the outputs, and the transpose (O(E)).
 #include "aggregate.hpp"
 #include "clones.hpp"
+#include "column_sums.hpp"
 #include "kept_bits.hpp"
 #include "prefetch.hpp"
 #include "transpose.hpp"
@@ -173,9 +174,7 @@ FS_CLONES void mean_aggregate_backward(const int64_t* indptr, const int32_t* ind
     inv[i] = d ? 1.0f / static_cast<float>(d) : 0.0f;
   }
   const int64_t blocks = (num_src + kSumRows - 1) / kSumRows;
-  // one row of sums per block, in double: the sum is then as good as exact (torch's pairwise
-  // fp32 sum, which it replaces, is not), and adding in a row still in cache costs ~nothing
-  std::vector<double> partial(col_sum != nullptr ? blocks * width : 0, 0.0);
+  ColumnSums sums(blocks, width, col_sum != nullptr);
 #pragma omp parallel for schedule(dynamic, 1)
   for (int64_t b = 0; b < blocks; ++b) {
     const int64_t first = b * kSumRows, last = std::min(num_src, (b + 1) * kSumRows);
@@ -196,23 +195,11 @@ FS_CLONES void mean_aggregate_backward(const int64_t* indptr, const int32_t* ind
         for (int64_t f = 0; f < width; ++f) g[f] += s * row[f];
       }
       if (kept != nullptr) apply_kept(g, kept + u * kept_bytes(width), width, scale, g);
-      if (col_sum != nullptr) {
-        double* p = partial.data() + b * width;
-#pragma omp simd
-        for (int64_t f = 0; f < width; ++f) p[f] += static_cast<double>(g[f]);
-      }
+      if (col_sum != nullptr) sums.add(b, g);
     }
     if (transposed) write_transposed(tile.data(), width, last - first, width, grad_h + first, num_src, scratch);
   }
-  if (col_sum != nullptr) {
-    std::vector<double> total(width, 0.0);
-    for (int64_t b = 0; b < blocks; ++b) {
-      const double* p = partial.data() + b * width;
-#pragma omp simd
-      for (int64_t f = 0; f < width; ++f) total[f] += p[f];
-    }
-    for (int64_t f = 0; f < width; ++f) col_sum[f] = static_cast<float>(total[f]);
-  }
+  if (col_sum != nullptr) sums.write(col_sum);
 }
 
 }  // namespace fastsample
