@@ -34,6 +34,17 @@ def native_built() -> bool:
     return lib is not None
 
 
+def native_or_numpy(module, native: bool, monkeypatch) -> None:
+    """Run the calling test on ``module``'s native kernels (skipped where they are not built)
+    or, with ``native`` False, on its numpy path (its ``_native`` None for the test)."""
+    import pytest
+
+    if native and not native_built():
+        pytest.skip("native module not built")
+    if not native:
+        monkeypatch.setattr(module, "_native", None)
+
+
 def mfg_equal(a, b) -> bool:
     """Two MFGs (fastsample.sampling.MFG) are the same, array for array."""
     import numpy as np

@@ -10,7 +10,7 @@ import pytest
 import fastsample.distributed.gather as gather_module
 from fastsample.distributed.gather import FeatureGather
 
-from helpers import native_built
+from helpers import native_built, native_or_numpy
 
 
 def a_gather(ranks: int = 3, types: int = 4, rank: int = 1) -> FeatureGather:
@@ -48,10 +48,7 @@ def test_native_routing_gives_numpys_answers(dtype, monkeypatch):
 
 @pytest.mark.parametrize("native", [True, False])
 def test_an_id_outside_the_partition_is_refused(native, monkeypatch):
-    if native and not native_built():
-        pytest.skip("native module not built")
-    if not native:
-        monkeypatch.setattr(gather_module, "_native", None)
+    native_or_numpy(gather_module, native, monkeypatch)
     g = a_gather()
     for bad in (g.runs[-1], -1):
         with pytest.raises(ValueError, match=f"ids: {bad} is not a node of this partition"):

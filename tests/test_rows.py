@@ -13,7 +13,7 @@ from fastsample.nn.sage import GraphSAGE
 from fastsample.rows import RowTable
 from fastsample.sampling import MFG
 
-from helpers import native_built
+from helpers import native_built, native_or_numpy
 
 needs_native = pytest.mark.skipif(not native_built(), reason="native module not built")
 
@@ -48,10 +48,7 @@ def csc(rng, num_dst: int, num_src: int, max_deg: int = 6) -> tuple[np.ndarray, 
 @pytest.mark.parametrize("name", list(DTYPES))
 @pytest.mark.parametrize("native", [True, False])
 def test_materialize_gives_the_rows_native_or_not(name, native, monkeypatch):
-    if native and not native_built():
-        pytest.skip("native module not built")
-    if not native:
-        monkeypatch.setattr(rows_module, "_native", None)
+    native_or_numpy(rows_module, native, monkeypatch)
     rows, table = scattered(np.random.default_rng(0), 97, 13, DTYPES[name])
     assert np.array_equal(table.materialize(), rows)
     assert np.array_equal(table.materialize(40), rows[:40])
@@ -66,10 +63,7 @@ def test_materialize_widens_to_the_out_dtype():
 
 @pytest.mark.parametrize("native", [True, False])
 def test_an_offset_outside_its_source_is_refused(native, monkeypatch):
-    if native and not native_built():
-        pytest.skip("native module not built")
-    if not native:
-        monkeypatch.setattr(rows_module, "_native", None)
+    native_or_numpy(rows_module, native, monkeypatch)
     shard, cache = np.zeros((4, 3), np.float32), np.zeros((2, 3), np.float32)
     with pytest.raises(ValueError, match=r"row 1 .*outside sources\[0\]"):
         RowTable(np.float32, 3, (shard,), None, np.array([0, 4 * 12]))  # 12-byte rows: row 4 is past the end
