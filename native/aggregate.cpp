@@ -175,29 +175,32 @@ FS_CLONES void mean_aggregate_backward(const int64_t* indptr, const int32_t* ind
   }
   const int64_t blocks = (num_src + kSumRows - 1) / kSumRows;
   ColumnSums sums(blocks, width, col_sum != nullptr);
-#pragma omp parallel for schedule(dynamic, 1)
-  for (int64_t b = 0; b < blocks; ++b) {
-    const int64_t first = b * kSumRows, last = std::min(num_src, (b + 1) * kSumRows);
-    // transposed: the block's rows are made in a tile (in cache), then written as columns
-    std::vector<float> tile(transposed ? (last - first) * width : 0), scratch;
-    for (int64_t u = first; u < last; ++u) {
-      float* g = transposed ? tile.data() + (u - first) * width : grad_h + u * width;
-      if (grad_self != nullptr && u < num_dst)
-        std::copy(grad_self + u * self_stride, grad_self + u * self_stride + width, g);
-      else
-        std::fill(g, g + width, 0.0f);
-      for (int64_t k = tptr[u]; k < tptr[u + 1]; ++k) {
-        const int32_t i = tdst[k];
-        if (k + kAhead < tptr[u + 1]) prefetch_lines(grad_agg + static_cast<int64_t>(tdst[k + kAhead]) * agg_stride, width);
-        const float* row = grad_agg + static_cast<int64_t>(i) * agg_stride;
-        const float s = inv[i];
+#pragma omp parallel
+  {
+    // transposed: a block's rows are made in a tile (in cache), then written as columns
+    std::vector<float> tile(transposed ? kSumRows * width : 0), scratch;
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int64_t first = b * kSumRows, last = std::min(num_src, (b + 1) * kSumRows);
+      for (int64_t u = first; u < last; ++u) {
+        float* g = transposed ? tile.data() + (u - first) * width : grad_h + u * width;
+        if (grad_self != nullptr && u < num_dst)
+          std::copy(grad_self + u * self_stride, grad_self + u * self_stride + width, g);
+        else
+          std::fill(g, g + width, 0.0f);
+        for (int64_t k = tptr[u]; k < tptr[u + 1]; ++k) {
+          const int32_t i = tdst[k];
+          if (k + kAhead < tptr[u + 1]) prefetch_lines(grad_agg + static_cast<int64_t>(tdst[k + kAhead]) * agg_stride, width);
+          const float* row = grad_agg + static_cast<int64_t>(i) * agg_stride;
+          const float s = inv[i];
 #pragma omp simd
-        for (int64_t f = 0; f < width; ++f) g[f] += s * row[f];
+          for (int64_t f = 0; f < width; ++f) g[f] += s * row[f];
+        }
+        if (kept != nullptr) apply_kept(g, kept + u * kept_bytes(width), width, scale, g);
+        if (col_sum != nullptr) sums.add(b, g);
       }
-      if (kept != nullptr) apply_kept(g, kept + u * kept_bytes(width), width, scale, g);
-      if (col_sum != nullptr) sums.add(b, g);
+      if (transposed) write_transposed(tile.data(), width, last - first, width, grad_h + first, num_src, scratch);
     }
-    if (transposed) write_transposed(tile.data(), width, last - first, width, grad_h + first, num_src, scratch);
   }
   if (col_sum != nullptr) sums.write(col_sum);
 }
