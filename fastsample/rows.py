@@ -22,7 +22,6 @@ and caches do not; learnable tables do, and are always materialized).
 
 from __future__ import annotations
 
-import functools
 
 import numpy as np
 import torch
@@ -52,18 +51,24 @@ class RowTable:
         for s, src in enumerate(self.sources):
             if not src.flags.c_contiguous:
                 raise ValueError(f"sources[{s}]: not C-contiguous")
+        self._addr, self._aligned = None, False
         bad = self._first_outside()  # an offset outside its source would read memory not ours
         if bad >= 0:
             s = 0 if which is None else int(self.which[bad])
             where = f"sources[{s}] ({self.sources[s].nbytes} bytes)" if 0 <= s < len(self.sources) else "every source"
             raise ValueError(f"offset: row {bad} (at byte {self.offset[bad]}) outside {where}")
-        self._addr = None
 
     def _first_outside(self) -> int:
-        """The first row not wholly inside its source, or -1."""
+        """The first row not wholly inside its source, or -1; natively, in the same pass,
+        each row's address and whether all are aligned to the element (what ``readable`` asks)."""
         if _native is not None:
             sizes = np.array([src.nbytes for src in self.sources], dtype=np.int64)
-            return _native.first_outside(self.which, self.offset, sizes, self.row_bytes)
+            bases = np.array([src.ctypes.data for src in self.sources], dtype=np.int64)
+            addr = np.empty(len(self.offset), dtype=np.int64)
+            bad, self._aligned = _native.row_addresses(self.which, self.offset, bases, sizes, self.row_bytes,
+                                                       self.dtype.itemsize, addr)
+            self._addr = addr if bad < 0 else None
+            return bad
         s = np.zeros(len(self.offset), dtype=np.int64) if self.which is None else self.which.astype(np.int64)
         sizes = np.array([src.nbytes for src in self.sources] + [-1], dtype=np.int64)
         out = (s < 0) | (s >= len(self.sources)) | (self.offset < 0)
@@ -78,13 +83,11 @@ class RowTable:
     def shape(self) -> tuple[int, int]:
         return len(self), self.width
 
-    @functools.cached_property
+    @property
     def readable(self) -> bool:
         """Whether the native kernels can read the rows in place (the module is built, the
-        dtype is one they read, every row aligned to its element); asked once per relation
-        that reads the table, so kept."""
-        return (_native is not None and self.dtype in KINDS
-                and not np.any(self.addresses() % self.dtype.itemsize))
+        dtype is one they read, every row aligned to its element)."""
+        return _native is not None and self.dtype in KINDS and self._aligned
 
     def addresses(self) -> np.ndarray:
         """int64 (n,): each row's address (valid while this table lives)."""
@@ -106,6 +109,14 @@ class RowTable:
                 at = np.arange(n) if self.which is None else np.flatnonzero(self.which[:n] == s)
                 flat[at] = src.reshape(-1).view(np.uint8)[self.offset[at, None] + cols]
         return out if self.out_dtype == self.dtype else bf16.widen(out).astype(self.out_dtype, copy=False)
+
+    def copy_into(self, out: torch.Tensor) -> None:
+        """``out`` = rows [0, len(out)) as float32; ``out`` may be a column block of a wider
+        matrix (a product's input), written in place rather than through a copy of the rows."""
+        if self.readable and self.dtype == np.float32 and out.dtype == torch.float32 and out.device.type == "cpu":
+            _native.copy_rows_at(self.addresses()[:len(out)], out)
+        else:
+            out.copy_(tensor_of(self, len(out)))
 
     def mean_into(self, indptr: torch.Tensor, indices: torch.Tensor, out: torch.Tensor, with_self: bool) -> None:
         """out = [row i | mean of its sources' rows] (with_self) or the mean alone, per

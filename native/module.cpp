@@ -188,6 +188,27 @@ int64_t locate_runs_(In<Id> ids, In<int64_t> runs, Out<int32_t> run, Out<int64_t
                      rows.data());
 }
 
+template <typename Id>
+int64_t route_ids_(In<Id> ids, In<int64_t> runs, int64_t num_types, int64_t rank, In<int64_t> row_bytes,
+                   Out<int32_t> run, Out<int64_t> rows, Out<int8_t> types, Out<int64_t> index, Out<int64_t> counts,
+                   Out<int8_t> which, Out<int64_t> offset) {
+  const size_t n = ids.shape(0);
+  if (num_types < 1 || num_types > 127) throw nb::value_error("num_types: 1 to 127");
+  if ((runs.shape(0) - 1) % num_types != 0 || runs.shape(0) < 2)
+    throw nb::value_error("runs: ranks x num_types + 1 boundaries");
+  const int64_t num_ranks = (static_cast<int64_t>(runs.shape(0)) - 1) / num_types;
+  if (rank < 0 || rank >= num_ranks) throw nb::value_error("rank: outside the runs' ranks");
+  for (size_t k = 1; k < runs.shape(0); ++k)
+    if (runs.data()[k] < runs.data()[k - 1]) throw nb::value_error("runs: ascending");
+  if (static_cast<int64_t>(row_bytes.shape(0)) != num_types || static_cast<int64_t>(counts.shape(0)) != num_types)
+    throw nb::value_error("row_bytes, counts: one per node type");
+  for (size_t a : {run.shape(0), rows.shape(0), types.shape(0), index.shape(0), which.shape(0), offset.shape(0)})
+    if (a != n) throw nb::value_error("run, rows, types, index, which, offset: one per id");
+  nb::gil_scoped_release release;
+  return route_ids(ids.data(), n, runs.data(), num_types, num_ranks, rank, row_bytes.data(), run.data(), rows.data(),
+                   types.data(), index.data(), counts.data(), which.data(), offset.data());
+}
+
 template <typename S>
 void positions_by_type_(In<S> types, int64_t num_types, Out<int64_t> pos, Out<int64_t> counts) {
   if (pos.shape(0) != types.shape(0)) throw nb::value_error("pos: one per entry of types");
@@ -203,7 +224,7 @@ void positions_by_type_(In<S> types, int64_t num_types, Out<int64_t> pos, Out<in
 
 template <typename T>
 void split_relations_(In<int64_t> indptr, In<int32_t> indices, In<T> edge_types, In<int64_t> src_pos,
-                      In<int64_t> rel_num_dst, In<int64_t> indptr_at, In<int64_t> indices_at, Out<int64_t> rel_indptr,
+                      In<int64_t> rel_num_dst, In<int64_t> indptr_at, Out<int64_t> indices_at, Out<int64_t> rel_indptr,
                       Out<int32_t> rel_indices) {
   const int64_t num_dst = static_cast<int64_t>(indptr.shape(0)) - 1, R = rel_num_dst.shape(0);
   if (num_dst < 0 || indptr.data()[num_dst] != static_cast<int64_t>(indices.shape(0)))
@@ -215,8 +236,7 @@ void split_relations_(In<int64_t> indptr, In<int32_t> indices, In<T> edge_types,
   for (int64_t r = 0; r < R; ++r)
     if (indptr_at.data()[r] < 0 || indptr_at.data()[r] + rel_num_dst.data()[r] + 1 > static_cast<int64_t>(rel_indptr.shape(0)))
       throw nb::value_error("rel_indptr: too short for the relations' destinations");
-  if (indices_at.data()[0] < 0 || indices_at.data()[R] > static_cast<int64_t>(rel_indices.shape(0)))
-    throw nb::value_error("rel_indices: too short for indices_at");
+  if (rel_indices.shape(0) != indices.shape(0)) throw nb::value_error("rel_indices: one per entry of indices");
   bool ok;
   {
     nb::gil_scoped_release release;
@@ -416,10 +436,21 @@ NB_MODULE(_native, m) {
         [](In<int64_t> addr, nb::ndarray<uint8_t, nb::ndim<2>, nb::c_contig, nb::device::cpu> dst) {
           if (dst.shape(0) != addr.shape(0)) throw nb::value_error("dst: one row per address");
           nb::gil_scoped_release release;
-          copy_rows_at(addr.data(), reinterpret_cast<char*>(dst.data()), addr.shape(0), dst.shape(1));
+          copy_rows_at(addr.data(), reinterpret_cast<char*>(dst.data()), addr.shape(0), dst.shape(1), dst.shape(1));
         },
         nb::arg("addr").noconvert(), nb::arg("dst").noconvert(),
         "dst[i] = the dst.shape[1] bytes at address addr[i] (a row table's rows into one matrix)");
+  m.def("copy_rows_at",
+        [](In<int64_t> addr, nb::ndarray<float, nb::ndim<2>, nb::device::cpu> dst) {
+          if (dst.shape(0) != addr.shape(0)) throw nb::value_error("dst: one row per address");
+          if (dst.shape(0) > 1 && (dst.stride(1) != 1 || dst.stride(0) < static_cast<int64_t>(dst.shape(1))))
+            throw nb::value_error("dst: rows of contiguous elements (a column block of a row-major matrix)");
+          nb::gil_scoped_release release;
+          copy_rows_at(addr.data(), reinterpret_cast<char*>(dst.data()), addr.shape(0), dst.shape(1) * sizeof(float),
+                       dst.stride(0) * static_cast<int64_t>(sizeof(float)));
+        },
+        nb::arg("addr").noconvert(), nb::arg("dst").noconvert(),
+        "the same into float32 rows that may be a column block of a wider matrix (row stride >= width)");
   m.def("copy_rows", &copy_rows_<float>, nb::arg("src").noconvert(), nb::arg("src_rows").noconvert(),
         nb::arg("dst").noconvert(), nb::arg("dst_rows").noconvert().none() = nb::none(),
         "dst[dst_rows[i] (or i)] = src[src_rows[i]]; row ids are not checked (the caller's are in range)");
@@ -432,6 +463,44 @@ NB_MODULE(_native, m) {
         nb::arg("run").noconvert(), nb::arg("rows").noconvert(), locate_doc);
   m.def("locate_runs", &locate_runs_<int64_t>, nb::arg("ids").noconvert(), nb::arg("runs").noconvert(),
         nb::arg("run").noconvert(), nb::arg("rows").noconvert(), locate_doc);
+  const char* route_doc = "locate_runs, and each id's node type, position among its type's ids (counts per type), "
+                          "source (0 own, 2 remote) and byte offset in its owner's shard; returns the first id "
+                          "outside the runs, or -1 (route.hpp)";
+  m.def("route_ids", &route_ids_<int32_t>, nb::arg("ids").noconvert(), nb::arg("runs").noconvert(),
+        nb::arg("num_types"), nb::arg("rank"), nb::arg("row_bytes").noconvert(), nb::arg("run").noconvert(),
+        nb::arg("rows").noconvert(), nb::arg("types").noconvert(), nb::arg("index").noconvert(),
+        nb::arg("counts").noconvert(), nb::arg("which").noconvert(), nb::arg("offset").noconvert(), route_doc);
+  m.def("route_ids", &route_ids_<int64_t>, nb::arg("ids").noconvert(), nb::arg("runs").noconvert(),
+        nb::arg("num_types"), nb::arg("rank"), nb::arg("row_bytes").noconvert(), nb::arg("run").noconvert(),
+        nb::arg("rows").noconvert(), nb::arg("types").noconvert(), nb::arg("index").noconvert(),
+        nb::arg("counts").noconvert(), nb::arg("which").noconvert(), nb::arg("offset").noconvert(), route_doc);
+  m.def("place_rows",
+        [](In<int64_t> order, In<int8_t> types, In<int64_t> index, In<int64_t> counts, In<int64_t> row_bytes,
+           Out<int64_t> offset,
+           In<int8_t> which, std::optional<Out<int8_t>> which_out, std::optional<Out<int64_t>> offset_out) {
+          const size_t n = types.shape(0);
+          if (index.shape(0) != n || offset.shape(0) != n || which.shape(0) != n)
+            throw nb::value_error("types, index, offset, which: one per id");
+          if (order.shape(0) > n) throw nb::value_error("order: more entries than ids");
+          if (counts.shape(0) != row_bytes.shape(0)) throw nb::value_error("counts, row_bytes: one per node type");
+          if (which_out.has_value() != offset_out.has_value() ||
+              (which_out && (which_out->shape(0) != n || offset_out->shape(0) != n)))
+            throw nb::value_error("which_out, offset_out: both or neither, one per id");
+          bool ok;
+          {
+            nb::gil_scoped_release release;
+            ok = place_rows(order.data(), order.shape(0), types.data(), index.data(), counts.data(), row_bytes.data(),
+                            row_bytes.shape(0), n, offset.data(), which.data(),
+                            which_out ? which_out->data() : nullptr, offset_out ? offset_out->data() : nullptr);
+          }
+          if (!ok) throw nb::value_error("order, types or index: an entry out of range");
+        },
+        nb::arg("order").noconvert(), nb::arg("types").noconvert(), nb::arg("index").noconvert(),
+        nb::arg("counts").noconvert(), nb::arg("row_bytes").noconvert(), nb::arg("offset").noconvert(),
+        nb::arg("which").noconvert(),
+        nb::arg("which_out").noconvert().none() = nb::none(), nb::arg("offset_out").noconvert().none() = nb::none(),
+        "offset[order[k]] = the received rows' byte offsets, back to back; then which/offset by type into the "
+        "outputs when given, type t's counts[t] entries at their index (route.hpp)");
   m.def("group_by_run",
         [](In<int32_t> run, std::optional<In<uint8_t>> keep, Out<int64_t> order, Out<int64_t> counts) {
           if (keep && keep->shape(0) != run.shape(0)) throw nb::value_error("keep: one per entry of run");
@@ -449,15 +518,26 @@ NB_MODULE(_native, m) {
         nb::arg("counts").noconvert(),
         "order[:k] = the positions with keep (all: None) grouped by run, stable (order: len(run) + 1 entries, the "
         "last scratch); counts[r] per run; returns k");
-  m.def("first_outside",
-        [](std::optional<In<int8_t>> which, In<int64_t> offset, In<int64_t> sizes, int64_t row_bytes) {
+  m.def("row_addresses",
+        [](std::optional<In<int8_t>> which, In<int64_t> offset, In<int64_t> bases, In<int64_t> sizes,
+           int64_t row_bytes, int64_t align, Out<int64_t> addr) {
           if (which && which->shape(0) != offset.shape(0)) throw nb::value_error("which: one per offset");
-          nb::gil_scoped_release release;
-          return first_outside(which ? which->data() : nullptr, offset.data(), offset.shape(0), sizes.data(),
-                               sizes.shape(0), row_bytes);
+          if (addr.shape(0) != offset.shape(0)) throw nb::value_error("addr: one per offset");
+          if (bases.shape(0) != sizes.shape(0)) throw nb::value_error("bases, sizes: one per source");
+          if (align < 1) throw nb::value_error("align: >= 1");
+          bool aligned = false;
+          int64_t bad;
+          {
+            nb::gil_scoped_release release;
+            bad = row_addresses(which ? which->data() : nullptr, offset.data(), offset.shape(0), bases.data(),
+                                sizes.data(), sizes.shape(0), row_bytes, align, addr.data(), &aligned);
+          }
+          return nb::make_tuple(bad, aligned);
         },
-        nb::arg("which").noconvert().none(), nb::arg("offset").noconvert(), nb::arg("sizes").noconvert(),
-        nb::arg("row_bytes"), "the first row not inside its source (which[i], or 0; sizes in bytes), or -1");
+        nb::arg("which").noconvert().none(), nb::arg("offset").noconvert(), nb::arg("bases").noconvert(),
+        nb::arg("sizes").noconvert(), nb::arg("row_bytes"), nb::arg("align"), nb::arg("addr").noconvert(),
+        "addr = bases[which] + offset (which None: source 0); returns (the first row not inside its source (sizes "
+        "in bytes) or -1, whether every address is a multiple of align) (route.hpp)");
   const char* positions_doc = "pos[i] = entries of types[:i] of type types[i]; counts[t] = entries of type t";
   m.def("positions_by_type", &positions_by_type_<int8_t>, nb::arg("types").noconvert(), nb::arg("num_types"),
         nb::arg("pos").noconvert(), nb::arg("counts").noconvert(), positions_doc);

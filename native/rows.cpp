@@ -22,13 +22,13 @@ void copy_rows(const char* src, const int64_t* src_rows, char* dst, const int64_
   }
 }
 
-void copy_rows_at(const int64_t* addr, char* dst, int64_t n, int64_t width) {
+void copy_rows_at(const int64_t* addr, char* dst, int64_t n, int64_t width, int64_t dst_stride) {
   constexpr int64_t kAhead = 8;
   const size_t bytes = static_cast<size_t>(width);
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i) {
     if (i + kAhead < n) prefetch_lines(reinterpret_cast<const char*>(addr[i + kAhead]), width);
-    std::memcpy(dst + i * width, reinterpret_cast<const char*>(addr[i]), bytes);
+    std::memcpy(dst + i * dst_stride, reinterpret_cast<const char*>(addr[i]), bytes);
   }
 }
 

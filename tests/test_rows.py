@@ -80,6 +80,28 @@ def test_an_offset_outside_its_source_is_refused(native, monkeypatch):
 
 
 @needs_native
+def test_a_table_is_read_in_place_only_where_every_row_is_aligned():
+    shard = np.arange(24, dtype=np.float32).reshape(8, 3)
+    assert RowTable(np.float32, 3, (shard,), None, np.array([12, 0, 36])).readable
+    off = RowTable(np.float32, 3, (shard,), None, np.array([12, 2, 36]))  # row 1 starts mid-element
+    assert not off.readable
+    assert np.array_equal(off.materialize()[0], shard[1])  # still read, by bytes
+    assert np.array_equal(off.materialize()[1].view(np.uint8), shard.view(np.uint8).reshape(-1)[2:14])
+
+
+@pytest.mark.parametrize("name", ["float32", "bfloat16"])
+@pytest.mark.parametrize("native", [True, False])
+def test_copy_into_a_column_block_writes_the_rows_there_alone(name, native, monkeypatch):
+    native_or_numpy(rows_module, native, monkeypatch)
+    rows, table = scattered(np.random.default_rng(4), 50, 6, DTYPES[name])
+    wide = torch.full((40, 11), -7.0)
+    table.copy_into(wide[:, 3:9])  # rows [0, 40) into columns 3..8 of a wider matrix
+    want = torch.from_numpy(bf16.widen(rows[:40]) if name == "bfloat16" else rows[:40])
+    assert torch.equal(wide[:, 3:9], want)
+    assert torch.all(wide[:, :3] == -7) and torch.all(wide[:, 9:] == -7)
+
+
+@needs_native
 @pytest.mark.parametrize("name", list(DTYPES))
 @pytest.mark.parametrize("with_self", [True, False])
 def test_the_mean_over_a_table_equals_the_mean_over_its_matrix(name, with_self):

@@ -83,12 +83,13 @@ class Route:
 class Gathered:
     """One gather's result: ``tables`` {node type: where its ids' rows are (a RowTable), or
     None}, each id's node type index (``types``) and row in its type's table (``index``),
-    and the ``route``; ``rows`` the tables as matrices (float32 unless the gather keeps
+    the ids of each type (``counts``) and the ``route``; ``rows`` the tables as matrices (float32 unless the gather keeps
     16-bit rows 16-bit), made on first access."""
 
     tables: dict
     types: np.ndarray
     index: np.ndarray
+    counts: np.ndarray
     route: Route
 
     @functools.cached_property
@@ -174,9 +175,12 @@ class FeatureGather:
             run = np.clip(run, 0, len(self.runs) - 2)
             rows = ids - self.runs[run]  # int64
         if bad >= 0:
-            raise ValueError(f"ids: {ids[bad]} is not a node of this partition "
-                             f"(ids in [{self.runs[0]}, {self.runs[-1]}))")
+            self._outside(ids, bad)
         return run, rows
+
+    def _outside(self, ids: np.ndarray, bad: int):
+        raise ValueError(f"ids: {ids[bad]} is not a node of this partition "
+                         f"(ids in [{self.runs[0]}, {self.runs[-1]}))")
 
     def __call__(self, ids: np.ndarray):
         """Rows of ``ids``: for a gather over one array, (len(ids), width) in the ids' order;
@@ -187,16 +191,13 @@ class FeatureGather:
     def gather(self, ids: np.ndarray) -> Gathered:
         """The rows of the global ``ids`` (see the module doc). Collective."""
         ids = np.asarray(ids)
-        run, rows = self._runs_of(ids)
-        T, rank = len(self.types), self.comm.rank
-        types = self._run_type[run]
-        index, counts = positions_by_type(types, T)  # each id's rank among the ids of its type
-        # where each row is (source 0 the shard, 1 the cache, 2 round 2's receive buffer) and
-        # its byte offset there, first in the ids' order, then placed by type (slot: type t's
-        # rows from base[t], in index order) in flat arrays whose pieces are the types' tables
-        local = (run >= rank * T) & (run < (rank + 1) * T)  # this rank's runs
-        which = np.where(local, 0, 2).astype(np.int8)
-        offset = rows * self.row_bytes[types]
+        T = len(self.types)
+        # where each row is (which: 0 the shard, 1 the cache, 2 round 2's receive buffer) and
+        # its byte offset there, first in the ids' order, then placed by type (type t's rows
+        # from the count of the types before it, in index order) in flat arrays whose pieces
+        # are the types' tables
+        run, rows, types, index, counts, which, offset = self._route(ids)
+        local = which == 0
         fetch = ~local
         cached = {}
         for t, held in (self.cache.by_type.items() if self.cache is not None else ()):
@@ -219,17 +220,8 @@ class FeatureGather:
         reply = self._pack(w_types, w_rows, wanted_counts)
         data, _ = self.comm.all_to_all_v(reply, self._segments(w_types, wanted_counts, self.row_units),
                                          recv_counts=self._segments(types[order], asked, self.row_units))
-        # the rows arrived back to back in the order asked
-        sizes = self.row_bytes[types[order]]
-        offset[order] = np.cumsum(sizes) - sizes
-        if T > 1:
-            base = np.concatenate([[0], np.cumsum(counts)])
-            slot = base[types] + index
-            by_type = np.empty_like(which), np.empty_like(offset)
-            by_type[0][slot], by_type[1][slot] = which, offset
-            which, offset = by_type
-        else:
-            base = np.array([0, len(ids)])
+        which, offset = self._place(order, types, index, counts, which, offset)
+        base = np.concatenate([[0], np.cumsum(counts)])
         which = [which[base[t]:base[t + 1]] for t in range(T)]
         offset = [offset[base[t]:base[t + 1]] for t in range(T)]
         empty = np.empty(0, np.uint8)
@@ -237,7 +229,7 @@ class FeatureGather:
                   RowTable(shard.dtype, shard.shape[1], (shard, cached.get(t, empty), data), which[t], offset[t],
                            self.out_dtypes[t])
                   for t, (name, shard) in enumerate(zip(self.types, self.shards))}
-        return Gathered(tables, types, index, Route(types, index, np.flatnonzero(local), rows, order, asked, w_types,
+        return Gathered(tables, types, index, counts, Route(types, index, np.flatnonzero(local), rows, order, asked, w_types,
                                                     w_rows, wanted_counts))
 
     def warm_up(self) -> bool:
@@ -308,6 +300,42 @@ class FeatureGather:
             copy_rows(g[t], route.index[mine], values)
             copy_rows(data, theirs, values[len(mine):])
             out[self.types[t]] = (np.concatenate([route.rows[mine], kept_rows[theirs]]), values)
+        return out
+
+    def _route(self, ids: np.ndarray) -> tuple:
+        """(run, row in it, node type, position among the ids of its type, the counts of
+        each type, source (0 own, 2 remote), byte offset in the owner's shard) of each id."""
+        T, n = len(self.types), len(ids)
+        if _native is not None and ids.dtype in (np.int32, np.int64) and T <= 127:  # one pass
+            run, rows, index, offset = (np.empty(n, np.int32), np.empty(n, np.int64), np.empty(n, np.int64),
+                                        np.empty(n, np.int64))
+            types, which, counts = np.empty(n, np.int8), np.empty(n, np.int8), np.empty(T, np.int64)
+            bad = _native.route_ids(np.ascontiguousarray(ids), self.runs, T, self.comm.rank, self.row_bytes, run, rows,
+                                    types, index, counts, which, offset)
+            if bad >= 0:
+                self._outside(ids, bad)
+            return run, rows, types, index, counts, which, offset
+        run, rows = self._runs_of(ids)
+        types = self._run_type[run]
+        index, counts = positions_by_type(types, T)
+        which = np.where(self._run_owner[run] == self.comm.rank, 0, 2).astype(np.int8)
+        return run, rows, types, index, counts, which, rows * self.row_bytes[types]
+
+    def _place(self, order, types, index, counts, which, offset) -> tuple[np.ndarray, np.ndarray]:
+        """(which, offset) with the received rows' offsets (back to back in the order asked),
+        by type (type t's from the count of the types before it, each at its index)."""
+        T = len(self.types)
+        if _native is not None and types.dtype == np.int8:
+            out = (np.empty_like(which), np.empty_like(offset)) if T > 1 else (None, None)
+            _native.place_rows(order, types, index, counts, self.row_bytes, offset, which, *out)
+            return (which, offset) if T == 1 else out
+        sizes = self.row_bytes[types[order]]
+        offset[order] = np.cumsum(sizes) - sizes
+        if T == 1:
+            return which, offset
+        slot = np.concatenate([[0], np.cumsum(counts)])[types] + index
+        out = np.empty_like(which), np.empty_like(offset)
+        out[0][slot], out[1][slot] = which, offset
         return out
 
     def _by_run(self, run: np.ndarray, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -187,7 +187,8 @@ def inputs_of(gather: FeatureGather, got, mfgs: list[MFG], device, node_types=()
     keep = in_place and device.type == "cpu"
     x = {t: None if r is None else r if keep and t not in learnable else as_tensor(r.materialize(), device, t in learnable)
          for t, r in got.tables.items()}
-    return unwrap_one_type(x), [Block.from_mfg(m, device, got.types[:m.num_src], node_types, edge_types)
+    return unwrap_one_type(x), [Block.from_mfg(m, device, got.types[:m.num_src], node_types, edge_types,
+                                               (got.index, got.counts) if m.num_src == len(got.types) else None)
                                 for m in mfgs]
 
 

@@ -73,9 +73,9 @@ def split_relations(mfg: MFG, src_pos: np.ndarray, num_dst: list[int]) -> dict:
         indices = np.ascontiguousarray(mfg.indices, dtype=np.int32)
         rel_num_dst = np.asarray(num_dst, dtype=np.int64)
         indptr_at = np.concatenate([[0], np.cumsum(rel_num_dst + 1)]).astype(np.int64)
-        indices_at = np.concatenate([[0], np.cumsum(np.bincount(etypes, minlength=R)[:R])]).astype(np.int64)
+        indices_at = np.empty(R + 1, dtype=np.int64)  # each relation's edges, counted by the kernel
         rel_indptr = np.empty(int(indptr_at[-1]), dtype=np.int64)
-        rel_indices = np.empty(int(indices_at[-1]), dtype=np.int32)
+        rel_indices = np.empty(len(indices), dtype=np.int32)
         _native.split_relations(indptr, indices, np.ascontiguousarray(etypes), src_pos, rel_num_dst, indptr_at[:-1],
                                 indices_at, rel_indptr, rel_indices)
         return {r: (rel_indptr[indptr_at[r]:indptr_at[r + 1]], rel_indices[indices_at[r]:indices_at[r + 1]])
@@ -123,16 +123,18 @@ class Block:
 
     @classmethod
     def from_mfg(cls, mfg: MFG, device="cpu", src_type: np.ndarray | None = None, node_types=None,
-                 edge_types=None) -> "Block":
+                 edge_types=None, positions: tuple | None = None) -> "Block":
         """The block of ``mfg``; on typed data ``src_type`` is the node type index of each of
-        mfg.src_ids, and the MFG carries its edges' types."""
+        mfg.src_ids, and the MFG carries its edges' types. ``positions``: (each source's
+        position among its type's, the count of each type) where the caller has them (the
+        gather's, for the input block); else they are counted here."""
         indptr = np.ascontiguousarray(mfg.indptr, dtype=np.int64)
         indices = np.ascontiguousarray(mfg.indices, dtype=np.int32)
         if src_type is None or (len(node_types), len(edge_types)) == (1, 1):  # one relation: its edges are the block's
             return cls(indptr, indices, mfg.num_dst, mfg.num_src, torch.device(device), *(
                 () if src_type is None else (tuple(node_types), tuple(tuple(e) for e in edge_types))))
         T = len(node_types)
-        src_pos, src_counts = positions_by_type(src_type, T)
+        src_pos, src_counts = positions if positions is not None else positions_by_type(src_type, T)
         dst_counts = np.bincount(src_type[:mfg.num_dst], minlength=T)
         index = {t: i for i, t in enumerate(node_types)}
         csc = split_relations(mfg, src_pos, [int(dst_counts[index[d]]) for _, _, d in edge_types])

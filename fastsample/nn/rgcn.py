@@ -67,6 +67,9 @@ def _takes_grad(h) -> bool:
 def _self_rows(h, n: int, out: torch.Tensor) -> torch.Tensor | None:
     """``out`` = rows [0, n) of ``h`` (the destinations', first among the sources); returns
     them as autograd sees them where ``h`` takes a gradient, else None."""
+    if isinstance(h, RowTable):  # takes no gradient
+        h.copy_into(out)
+        return None
     rows = tensor_of(h, n)
     out.copy_(rows)
     return rows if _takes_grad(h) else None
