@@ -64,18 +64,23 @@ def copy_rows(src: np.ndarray, rows: np.ndarray, dst: np.ndarray, dst_rows: np.n
         dst[dst_rows] = block
 
 
+def _slices(bounds: np.ndarray, P: int, T: int, types) -> list[dict]:
+    """Per rank p, {type t: (first, end)} of run p * T + t, from the runs' ``bounds``."""
+    return [{t: (int(bounds[p * T + t]), int(bounds[p * T + t + 1])) for t in types} for p in range(P)]
+
+
 @dataclass
 class Route:
     """Where one gather's rows came from, for ``send_back``."""
 
-    types: np.ndarray  # each id's node type
     index: np.ndarray  # each id's row in its type's output matrix
-    local: np.ndarray  # positions of the ids this rank owns
-    rows: np.ndarray  # each id's row in its owner's shard
+    counts: np.ndarray  # ids of each type
+    which: list  # per type, in index order: each row's source (0: this rank's shard) and
+    offset: list  # byte offset there
     order: np.ndarray  # positions of the remote ids, in the order asked (by owner, then type)
-    asked: np.ndarray  # ids asked of each rank
+    per_run: np.ndarray  # how many of them of each (owner, type)
     wanted_types: np.ndarray  # the owner's side: the types and shard rows others asked for,
-    wanted_rows: np.ndarray  # grouped by the asking rank
+    wanted_rows: np.ndarray  # grouped by the asking rank, by type within its group
     wanted_counts: np.ndarray
 
 
@@ -229,8 +234,8 @@ class FeatureGather:
                   RowTable(shard.dtype, shard.shape[1], (shard, cached.get(t, empty), data), which[t], offset[t],
                            self.out_dtypes[t])
                   for t, (name, shard) in enumerate(zip(self.types, self.shards))}
-        return Gathered(tables, types, index, counts, Route(types, index, np.flatnonzero(local), rows, order, asked, w_types,
-                                                    w_rows, wanted_counts))
+        return Gathered(tables, types, index, counts, Route(index, counts, which, offset, order, per_run, w_types, w_rows,
+                                                            wanted_counts))
 
     def warm_up(self) -> bool:
         """Fault this rank's rows of every type in now (allocator.populate)."""
@@ -267,39 +272,59 @@ class FeatureGather:
         types, empty batches too."""
         T, P, width = len(self.types), self.comm.size, self.grad_width
         learn = np.flatnonzero(self.learnable)
-        counts, g = np.bincount(route.types, minlength=T), {}  # g: type -> its gradient rows
+        g = {}  # type -> its gradient rows
         for t in learn:
-            name, rows = self.types[t], int(counts[t])
+            name, rows = self.types[t], int(route.counts[t])
             have = grads.get(name)
             g[t] = (np.zeros((rows, width), np.float32) if have is None
                     else np.ascontiguousarray(np.asarray(have, dtype=np.float32)))
             if g[t].shape != (rows, width):
                 raise ValueError(f"grads[{name!r}]: {g[t].shape}, expected ({rows}, {width}): the gathered rows")
-        # the reverse of round 2: gradient rows in the order asked, to the owners (row copies
-        # that prefetch, straight from each type's rows: no stacked copy, no fancy indexing)
-        remote_types = route.types[route.order]
-        learnable = self.learnable[remote_types]
-        remote, sent_types = route.order[learnable], remote_types[learnable]
-        send = np.empty((len(remote), width), np.float32)
-        for t in learn:
-            at = np.flatnonzero(sent_types == t)
-            copy_rows(g[t], route.index[remote[at]], send, at)
-        asked_by = np.repeat(np.arange(P), route.asked)[learnable]
-        kept = self.learnable[route.wanted_types]
-        wanted_by = np.repeat(np.arange(P), route.wanted_counts)[kept]
-        data, _ = self.comm.all_to_all_v(send.ravel(), np.bincount(asked_by, minlength=P) * width,
-                                         recv_counts=np.bincount(wanted_by, minlength=P) * width)
+        # the reverse of round 2: gradient rows in the order asked, to the owners. Both sides'
+        # rows come grouped by (rank, type), so each learnable type's are a slice per rank
+        # (row copies that prefetch, straight from each type's rows; no pass over all ids)
+        asked = _slices(np.concatenate([[0], np.cumsum(route.per_run)]), P, T, learn)
+        wanted = self._wanted_slices(route, learn)
+        sent = np.array([sum(b - a for a, b in asked[p].values()) for p in range(P)], dtype=np.int64)
+        received = np.array([sum(b - a for a, b in wanted[p].values()) for p in range(P)], dtype=np.int64)
+        send = np.empty((int(sent.sum()), width), np.float32)
+        at = 0
+        for p in range(P):
+            for t in learn:
+                a, b = asked[p][t]
+                copy_rows(g[t], route.index[route.order[a:b]], send[at:at + b - a])
+                at += b - a
+        data, _ = self.comm.all_to_all_v(send.ravel(), sent * width, recv_counts=received * width)
         data = data.reshape(-1, width)
-        kept_types, kept_rows = route.wanted_types[kept], route.wanted_rows[kept]
-        out = {}
-        local_types = route.types[route.local]
+        out, starts = {}, np.concatenate([[0], np.cumsum(received)])
         for t in learn:
-            mine = route.local[local_types == t]
-            theirs = np.flatnonzero(kept_types == t)
-            values = np.empty((len(mine) + len(theirs), width), np.float32)
-            copy_rows(g[t], route.index[mine], values)
-            copy_rows(data, theirs, values[len(mine):])
-            out[self.types[t]] = (np.concatenate([route.rows[mine], kept_rows[theirs]]), values)
+            mine = np.flatnonzero(route.which[t] == 0)  # this rank's own rows of type t, by index
+            # the rows others sent of type t: in rank p's part of data, after the types before t
+            theirs = []
+            for p in range(P):
+                skip = sum(b - a for u, (a, b) in wanted[p].items() if u < t)
+                a, b = wanted[p][t]
+                theirs.append((starts[p] + skip, b - a, a))
+            values = np.empty((len(mine) + sum(n for _, n, _ in theirs), width), np.float32)
+            copy_rows(g[t], mine, values)
+            at = len(mine)
+            for first, n, _ in theirs:
+                values[at:at + n] = data[first:first + n]
+                at += n
+            own_rows = route.offset[t][mine] // self.row_bytes[t]
+            out[self.types[t]] = (np.concatenate([own_rows] + [route.wanted_rows[a:a + n] for _, n, a in theirs]), values)
+        return out
+
+    @staticmethod
+    def _wanted_slices(route: Route, learn) -> list[dict]:
+        """Per asking rank, {learnable type: (first, end)} of its ids in the owner's wanted
+        arrays: each rank's part comes by type, ascending (it asked by owner, then type)."""
+        ends = np.cumsum(route.wanted_counts)
+        out = []
+        for p, end in enumerate(ends):
+            first = end - route.wanted_counts[p]
+            at = first + np.searchsorted(route.wanted_types[first:end], [learn, learn + 1], side="left")
+            out.append({t: (int(a), int(b)) for t, a, b in zip(learn, at[0], at[1])})
         return out
 
     def _route(self, ids: np.ndarray) -> tuple:
