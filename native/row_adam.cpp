@@ -2,12 +2,14 @@
 // and writes a random row of the table and of both moments (MBs apart), so the rows of
 // the run kAhead ahead are prefetched. Built with -ffp-contract=off (CMakeLists.txt): a
 // fused multiply-add would round differently from SparseAdam's (and the numba fallback's)
-// separate multiply and add.
+// separate multiply and add. Its division and square root round the same at any vector
+// width, so the AVX2/AVX-512 builds (FS_CLONES) give the baseline's bits.
 #include "row_adam.hpp"
 
 #include <cmath>
 #include <vector>
 
+#include "clones.hpp"
 #include "prefetch.hpp"
 
 namespace fastsample {
@@ -15,7 +17,7 @@ namespace {
 constexpr int64_t kAhead = 4;  // runs ahead whose rows are prefetched
 }
 
-void adam_rows(float* table, float* m, float* v, int64_t dim, const int64_t* rows, const float* values,
+FS_CLONES void adam_rows(float* table, float* m, float* v, int64_t dim, const int64_t* rows, const float* values,
                const int64_t* order, const int64_t* starts, int64_t runs, float divisor, float one_minus_beta1,
                float one_minus_beta2, float eps, float neg_step) {
 #pragma omp parallel
