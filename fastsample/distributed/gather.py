@@ -64,8 +64,11 @@ def copy_rows(src: np.ndarray, rows: np.ndarray, dst: np.ndarray, dst_rows: np.n
         dst[dst_rows] = block
 
 
-def _slices(bounds: np.ndarray, P: int, T: int, types) -> list[dict]:
-    """Per rank p, {type t: (first, end)} of run p * T + t, from the runs' ``bounds``."""
+def _slices(per_run: np.ndarray, types) -> list[dict]:
+    """Per rank p, {type t: (first, end)} of the (rank, type) groups of an array laid out by
+    rank, then type, ``per_run[p, t]`` long each."""
+    P, T = per_run.shape
+    bounds = np.concatenate([[0], np.cumsum(per_run.ravel())])
     return [{t: (int(bounds[p * T + t]), int(bounds[p * T + t + 1])) for t in types} for p in range(P)]
 
 
@@ -79,9 +82,8 @@ class Route:
     offset: list  # byte offset there
     order: np.ndarray  # positions of the remote ids, in the order asked (by owner, then type)
     per_run: np.ndarray  # how many of them of each (owner, type)
-    wanted_types: np.ndarray  # the owner's side: the types and shard rows others asked for,
-    wanted_rows: np.ndarray  # grouped by the asking rank, by type within its group
-    wanted_counts: np.ndarray
+    wanted_rows: np.ndarray  # the owner's side: the shard rows others asked for, by asking rank, then type
+    wanted_per_run: np.ndarray  # (ranks, types): how many of each
 
 
 @dataclass
@@ -215,16 +217,16 @@ class FeatureGather:
             cached[t] = held.rows
             self.rows_cached += len(hit)
         order, per_run = self._by_run(run, fetch)  # the remote ids' positions by owner, then type
-        asked = per_run.reshape(self.comm.size, T).sum(1)
+        per_run = per_run.reshape(self.comm.size, T)
         self.rows_local += int(local.sum())
         self.rows_remote += len(order)
-        wanted, wanted_counts = self.comm.all_to_all_v(ids[order], asked)
-        # the owner's side: the rows asked for, in the order asked
+        wanted, wanted_counts = self.comm.all_to_all_v(ids[order], per_run.sum(1))
+        # the owner's side: the rows asked for, in the order asked, so by type within each
+        # asker's part: the rows of one (asker, type) lie back to back
         w_run, w_rows = self._runs_of(wanted)
-        w_types = self._run_type[w_run]
-        reply = self._pack(w_types, w_rows, wanted_counts)
-        data, _ = self.comm.all_to_all_v(reply, self._segments(w_types, wanted_counts, self.row_units),
-                                         recv_counts=self._segments(types[order], asked, self.row_units))
+        w_per_run = self._per_run(w_run, wanted_counts)
+        data, _ = self.comm.all_to_all_v(self._pack(w_rows, w_per_run), w_per_run @ self.row_units,
+                                         recv_counts=per_run @ self.row_units)
         which, offset = self._place(order, types, index, counts, which, offset)
         base = np.concatenate([[0], np.cumsum(counts)])
         which = [which[base[t]:base[t + 1]] for t in range(T)]
@@ -234,8 +236,8 @@ class FeatureGather:
                   RowTable(shard.dtype, shard.shape[1], (shard, cached.get(t, empty), data), which[t], offset[t],
                            self.out_dtypes[t])
                   for t, (name, shard) in enumerate(zip(self.types, self.shards))}
-        return Gathered(tables, types, index, counts, Route(index, counts, which, offset, order, per_run, w_types, w_rows,
-                                                            wanted_counts))
+        return Gathered(tables, types, index, counts, Route(index, counts, which, offset, order, per_run, w_rows,
+                                                            w_per_run))
 
     def warm_up(self) -> bool:
         """Fault this rank's rows of every type in now (allocator.populate)."""
@@ -283,8 +285,7 @@ class FeatureGather:
         # the reverse of round 2: gradient rows in the order asked, to the owners. Both sides'
         # rows come grouped by (rank, type), so each learnable type's are a slice per rank
         # (row copies that prefetch, straight from each type's rows; no pass over all ids)
-        asked = _slices(np.concatenate([[0], np.cumsum(route.per_run)]), P, T, learn)
-        wanted = self._wanted_slices(route, learn)
+        asked, wanted = _slices(route.per_run, learn), _slices(route.wanted_per_run, learn)
         sent = np.array([sum(b - a for a, b in asked[p].values()) for p in range(P)], dtype=np.int64)
         received = np.array([sum(b - a for a, b in wanted[p].values()) for p in range(P)], dtype=np.int64)
         send = np.empty((int(sent.sum()), width), np.float32)
@@ -313,18 +314,6 @@ class FeatureGather:
                 at += n
             own_rows = route.offset[t][mine] // self.row_bytes[t]
             out[self.types[t]] = (np.concatenate([own_rows] + [route.wanted_rows[a:a + n] for _, n, a in theirs]), values)
-        return out
-
-    @staticmethod
-    def _wanted_slices(route: Route, learn) -> list[dict]:
-        """Per asking rank, {learnable type: (first, end)} of its ids in the owner's wanted
-        arrays: each rank's part comes by type, ascending (it asked by owner, then type)."""
-        ends = np.cumsum(route.wanted_counts)
-        out = []
-        for p, end in enumerate(ends):
-            first = end - route.wanted_counts[p]
-            at = first + np.searchsorted(route.wanted_types[first:end], [learn, learn + 1], side="left")
-            out.append({t: (int(a), int(b)) for t, a, b in zip(learn, at[0], at[1])})
         return out
 
     def _route(self, ids: np.ndarray) -> tuple:
@@ -379,35 +368,28 @@ class FeatureGather:
         """Positions where ``mask`` holds and the id is of type t (one type: where it holds)."""
         return np.flatnonzero(mask if len(self.types) == 1 else mask & (types == t))
 
-    @staticmethod
-    def _segments(types: np.ndarray, per_rank: np.ndarray, row_units: np.ndarray) -> np.ndarray:
-        """Elements of each rank's segment of rows, the segments ``per_rank`` ids long."""
-        if len(row_units) == 1:
-            return per_rank * row_units[0]
-        total = np.concatenate([[0], np.cumsum(row_units[types])])
-        ends = np.cumsum(per_rank)
-        return total[ends] - total[ends - per_rank]
-
-    @staticmethod
-    def _runs(types: np.ndarray, per_rank: np.ndarray, row_units: np.ndarray):
-        """(first id, end id, type, first element) of each run of one type within one rank's
-        segment: the rows of a run lie back to back in the buffer (one type: one run)."""
-        if len(row_units) == 1:
-            return [(0, len(types), 0, 0)] if len(types) else []
-        cut = np.flatnonzero(np.diff(types)) + 1
-        bounds = np.unique(np.concatenate([[0], cut, np.cumsum(per_rank), [len(types)]]))
-        first = np.concatenate([[0], np.cumsum(row_units[types])])
-        return [(a, b, int(types[a]), int(first[a])) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+    def _per_run(self, run: np.ndarray, per_rank: np.ndarray) -> np.ndarray:
+        """(ranks, types): how many of each type in each rank's part of ``run`` (this rank's
+        runs, ascending within a part: each rank asks by owner, then type)."""
+        T, ends = len(self.types), np.cumsum(per_rank)
+        mine = (self.comm.rank * T + np.arange(T + 1)).astype(run.dtype)
+        out = np.stack([np.diff(np.searchsorted(run[end - n:end], mine)) for n, end in zip(per_rank, ends)])
+        if not np.array_equal(out.sum(1), per_rank):  # a rank asked for rows another owns
+            raise RuntimeError(f"gather: rank {self.comm.rank} was asked for ids it does not own")
+        return out.reshape(len(per_rank), T)
 
     def _rows_of(self, data: np.ndarray, t: int, at: int, n: int) -> np.ndarray:
         """Type t's n rows in the wire buffer ``data`` from element ``at``, as its shard's dtype."""
         shard = self.shards[t]
         return data[at:at + n * int(self.row_units[t])].view(shard.dtype).reshape(n, shard.shape[1])
 
-    def _pack(self, types: np.ndarray, rows: np.ndarray, per_rank: np.ndarray) -> np.ndarray:
-        out = np.empty(int(self.row_units[types].sum()) if len(self.types) > 1 else len(rows) * int(self.row_units[0]),
-                       dtype=self.unit)
-        for a, b, t, at in self._runs(types, per_rank, self.row_units):
-            if self.row_units[t]:
-                copy_rows(self.shards[t], rows[a:b], self._rows_of(out, t, at, b - a))
+    def _pack(self, rows: np.ndarray, per_run: np.ndarray) -> np.ndarray:
+        """The shard rows ``rows``, laid out by asking rank, then type (``per_run[p, t]`` of
+        each), back to back in one wire buffer."""
+        out = np.empty(int((per_run @ self.row_units).sum()), dtype=self.unit)
+        a = at = 0
+        for t, n in zip(np.tile(np.arange(len(self.types)), len(per_run)), per_run.ravel()):
+            if n and self.row_units[t]:
+                copy_rows(self.shards[t], rows[a:a + n], self._rows_of(out, t, at, n))
+            a, at = a + n, at + n * int(self.row_units[t])
         return out
