@@ -44,7 +44,8 @@ def test_native_routing_gives_numpys_answers(dtype, num_types, monkeypatch):
     plain = answers(g, ids, keep)
     for a, b in zip(native, plain):
         assert np.array_equal(a, b)
-    run, rows, order, counts, run2, rows2, types, index, type_counts, which, offset, placed_which, placed_offset = native
+    run, rows, order, counts, run2, rows2, types, index, type_counts, which, offset = native[:11]
+    placed_which, placed_offset = native[11:]
     assert np.all((g.runs[run] <= ids) & (ids < g.runs[run + 1])) and np.array_equal(rows, ids - g.runs[run])
     assert np.array_equal(order, np.flatnonzero(keep)[np.argsort(run[keep], kind="stable")])  # by run, stable
     assert np.array_equal(counts, np.bincount(run[keep], minlength=len(g.runs) - 1))

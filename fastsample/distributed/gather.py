@@ -90,8 +90,8 @@ class Route:
 class Gathered:
     """One gather's result: ``tables`` {node type: where its ids' rows are (a RowTable), or
     None}, each id's node type index (``types``) and row in its type's table (``index``),
-    the ids of each type (``counts``) and the ``route``; ``rows`` the tables as matrices (float32 unless the gather keeps
-    16-bit rows 16-bit), made on first access."""
+    the ids of each type (``counts``) and the ``route``; ``rows`` the tables as matrices
+    (float32 unless the gather keeps 16-bit rows 16-bit), made on first access."""
 
     tables: dict
     types: np.ndarray
@@ -312,8 +312,8 @@ class FeatureGather:
             for first, n, _ in theirs:
                 values[at:at + n] = data[first:first + n]
                 at += n
-            own_rows = route.offset[t][mine] // self.row_bytes[t]
-            out[self.types[t]] = (np.concatenate([own_rows] + [route.wanted_rows[a:a + n] for _, n, a in theirs]), values)
+            own = route.offset[t][mine] // self.row_bytes[t]
+            out[self.types[t]] = (np.concatenate([own] + [route.wanted_rows[a:a + n] for _, n, a in theirs]), values)
         return out
 
     def _route(self, ids: np.ndarray) -> tuple:
