@@ -22,7 +22,6 @@ and caches do not; learnable tables do, and are always materialized).
 
 from __future__ import annotations
 
-
 import numpy as np
 import torch
 
