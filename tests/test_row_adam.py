@@ -116,3 +116,11 @@ def test_rows_group_natively_as_numpys_stable_sort_groups_them(monkeypatch):
     order, starts = native
     assert np.array_equal(rows[order], np.sort(rows, kind="stable")) and starts[-1] == len(rows)
     assert np.array_equal(np.unique(rows, return_counts=True)[1], np.diff(starts))
+
+
+def test_rows_of_a_large_table_group_as_those_of_a_small_one():
+    """A table many times the step's rows is grouped by sorting the rows, not counting over
+    the table: the same order and runs either way."""
+    rows = np.random.default_rng(4).integers(0, 50, 400)
+    small, large = row_adam._group(rows, 60), row_adam._group(rows, 10**7)
+    assert all(np.array_equal(a, b) for a, b in zip(small, large))

@@ -51,8 +51,11 @@ def _adam_rows(table, m, v, rows, values, order, starts, divisor, one_minus_beta
 def _group(rows: np.ndarray, num_rows: int) -> tuple[np.ndarray, np.ndarray]:
     """(the positions of ``rows`` sorted by row, stable; where each distinct row's run
     starts in that order, and its end): natively a counting sort over the table's rows
-    (~2x numpy's stable argsort on a step's rows, hetero-medium's mag layout)."""
-    if _native is not None and num_rows < 2**31:
+    where the table is small against the step's rows (20x numpy's stable argsort for 25k
+    rows of a 16k-row table), else that argsort: the counting sort's passes over the whole
+    table cost 2.6 ms a step for a 300k-row table and 108 ms for 20M rows, the argsort
+    1.5 ms for either (Zen 5)."""
+    if _native is not None and num_rows <= 8 * len(rows) and num_rows < 2**31:
         order, counts = np.empty(len(rows) + 1, np.int64), np.empty(num_rows, np.int64)
         k = _native.group_by_run(rows.astype(np.int32), None, order, counts)
         runs = counts[counts > 0]
