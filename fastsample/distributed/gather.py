@@ -286,8 +286,7 @@ class FeatureGather:
         # rows come grouped by (rank, type), so each learnable type's are a slice per rank
         # (row copies that prefetch, straight from each type's rows; no pass over all ids)
         asked, wanted = _slices(route.per_run, learn), _slices(route.wanted_per_run, learn)
-        sent = np.array([sum(b - a for a, b in asked[p].values()) for p in range(P)], dtype=np.int64)
-        received = np.array([sum(b - a for a, b in wanted[p].values()) for p in range(P)], dtype=np.int64)
+        sent, received = route.per_run[:, learn].sum(1), route.wanted_per_run[:, learn].sum(1)
         send = np.empty((int(sent.sum()), width), np.float32)
         at = 0
         for p in range(P):
@@ -303,7 +302,7 @@ class FeatureGather:
             # the rows others sent of type t: in rank p's part of data, after the types before t
             theirs = []
             for p in range(P):
-                skip = sum(b - a for u, (a, b) in wanted[p].items() if u < t)
+                skip = route.wanted_per_run[p, learn[learn < t]].sum()
                 a, b = wanted[p][t]
                 theirs.append((starts[p] + skip, b - a, a))
             values = np.empty((len(mine) + sum(n for _, n, _ in theirs), width), np.float32)
