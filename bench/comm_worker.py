@@ -64,7 +64,7 @@ def gradient_all_reduce(comm, in_dim: int, classes: int) -> dict:
 
 
 def gather(comm, partition: str, fanouts: list[int], batch: int, steps: int) -> dict:
-    from fastsample.loader import NodeLoader
+    from fastsample.loading import NodeLoader
 
     loader = NodeLoader(partition, fanouts, batch, comm=comm)  # kernel "auto": native where built
     order = loader.order()

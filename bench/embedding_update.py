@@ -25,7 +25,7 @@ import torch
 
 from fastsample.distributed.embedding import ShardedEmbeddings
 from fastsample.distributed.row_adam import RowAdam
-from fastsample.graph import load_dataset
+from fastsample.data.graph import load_dataset
 from fastsample.loading import NodeLoader
 from fastsample.sampling import set_num_threads
 from timing import cpu_model

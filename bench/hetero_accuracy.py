@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fastsample.graph import CSCGraph, load_dataset, write_dataset
+from fastsample.data.graph import CSCGraph, load_dataset, write_dataset
 from fastsample.launcher import find_mpiexec
 from fastsample.partition import partition_dataset
 

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from fastsample.data.synth_typed import TYPED_PRESETS, write_typed_synthetic
-from fastsample.graph import load_dataset
+from fastsample.data.graph import load_dataset
 
 
 def main(argv=None) -> int:

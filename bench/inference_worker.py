@@ -15,7 +15,7 @@ import torch
 from fastsample.allocator import retain_freed_memory
 from fastsample.comm import create
 from fastsample.loading.layerwise import layerwise
-from fastsample.loader import NodeLoader
+from fastsample.loading import NodeLoader
 from fastsample.nn.sage import GraphSAGE
 from fastsample.sampling import set_num_threads
 

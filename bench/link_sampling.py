@@ -32,9 +32,9 @@ from pathlib import Path
 
 import numpy as np
 
-from fastsample.loader import EdgeLoader
-from fastsample.edge_splits import edge_keys
-from fastsample.graph import load_dataset
+from fastsample.loading import EdgeLoader
+from fastsample.data.edge_splits import edge_keys
+from fastsample.data.graph import load_dataset
 from fastsample.sampling import edge_positions, set_num_threads
 from timing import cpu_model, median_ms, time_batches
 

@@ -43,7 +43,7 @@ import numpy as np
 import torch
 
 from fastsample.allocator import TUNABLES
-from fastsample.graph import load_dataset
+from fastsample.data.graph import load_dataset
 from fastsample.nn.matmul import cpu_summary
 from fastsample.nn.sage import GraphSAGE
 from fastsample.sampling import sample

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fastsample.graph import load_dataset
+from fastsample.data.graph import load_dataset
 
 
 def _gz(path: Path, lines) -> None:

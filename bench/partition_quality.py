@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fastsample.graph import describe_types
+from fastsample.data.graph import describe_types
 from fastsample.partition import load_partition
 from fastsample.sampling import sample
 

@@ -29,8 +29,8 @@ import time
 import torch
 import torch.nn.functional as F
 
-from fastsample.graph import load_dataset
-from fastsample.loader import NodeLoader
+from fastsample.data.graph import load_dataset
+from fastsample.loading import NodeLoader
 from fastsample.nn.matmul import cpu_summary
 from fastsample.nn.rgat import ACTIVATION_SLOPE, RGAT
 from fastsample.sampling import set_num_threads

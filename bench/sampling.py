@@ -36,7 +36,7 @@ from pathlib import Path
 import numba
 import numpy as np
 
-from fastsample.graph import load_dataset
+from fastsample.data.graph import load_dataset
 from fastsample.native import lib as native_lib
 from fastsample.sampling import sample, set_num_threads
 from timing import median_ms, time_batches

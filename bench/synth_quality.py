@@ -20,7 +20,7 @@ import warnings
 import numpy as np
 import torch
 
-from fastsample.graph import load_dataset
+from fastsample.data.graph import load_dataset
 
 
 def mean_aggregate(indptr: np.ndarray, indices: np.ndarray, x: torch.Tensor) -> torch.Tensor:

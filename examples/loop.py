@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 from fastsample.comm import create
 from fastsample.distributed import average_gradients
-from fastsample.loader import NodeLoader
+from fastsample.loading import NodeLoader
 
 
 def accuracy(model, loader, comm):

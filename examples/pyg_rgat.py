@@ -48,7 +48,7 @@ class RGAT(torch.nn.Module):
 
 def build(in_dims, num_classes, args):
     """The factory --model calls on typed data: in_dims is {node type: input width}."""
-    from fastsample.graph import read_meta
+    from fastsample.data.graph import read_meta
     from fastsample.partition import read_partition_meta
 
     try:  # the schema: a partition's dataset record, or a dataset directory's meta.json

@@ -17,13 +17,13 @@ import importlib
 
 # public name -> the module that defines it
 _LAZY = {
-    "CSCGraph": "fastsample.graph", "Dataset": "fastsample.graph", "DatasetError": "fastsample.graph",
-    "load_dataset": "fastsample.graph", "write_dataset": "fastsample.graph",
+    "CSCGraph": "fastsample.data.graph", "Dataset": "fastsample.data.graph", "DatasetError": "fastsample.data.graph",
+    "load_dataset": "fastsample.data.graph", "write_dataset": "fastsample.data.graph",
     "sample": "fastsample.sampling",
     "PartitionError": "fastsample.partition", "partition_dataset": "fastsample.partition",
     "load_partition": "fastsample.partition",
     "CommError": "fastsample.comm", "Communicator": "fastsample.comm",
-    "NodeLoader": "fastsample.loader", "EdgeLoader": "fastsample.loader",
+    "NodeLoader": "fastsample.loading", "EdgeLoader": "fastsample.loading",
     "GraphSAGE": "fastsample.nn.sage",
     "average_gradients": "fastsample.distributed",
     "layerwise": "fastsample.loading.layerwise",

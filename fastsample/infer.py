@@ -97,9 +97,10 @@ def main(argv=None) -> int:
         inputs = tables.shards() if tables is not None else None
         # what was built, beside what was asked for (--model sage builds the R-GCN on typed data)
         built = type(model).__name__ + (f"({type(model.encoder).__name__})" if hasattr(model, "encoder") else "")
-        return part, model, inputs, (config.model, built), task_for(config).out_width(part.num_classes)
+        return part, model, inputs, (config.model, built), task_for(config)
 
-    part, model, inputs, (model_spec, built), out_width = cli.agreed(comm, PROG, build)
+    part, model, inputs, (model_spec, built), task = cli.agreed(comm, PROG, build)
+    out_width = task.out_width(part.num_classes)
     rows = _output_rows(part, comm.size)
     total = sum(hi - lo for lo, hi in rows)
     # only once every rank is ready, so that no failure elsewhere leaves it behind
@@ -126,7 +127,7 @@ def main(argv=None) -> int:
             index = {"num_parts": comm.size, "offsets": [int(o) for o in part.offsets], "width": int(width),
                      "dtype": "float32", "files": [f"part-{r}.npy" for r in range(comm.size)],
                      "orig_ids": "orig_ids.npy", "checkpoint": str(args.checkpoint), "partition": str(args.data),
-                     "model": model_spec, "architecture": built,
+                     "model": model_spec, "architecture": built, "task": task.name, "output": task.output,
                      # the target type's rows (untyped: every node): a range of ids per rank
                      "node_type": part.target_type, "ranges": [list(r) for r in rows]}
             (tmp / "index.json").write_text(json.dumps(index, indent=2) + "\n")

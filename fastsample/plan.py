@@ -94,7 +94,7 @@ from fastsample import options as cfg
 from fastsample.choices import FEATURE_DTYPES
 from fastsample.allocator import available_memory
 from fastsample.atomic import format_bytes
-from fastsample.graph import NODE, describe_types, id_dtype, offset_dtype
+from fastsample.data.graph import NODE, describe_types, id_dtype, offset_dtype
 from fastsample.job import JobShape, positive
 
 __all__ = ["PlanConfig", "LayerSizes", "expected_mfgs", "plan", "format_plan", "main", "parse_size",
@@ -156,7 +156,7 @@ class PlanConfig(JobShape):
 
     def __post_init__(self):
         if self.dataset is not None:  # the dataset's sizes, as python -m fastsample.data info reads them
-            from fastsample.graph import DatasetError, read_meta
+            from fastsample.data.graph import DatasetError, read_meta
 
             try:
                 meta = read_meta(self.dataset)
@@ -287,7 +287,7 @@ def _types(c: PlanConfig) -> dict:
     parameters and the (sharded) embedding tables. A typed --dataset's from its meta.json;
     else the one-type case the flags describe (GraphSAGE is the one-relation R-GCN: the
     same parameters)."""
-    from fastsample.graph import read_meta, type_dtype
+    from fastsample.data.graph import read_meta, type_dtype
     from fastsample.partition.balance import type_cap
 
     meta = read_meta(c.dataset) if c.dataset is not None else {

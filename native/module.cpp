@@ -1,7 +1,7 @@
 // Python binding of the native kernels: checks shapes, releases the GIL, nothing else.
 // Every array argument is .noconvert(): an array of another dtype or layout is refused
 // (TypeError), never silently copied on each call. The dtype policy (which index dtypes
-// a graph has, converted once when it is built) lives in Python: fastsample/graph.py,
+// a graph has, converted once when it is built) lives in Python: fastsample/data/graph.py,
 // and the wrappers in fastsample/sampling/, fastsample/model.py, fastsample/distributed/.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>

@@ -7,8 +7,8 @@ import sys
 import numpy as np
 
 from fastsample.comm import create
-from fastsample.graph import load_dataset
-from fastsample.loader import NodeLoader
+from fastsample.data.graph import load_dataset
+from fastsample.loading import NodeLoader
 from helpers import passed, run_worker
 
 

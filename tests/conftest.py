@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from fastsample.data.edges import edges_to_csc
-from fastsample.graph import write_dataset
+from fastsample.data.graph import write_dataset
 # launching ranks lives in helpers.py; re-exported for the tests that import it from here
 from helpers import REPO, mpiexec, run_module, train_records  # noqa: F401
 # the raw Planetoid files (ind.cora.*): FASTSAMPLE_PLANETOID, else beside the clone in shared/

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from fastsample.comm import create
-from fastsample.loader import EdgeLoader
+from fastsample.loading import EdgeLoader
 from helpers import mfg_equal, native_built, passed, run_worker
 
 FANOUTS = [4, 3]

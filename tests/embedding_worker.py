@@ -10,7 +10,7 @@ import torch
 
 from fastsample.comm import create
 from fastsample.distributed.embedding import ShardedEmbeddings
-from fastsample.loader import NodeLoader
+from fastsample.loading import NodeLoader
 from fastsample.partition import read_partition_meta
 from helpers import passed, run_worker
 from test_typed_loader import FANOUTS

@@ -7,7 +7,7 @@ import warnings
 import numpy as np
 import pytest
 
-from fastsample.graph import CSCGraph
+from fastsample.data.graph import CSCGraph
 from fastsample.native import lib
 from fastsample.sampling import sample, sample_neighbors
 from helpers import mfg_equal

@@ -6,7 +6,7 @@ import pytest
 
 from fastsample.data.synth import SynthConfig, write_synthetic
 from fastsample.distributed.cache import CachedRows
-from fastsample.loader import NodeLoader
+from fastsample.loading import NodeLoader
 from fastsample.partition import partition_dataset
 from helpers import REPO, assert_checks, mpiexec, train_many
 

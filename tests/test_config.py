@@ -11,7 +11,7 @@ import torch
 from fastsample import options as cfg
 from fastsample.cli import flag_message
 from fastsample.comm.local import LocalCommunicator
-from fastsample.loader import NodeLoader
+from fastsample.loading import NodeLoader
 from fastsample.nn.sage import GraphSAGE
 from fastsample.sampling import LocalSampler, Sampler
 from fastsample.distributed import VanillaSampler
@@ -32,6 +32,22 @@ def test_the_command_line_is_the_config_and_errors_name_the_field_or_the_flag():
         TrainConfig(data="d", fanouts=(4, 3), layers=3)
     with pytest.raises(cfg.ConfigError, match="mode must be one of hybrid, vanilla"):
         TrainConfig(data="d", mode="both")
+
+
+def test_an_option_of_another_task_is_refused_naming_the_tasks_it_serves():
+    from fastsample.tasks import TASKS
+
+    for option, value in (("scorer", "dot"), ("negatives", 5), ("hits", (1,))):
+        with pytest.raises(cfg.ConfigError) as e:
+            TrainConfig(data="d", task="node", **{option: value})
+        assert (e.value.field, str(e.value)) == (option, f"{option} serves --task link only, not --task node")
+        assert getattr(TrainConfig(data="d", task="link", **{option: value}), option) == value
+    with pytest.raises(cfg.ConfigError, match="eval_every_steps serves --task node only, not --task link"):
+        TrainConfig(data="d", task="link", eval_every_steps=5)
+    with pytest.raises(cfg.ConfigError, match="task must be one of " + ", ".join(TASKS)):
+        TrainConfig(data="d", task="nodes")
+    # every task's own options are real settings, with a default to compare against
+    assert {o for t in TASKS.values() for o in t.options} <= {f.name for f in dataclasses.fields(TrainConfig)}
 
 
 def test_shared_and_resume_marks_live_on_the_fields():

@@ -7,7 +7,7 @@ import pytest
 
 from conftest import run_module
 from fastsample.data.edges import edges_to_csc
-from fastsample.graph import (CSCGraph, DatasetError, DatasetWriter, id_dtype, load_dataset, offset_dtype,
+from fastsample.data.graph import (CSCGraph, DatasetError, DatasetWriter, id_dtype, load_dataset, offset_dtype,
                               write_dataset)
 
 

@@ -9,9 +9,9 @@ import pytest
 
 from conftest import run_module
 from fastsample.data.synth import SynthConfig, write_synthetic
-from fastsample.loader import EdgeLoader
-from fastsample.edge_splits import edge_keys, load_edge_split
-from fastsample.graph import DatasetError, load_dataset
+from fastsample.loading import EdgeLoader
+from fastsample.data.edge_splits import edge_keys, load_edge_split
+from fastsample.data.graph import DatasetError, load_dataset
 from helpers import REPO, assert_checks, mpiexec
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from fastsample.data.synth import SynthConfig, write_synthetic
-from fastsample.graph import CSCGraph, load_dataset
+from fastsample.data.graph import CSCGraph, load_dataset
 from fastsample.sampling import edge_positions, sample
 from helpers import mfg_equal, native_built
 

@@ -11,7 +11,7 @@ import torch
 
 from fastsample.data.__main__ import main as data_main
 from fastsample.data.igb import load_igb
-from fastsample.graph import DatasetError, load_dataset
+from fastsample.data.graph import DatasetError, load_dataset
 from fastsample.partition import load_partition, partition_dataset
 
 COUNTS = {"paper": 300, "author": 400, "institute": 20, "fos": 30, "journal": 12, "conference": 9}

@@ -10,7 +10,7 @@ import torch
 from helpers import REPO, assert_checks, mpiexec, run_commands, run_many, train_many
 from fastsample.nn.block import Block
 from fastsample.data.synth import SynthConfig, write_synthetic
-from fastsample.graph import load_dataset
+from fastsample.data.graph import load_dataset
 from fastsample.loading.layerwise import layerwise
 from fastsample.partition import partition_dataset
 from inference_worker import DIMS, make_model

@@ -10,8 +10,8 @@ import torch
 
 from fastsample.comm.local import LocalCommunicator
 from fastsample.distributed import average_gradients
-from fastsample.graph import load_dataset
-from fastsample.loader import NodeLoader
+from fastsample.data.graph import load_dataset
+from fastsample.loading import NodeLoader
 from fastsample.partition import partition_dataset
 from fastsample.sampling import sample
 from conftest import make_small_dataset

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from conftest import run_module
-from fastsample.graph import DatasetError, load_dataset
+from fastsample.data.graph import DatasetError, load_dataset
 
 
 def write_csv(path, rows):

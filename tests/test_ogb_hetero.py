@@ -10,7 +10,7 @@ import pytest
 
 from conftest import run_module
 from fastsample.data.ogb_hetero import load_ogb_hetero
-from fastsample.graph import DatasetError, load_dataset
+from fastsample.data.graph import DatasetError, load_dataset
 from fastsample.partition import load_partition, partition_dataset
 from fastsample.sampling import sample
 

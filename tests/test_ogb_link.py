@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from conftest import run_module
-from fastsample.edge_splits import load_edge_split
-from fastsample.graph import load_dataset
+from fastsample.data.edge_splits import load_edge_split
+from fastsample.data.graph import load_dataset
 from helpers import train_records
 
 N, K = 300, 10

@@ -8,7 +8,7 @@ import pytest
 
 from conftest import run_module
 from fastsample.data.synth import SynthConfig, write_synthetic
-from fastsample.graph import SPLITS, CSCGraph, DatasetError, load_dataset
+from fastsample.data.graph import SPLITS, CSCGraph, DatasetError, load_dataset
 from fastsample.partition import PartitionError, load_partition, owner_of, partition_dataset
 from fastsample.partition import kaminpar as kp
 from fastsample.partition.memory import choose_method
@@ -199,7 +199,7 @@ def directed(tmp_path_factory):
     """A directed dataset (one-way edges, some both ways, duplicates and self-loops in the
     input): its partition needs the symmetrised adjacency built."""
     from fastsample.data.edges import edges_to_csc
-    from fastsample.graph import write_dataset
+    from fastsample.data.graph import write_dataset
 
     rng = np.random.default_rng(5)
     n, m = 2000, 16000
@@ -274,7 +274,7 @@ def test_block_by_block_relabel_writes_what_the_in_memory_one_computes(dataset, 
     # blocks (bounded memory). With blocks of a few edges and rows, every file must equal
     # the one-block run's; the topology (hybrid and each vanilla part) must equal
     # the relabelling computed here, node by node; a vanilla-only layout keeps no topology/
-    from fastsample.graph import load_dataset
+    from fastsample.data.graph import load_dataset
     from fastsample.partition import layout, relabel
 
     partition_dataset(dataset, tmp_path / "whole", 3, mode=mode, progress=False)

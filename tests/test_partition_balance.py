@@ -9,7 +9,7 @@ import pytest
 
 from fastsample.data.synth import SynthConfig, write_synthetic
 from fastsample.data.synth_typed import TYPED_PRESETS, write_typed_synthetic
-from fastsample.graph import SPLITS, load_dataset
+from fastsample.data.graph import SPLITS, load_dataset
 from fastsample.partition import partition_dataset
 from fastsample.partition.assign import edge_cut, random_parts, symmetric_adjacency
 from fastsample.partition.balance import TOLERANCE, balance, caps, in_edge_cap, type_cap

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from fastsample.graph import load_dataset
+from fastsample.data.graph import load_dataset
 from fastsample.partition import memory
 from fastsample.partition.balance import type_cap
 from fastsample.plan import PlanConfig, expected_mfgs, main, plan

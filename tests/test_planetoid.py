@@ -9,7 +9,7 @@ import pytest
 
 from conftest import run_module
 from fastsample.data.planetoid import load_planetoid
-from fastsample.graph import DatasetError, load_dataset
+from fastsample.data.graph import DatasetError, load_dataset
 
 
 def test_cora_cli_gives_the_standard_dataset(planetoid_dir, tmp_path):

@@ -10,8 +10,8 @@ import torch.nn.functional as F
 
 import fastsample.nn.rgat as rgat
 from fastsample.data.synth_typed import TYPED_PRESETS, write_typed_synthetic
-from fastsample.graph import load_dataset
-from fastsample.loader import NodeLoader
+from fastsample.data.graph import load_dataset
+from fastsample.loading import NodeLoader
 from fastsample.nn.rgat import RGAT
 from fastsample.partition import partition_dataset
 from fastsample.sampling import get_num_threads, set_num_threads

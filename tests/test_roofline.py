@@ -59,7 +59,7 @@ def _profiled_flops(run) -> float:
 def typed_batch(tmp_path_factory):
     from fastsample.data.synth_typed import TYPED_PRESETS, write_typed_synthetic
     from fastsample.distributed.embedding import ShardedEmbeddings
-    from fastsample.loader import NodeLoader
+    from fastsample.loading import NodeLoader
 
     root = tmp_path_factory.mktemp("roofline-typed")
     write_typed_synthetic(root / "h", TYPED_PRESETS["hetero-tiny"], progress=False)

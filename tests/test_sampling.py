@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from fastsample.data.edges import edges_to_csc
-from fastsample.graph import CSCGraph
+from fastsample.data.graph import CSCGraph
 from fastsample.sampling import KERNELS, get_num_threads, sample, set_num_threads
 from helpers import native_built, mfg_equal
 

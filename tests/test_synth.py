@@ -8,7 +8,7 @@ import pytest
 
 from conftest import REPO, run_module
 from fastsample.data.synth import SynthConfig, write_synthetic
-from fastsample.graph import load_dataset
+from fastsample.data.graph import load_dataset
 
 CFG = SynthConfig(num_nodes=20_000, avg_degree=16, num_classes=8, feature_dim=16, seed=3)
 

@@ -43,8 +43,7 @@ ARGUMENT_ERRORS = [
 ]
 STEP_EVALUATION_ERRORS = [
     (["--eval-every-steps", "2", "--prefetch", "1"], "--eval-every-steps does not run with --prefetch"),
-    (["--target-val-acc", "0.5", "--eval-every", "0"], "--target-val-acc needs node classification with an "
-                                                       "evaluation to stop at"),
+    (["--target-val-acc", "0.5", "--eval-every", "0"], "--target-val-acc needs an evaluation to stop at"),
 ]
 
 
@@ -115,9 +114,10 @@ def test_help_groups_the_options_and_shows_every_default():
 
 
 def test_a_flag_left_out_takes_its_tasks_default():
-    from fastsample.trainer.config import TASK_DEFAULTS, TrainConfig
+    from fastsample.tasks import TASKS
+    from fastsample.trainer.config import TrainConfig
 
-    for task, defaults in TASK_DEFAULTS.items():
+    for task, defaults in ((name, t.defaults) for name, t in TASKS.items()):
         config = TrainConfig(data="d", task=task)
         assert {k: getattr(config, k) for k in defaults} == defaults
         assert config.layers == len(defaults["fanouts"])
@@ -209,9 +209,9 @@ def test_seconds_reads_well():
 def test_a_resumed_part_of_an_epoch_says_its_steps_and_is_not_a_mean_epoch():
     from fastsample.trainer.metrics import EpochRecord, report_line, summary
 
-    whole = EpochRecord(epoch=0, loss=1.0, train_acc=0.5, val_acc=0.6, test_acc=0.6, epoch_s=2.0, steps=10,
+    whole = EpochRecord(epoch=0, loss=1.0, train_acc=0.5, metrics={"val_acc": 0.6, "test_acc": 0.6}, epoch_s=2.0, steps=10,
                         steps_per_epoch=10, rounds_per_step=2)
-    rest = EpochRecord(epoch=1, loss=1.0, train_acc=0.5, val_acc=0.7, test_acc=0.7, epoch_s=0.3, steps=3,
+    rest = EpochRecord(epoch=1, loss=1.0, train_acc=0.5, metrics={"val_acc": 0.7, "test_acc": 0.7}, epoch_s=0.3, steps=3,
                        steps_per_epoch=10, first_step=7, rounds_per_step=2)
     cut = EpochRecord(epoch=2, loss=1.0, train_acc=0.5, epoch_s=0.1, steps=4, steps_per_epoch=10, complete=False)
     assert report_line(rest).startswith("epoch   1 (steps 7..9 of 10, resumed)  loss")

@@ -10,7 +10,7 @@ import pytest
 from conftest import make_small_dataset, run_module
 from fastsample.data.edges import typed_edges_to_csc
 from fastsample.data.synth_typed import EDGE_TYPES, NODE_TYPES, TYPED_PRESETS, TypedSynthConfig, write_typed_synthetic
-from fastsample.graph import FORMAT_VERSION, DatasetError, load_dataset, write_dataset
+from fastsample.data.graph import FORMAT_VERSION, DatasetError, load_dataset, write_dataset
 
 
 @pytest.fixture(scope="module")

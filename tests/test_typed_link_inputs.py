@@ -104,8 +104,8 @@ def test_a_node_type_with_no_rows_that_edges_point_into(typed, tmp_path):
 
 def test_a_relation_with_no_edges_is_not_split(typed, tmp_path):
     # every edge of rev_affiliated_to (institute -> author) removed: nothing to hold out
-    from fastsample.edge_splits import make_edge_split
-    from fastsample.graph import CSCGraph, DatasetError, load_dataset
+    from fastsample.data.edge_splits import make_edge_split
+    from fastsample.data.graph import CSCGraph, DatasetError, load_dataset
 
     g = load_dataset(typed / "h").graph
 

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from fastsample.data.synth_typed import TYPED_PRESETS, write_typed_synthetic
-from fastsample.graph import load_dataset
-from fastsample.loader import NodeLoader
+from fastsample.data.graph import load_dataset
+from fastsample.loading import NodeLoader
 from fastsample.partition import partition_dataset
 from helpers import REPO, assert_checks, mpiexec
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from fastsample.data.synth_typed import TYPED_PRESETS, write_typed_synthetic
-from fastsample.graph import SPLITS, load_dataset
+from fastsample.data.graph import SPLITS, load_dataset
 from fastsample.partition import PartitionError, load_partition, partition_dataset
 from fastsample.partition import kaminpar as kp
 from fastsample.partition.balance import type_cap

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from fastsample.data.edges import edges_to_csc, typed_edges_to_csc
-from fastsample.graph import CSCGraph, DatasetError, validate_typed_edges
+from fastsample.data.graph import CSCGraph, DatasetError, validate_typed_edges
 from fastsample.sampling import KERNELS, fanout_matrix, sample
 from helpers import mfg_equal, native_built
 

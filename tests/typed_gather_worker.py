@@ -8,7 +8,7 @@ import numpy as np
 
 from fastsample.comm import create
 from fastsample.distributed import FeatureGather
-from fastsample.graph import load_dataset
+from fastsample.data.graph import load_dataset
 from fastsample.partition import load_partition
 from helpers import passed, run_worker
 

@@ -9,8 +9,8 @@ import numpy as np
 import torch
 
 from fastsample.comm import create
-from fastsample.graph import load_dataset
-from fastsample.loader import NodeLoader
+from fastsample.data.graph import load_dataset
+from fastsample.loading import NodeLoader
 from helpers import passed, run_worker
 from test_typed_loader import FANOUTS, check_batch
 

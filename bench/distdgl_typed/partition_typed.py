@@ -2,7 +2,7 @@
 DGL 1.1.3's own partitioner (``dgl.distributed.partition_graph``, METIS), for the typed DistDGL
 trainer (train_typed.py).
 
-The dataset (fastsample/graph.py, DESIGN.md): global node ids, type t owning
+The dataset (fastsample/data/graph.py, DESIGN.md): global node ids, type t owning
 [node_type_offset[t], node_type_offset[t+1]); CSC by destination (indptr over all nodes,
 indices = global source ids); type_per_edge = the edge type (index into meta.json's
 edge_types, canonical (src, rel, dst)) of every stored edge; features/TYPE.npy for the featured

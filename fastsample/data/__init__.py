@@ -2,7 +2,7 @@
 
     python -m fastsample.data synth|planetoid|ogb|info ...   (fastsample-data)
 
-The loaders return the dataset record (fastsample.graph.Dataset, in memory), which
+The loaders return the dataset record (fastsample.data.graph.Dataset, in memory), which
 ``write()`` stores as a dataset directory. Bad input is a DatasetError naming the file or
 parameter. The submodules are imported on first use, so ``import fastsample.data`` stays
 cheap.

@@ -11,7 +11,7 @@ from dataclasses import replace
 from fastsample.atomic import DiskFull
 from fastsample import cli
 from fastsample.cli import Parser, fail, report
-from fastsample.graph import DatasetError, load_dataset, write_dataset
+from fastsample.data.graph import DatasetError, load_dataset, write_dataset
 
 EPILOG = """\
 examples:
@@ -165,7 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "validation and test (removed from OUT's topology; an undirected graph's both directions "
                         "together), the rest kept as training positives, and NEGATIVES destinations per held-out "
                         "edge that its source has no edge to (for MRR and Hits@K). A typed dataset splits one relation (--relation). "
-                        "See fastsample/edge_splits.py.")
+                        "See fastsample/data/edge_splits.py.")
     ls.add_argument("dataset", help="dataset directory to split")
     ls.add_argument("out", help="dataset directory to write")
     ls.add_argument("--val-fraction", type=float, default=0.05, help="fraction of the edges for validation "
@@ -272,7 +272,7 @@ def _ogb_link(args) -> None:
 
 
 def _link_split(args) -> None:
-    from fastsample.edge_splits import make_edge_split
+    from fastsample.data.edge_splits import make_edge_split
 
     ds = load_dataset(args.dataset)
     relation = tuple(args.relation.split(",")) if args.relation else None
@@ -327,7 +327,7 @@ def main(argv=None) -> int:
         ds = load_dataset(path)
         summary = summarize(ds)
         if "link" in ds.meta:  # read and checked as training will (ids of their types, nothing held out leaks)
-            from fastsample.edge_splits import load_edge_split
+            from fastsample.data.edge_splits import load_edge_split
 
             split = load_edge_split(path, ds.graph.num_nodes, ds.meta["link"], graph=ds.graph)
             summary["link"] = {"relation": ":".join(ds.meta["link"]["relation"]) if ds.graph.num_edge_types > 1

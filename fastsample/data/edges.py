@@ -21,7 +21,7 @@ import numba
 import numpy as np
 
 from fastsample.atomic import allocated_memmap
-from fastsample.graph import CSCGraph, DatasetError, check_types, id_dtype, offset_dtype, type_dtype
+from fastsample.data.graph import CSCGraph, DatasetError, check_types, id_dtype, offset_dtype, type_dtype
 
 
 @numba.njit(cache=True, nogil=True)

@@ -66,7 +66,7 @@ from tqdm import tqdm
 from fastsample.data.edges import edges_to_csc_file, typed_range_count
 from fastsample.data.npz import NpyMember, has_npy_header, open_npy, raw_array
 from fastsample.data.ogb import _labels
-from fastsample.graph import DatasetError, DatasetWriter, id_dtype, offset_dtype, validate_node_data
+from fastsample.data.graph import DatasetError, DatasetWriter, id_dtype, offset_dtype, validate_node_data
 
 __all__ = ["SIZES", "LABELS", "KNOWN_TYPES", "PAPER_NODES", "AUTHOR_NODES", "LABELLED_FULL", "IgbLayout", "load_igb",
            "processed_dir", "edge_types", "BOUND"]

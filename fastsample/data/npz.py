@@ -32,7 +32,7 @@ from typing import Iterator
 
 import numpy as np
 
-from fastsample.graph import DatasetError
+from fastsample.data.graph import DatasetError
 
 CHUNK_BYTES = 1 << 26  # bytes per block (all streams together); tests shrink it
 

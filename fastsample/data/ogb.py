@@ -47,7 +47,7 @@ from tqdm import tqdm
 
 from fastsample.data.edges import edges_to_csc, edges_to_csc_file
 from fastsample.data.npz import NpyMember, open_npz
-from fastsample.graph import CSCGraph, Dataset, DatasetError, DatasetWriter, id_dtype, offset_dtype, validate_node_data
+from fastsample.data.graph import CSCGraph, Dataset, DatasetError, DatasetWriter, id_dtype, offset_dtype, validate_node_data
 
 _BLOCK = 1 << 26  # bytes of text parsed at a time
 

@@ -28,7 +28,7 @@ import numpy as np
 
 from fastsample.data.edges import typed_edges_to_csc
 from fastsample.data.ogb import _labels, _split_dir, read_csv, _columns
-from fastsample.graph import Dataset, DatasetError, id_dtype
+from fastsample.data.graph import Dataset, DatasetError, id_dtype
 
 __all__ = ["is_hetero", "load_ogb_hetero"]
 

@@ -1,5 +1,5 @@
 """OGB link-property datasets (ogbl-*) from their raw layout, offline, into a link-split
-dataset (fastsample/edge_splits.py)::
+dataset (fastsample/data/edge_splits.py)::
 
     raw/edge.csv.gz            the training graph, "src,dst" per line
     raw/num-node-list.csv.gz   one line: the node count
@@ -29,8 +29,8 @@ import numpy as np
 
 from fastsample.data.edges import edges_to_csc
 from fastsample.data.ogb import _columns, _split_dir, read_csv
-from fastsample.edge_splits import EdgeSplit, check_held_out
-from fastsample.graph import Dataset, DatasetError, id_dtype
+from fastsample.data.edge_splits import EdgeSplit, check_held_out
+from fastsample.data.graph import Dataset, DatasetError, id_dtype
 
 __all__ = ["is_link", "load_ogb_link"]
 

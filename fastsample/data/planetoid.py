@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from fastsample.data.edges import edges_to_csc
-from fastsample.graph import CSCGraph, Dataset, DatasetError, id_dtype
+from fastsample.data.graph import CSCGraph, Dataset, DatasetError, id_dtype
 
 NAMES = ("cora", "citeseer", "pubmed")
 NUM_VAL = 500

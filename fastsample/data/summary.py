@@ -5,14 +5,14 @@ from __future__ import annotations
 import numpy as np
 
 from fastsample.atomic import format_bytes
-from fastsample.graph import NODE, SPLITS, Dataset
+from fastsample.data.graph import NODE, SPLITS, Dataset
 
 
 def summarize(ds: Dataset) -> dict:
     """A dataset's figures (sizes, degree statistics, splits, bytes) as a JSON-able dict.
 
     Args:
-        ds: a loaded dataset (fastsample.graph.load_dataset).
+        ds: a loaded dataset (fastsample.data.graph.load_dataset).
     Returns:
         The summary that format_summary prints.
     """

@@ -32,7 +32,7 @@ import numpy as np
 from tqdm import tqdm
 
 from fastsample.data.edges import edges_to_csc_file
-from fastsample.graph import FEATURE_DTYPES, DatasetError, DatasetWriter, id_dtype, offset_dtype
+from fastsample.data.graph import FEATURE_DTYPES, DatasetError, DatasetWriter, id_dtype, offset_dtype
 
 CHUNK = 1 << 22
 

@@ -32,7 +32,7 @@ import numpy as np
 from fastsample import bf16
 from fastsample.allocator import populate
 from fastsample.nn.block import positions_by_type
-from fastsample.graph import by_type, unwrap_one_type
+from fastsample.data.graph import by_type, unwrap_one_type
 from fastsample.comm import Communicator
 
 from fastsample.native import lib as _native

@@ -25,7 +25,7 @@ import numba
 import numpy as np
 
 from fastsample.comm import Communicator
-from fastsample.graph import CSCGraph
+from fastsample.data.graph import CSCGraph
 from fastsample.partition import owner_of
 from fastsample.sampling import (MFG, assemble, edge_positions, fanout_matrix, layer_key, resolve_kernel,
                                  sample_neighbors)

@@ -32,7 +32,7 @@ from tqdm import tqdm
 from fastsample.comm import Communicator
 from fastsample.comm.local import LocalCommunicator
 from fastsample.distributed import FeatureGather
-from fastsample.graph import by_type, unwrap_one_type
+from fastsample.data.graph import by_type, unwrap_one_type
 from fastsample.loading.loader import inputs_of, open_data
 from fastsample.sampling import MFG, assemble, sample, sample_neighbors
 

@@ -2,7 +2,7 @@
 built-in trainer's, inference's neighbours, a user's own loop), for node and link tasks,
 untyped and typed data alike.
 
-    from fastsample.loader import NodeLoader, EdgeLoader
+    from fastsample.loading import NodeLoader, EdgeLoader
     loader = NodeLoader("data/cora", fanouts=[10, 10], batch_size=64)     # one process
     loader = NodeLoader("data/cora-2", fanouts=[10, 10], batch_size=64,    # under mpiexec/srun
                         comm=fastsample.comm.create("mpi"))
@@ -56,7 +56,7 @@ from fastsample.comm.local import LocalCommunicator
 from fastsample.options import ConfigError
 from fastsample.distributed import FeatureGather
 from fastsample.distributed.cache import FeatureCache, build_cache, degree_scores, frequency_scores
-from fastsample.graph import load_dataset, unwrap_one_type
+from fastsample.data.graph import load_dataset, unwrap_one_type
 from fastsample.loading.seeds import EdgeSeeds, NodeSeeds, StepSeeds
 from fastsample.partition import RankPartition, load_partition
 from fastsample.rows import RowTable
@@ -78,7 +78,6 @@ class Batch:
     inputs: the same rows as the gather left them: on the CPU, row tables (fastsample/rows.py)
             that the built-in models' input layers read where the rows are, without x's copy;
             learnable rows and rows on a GPU are x's tensors already
-    y:      int64 (S,) labels of the seeds, on the loader's device (node batches; else None)
     mfgs:   the sampled MFGs (numpy, global ids in src_ids), input layer first
     blocks: the same as Blocks, what a model's forward takes (fastsample/nn/block.py; typed
             data: with per-relation edge lists)
@@ -87,15 +86,15 @@ class Batch:
             what the prefetch did not hide with it
     route:  (gather, route) of the embedding rows in x, for ShardedEmbeddings.step; else None
     num_items: the items trained on (len(batch)): nodes, or positive edges
-    Link batches (else None):
-    src, dst: int64 (B,) positions in ``seeds`` of the positive edges' endpoints
-    neg:      int64 (B, k) positions in ``seeds`` of each positive's negative destinations
-    edges:    int64 (B, 2) the positive edges (global ids); negatives: (B, k) global ids
+    fields: what the seed source (fastsample/loading/seeds.py) declares of its items, read as
+            attributes (tensors on the loader's device): node seeds' ``batch.y``, int64 (S,)
+            labels of the seeds; edge seeds' ``batch.src``, ``batch.dst`` (B,) and ``batch.neg``
+            (B, k), positions in ``seeds`` of the edges' endpoints and negatives, and
+            ``batch.edges`` (B, 2), ``batch.negatives`` (B, k), their global ids
     """
 
     seeds: torch.Tensor
     inputs: torch.Tensor | RowTable | dict
-    y: torch.Tensor | None
     mfgs: list[MFG]
     blocks: list
     sample_s: float
@@ -103,11 +102,15 @@ class Batch:
     wait_s: float = 0.0
     route: tuple | None = None
     num_items: int = 0
-    src: torch.Tensor | None = None
-    dst: torch.Tensor | None = None
-    neg: torch.Tensor | None = None
-    edges: np.ndarray | None = None
-    negatives: np.ndarray | None = None
+    fields: dict = dataclasses.field(default_factory=dict)
+
+    def __getattr__(self, name: str):
+        """A field of the seed source's (batch.y, batch.src, ...); AttributeError naming them otherwise."""
+        fields = self.__dict__.get("fields")
+        if fields is not None and name in fields:
+            return fields[name]
+        raise AttributeError(f"{type(self).__name__} has no attribute {name!r} (its seed source's fields: "
+                             f"{', '.join(fields or ()) or 'none'})")
 
     @property
     def x(self) -> torch.Tensor | dict:
@@ -398,8 +401,8 @@ class Loader:
         t2 = time.perf_counter()
         route = (self.gather, got.route) if self.embeddings is not None and not self.prefetch else None
         fields = {k: v.to(self.device) if isinstance(v, torch.Tensor) else v for k, v in seeds.fields.items()}
-        return Batch(torch.from_numpy(np.asarray(seeds.nodes, dtype=np.int64)), x, fields.pop("y", None), mfgs, blocks,
-                     t1 - t0, t2 - t1, wait_s=time.perf_counter() - t0, route=route, num_items=seeds.size, **fields)
+        return Batch(torch.from_numpy(np.asarray(seeds.nodes, dtype=np.int64)), x, mfgs, blocks, t1 - t0, t2 - t1,
+                     wait_s=time.perf_counter() - t0, route=route, num_items=seeds.size, fields=fields)
 
     def _inputs(self, got, mfgs: list[MFG]) -> tuple:
         """(batch.x, batch.blocks) of a gather's rows (inputs_of); the input block says each

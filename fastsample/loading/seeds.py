@@ -27,8 +27,8 @@ import numpy as np
 import torch
 
 from fastsample.choices import check_choice
-from fastsample.edge_splits import EDGE_SPLITS, EdgeSplit, load_edge_split, relation_of
-from fastsample.graph import SPLITS
+from fastsample.data.edge_splits import EDGE_SPLITS, EdgeSplit, load_edge_split, relation_of
+from fastsample.data.graph import SPLITS
 from fastsample.sampling.rng import kernel_types
 
 EXCLUDE = ("none", "self", "reverse")
@@ -40,7 +40,7 @@ _SALT = 0x4E454753  # link orders and negatives draw from a key space of their o
 class StepSeeds:
     """One step's seeds: ``nodes`` (unique, sorted: the last MFG's destinations), the edges
     no layer may pick (``exclude``: (src, dst, edge type) global ids, or None), how many
-    items the step trains on, and the fields it adds to the Batch."""
+    items the step trains on, and the fields it adds to the Batch (its source's ``fields``)."""
 
     nodes: np.ndarray
     size: int
@@ -55,8 +55,9 @@ def _order(n: int, key: list, shuffle: bool) -> np.ndarray:
 class NodeSeeds:
     """A split of the target type's nodes (see the module doc); ``part``: the rank's share."""
 
-    kind = "node"
+    kind = "nodes"
     own = True  # the seeds are this rank's own nodes (vanilla mode samples their top layer locally)
+    fields = ("y",)  # what its StepSeeds add to the Batch
 
     def __init__(self, part, split: str, comm):
         check_choice(split, SPLITS, "split")
@@ -120,8 +121,9 @@ class EdgeSeeds:
             undirected graph's, or a typed relation's reverse relation) or "none".
     """
 
-    kind = "link"
+    kind = "edges"
     own = False  # an edge's endpoints and negatives are anyone's nodes
+    fields = ("src", "dst", "neg", "edges", "negatives")
 
     def __init__(self, part, split: str, comm, negatives: int = 1, negative_sampler: str = "uniform",
                  strict: bool = False, exclude: str | None = None):

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from fastsample.graph import EDGE, NODE
+from fastsample.data.graph import EDGE, NODE
 from fastsample.native import lib as _native
 from fastsample.sampling import MFG
 from fastsample.rows import RowTable

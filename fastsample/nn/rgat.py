@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fastsample.graph import EDGE, NODE
+from fastsample.data.graph import EDGE, NODE
 from fastsample.native import lib as _native
 from fastsample.nn import matmul
 from fastsample.nn.block import Block, check_widths, typed_inputs

@@ -9,7 +9,7 @@ from fastsample import cli
 from fastsample import options as cfg
 from fastsample.choices import PARTITION_METHODS, PARTITION_MODES
 from fastsample.atomic import DiskFull, format_bytes
-from fastsample.graph import NODE, DatasetError, read_meta
+from fastsample.data.graph import NODE, DatasetError, read_meta
 from fastsample.partition.layout import PartitionError, partition_dataset
 
 EPILOG = """\

@@ -18,7 +18,7 @@ import numba
 import numpy as np
 
 from fastsample.data.edges import edges_to_csc_file
-from fastsample.graph import CSCGraph, Dataset
+from fastsample.data.graph import CSCGraph, Dataset
 
 _ADJ_CHUNK = 1 << 24  # edges read from the CSC at a time while symmetrising
 

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from fastsample.graph import SPLITS, CSCGraph, Dataset
+from fastsample.data.graph import SPLITS, CSCGraph, Dataset
 
 __all__ = ["TOLERANCE", "Caps", "type_cap", "in_edge_cap", "caps", "balance"]
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fastsample.graph import CSCGraph
+from fastsample.data.graph import CSCGraph
 
 __all__ = ["available", "kaminpar_parts", "write_parhip"]
 

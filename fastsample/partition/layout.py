@@ -9,7 +9,7 @@
         train.npy, val.npy, test.npy     owned split nodes (new global ids)
         indptr.npy, indices.npy          vanilla: in-edges of the owned nodes (indptr local
                                          to the range, indices global new ids)
-        link/*.npy                       a link-split dataset's edges (fastsample/edge_splits.py)
+        link/*.npy                       a link-split dataset's edges (fastsample/data/edge_splits.py)
                                          whose destination the part owns, in new ids
 
 ``mode`` hybrid writes topology/, vanilla writes the per-part CSCs, both writes both.
@@ -41,8 +41,8 @@ from tqdm import tqdm
 from fastsample.allocator import available_memory
 from fastsample.atomic import AtomicDirectory, allocated_memmap, check_space, format_bytes
 from fastsample.choices import MODES, PARTITION_METHODS, PARTITION_MODES
-from fastsample.edge_splits import load_edge_split
-from fastsample.graph import (NODE, SPLITS, CSCGraph, Dataset, DatasetError, unwrap_one_type, describe_types,
+from fastsample.data.edge_splits import load_edge_split
+from fastsample.data.graph import (NODE, SPLITS, CSCGraph, Dataset, DatasetError, unwrap_one_type, describe_types,
                               expect_array, load_dataset, open_array, open_types, read_json, validate_csc)
 from fastsample.partition.assign import (edge_cut, is_symmetric, metis_parts, node_weights, random_parts,
                                          symmetric_adjacency, symmetric_edges)
@@ -327,7 +327,7 @@ def partition_dataset(dataset, out, parts: int, method: str = "auto", mode: str 
 
 @dataclass(frozen=True, eq=False, kw_only=True)
 class RankPartition(Dataset):
-    """Rank ``rank``'s share of a partition: the dataset record (fastsample.graph.Dataset)
+    """Rank ``rank``'s share of a partition: the dataset record (fastsample.data.graph.Dataset)
     with its node data cut to what the rank owns, plus where the share sits. Node ids are
     new (relabelled) global ids; ``meta`` is the dataset's meta.json, ``path`` the partition.
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from fastsample.graph import CSCGraph
+from fastsample.data.graph import CSCGraph
 from fastsample.partition.balance import Caps, _connections, _gain_to, _gains, _ordered, _state
 
 __all__ = ["refine"]

@@ -11,7 +11,7 @@ import numba
 import numpy as np
 
 from fastsample.atomic import allocated_memmap
-from fastsample.graph import CSCGraph, offset_dtype
+from fastsample.data.graph import CSCGraph, offset_dtype
 
 
 def relabel_order(part: np.ndarray, parts: int) -> tuple[np.ndarray, np.ndarray]:

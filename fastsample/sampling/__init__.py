@@ -33,7 +33,7 @@ from typing import Callable, Protocol, Sequence, runtime_checkable
 import numpy as np
 
 from fastsample.choices import KERNELS, check_fanouts
-from fastsample.graph import CSCGraph
+from fastsample.data.graph import CSCGraph
 from fastsample.sampling.exclusion import check_excluded, edge_positions
 from fastsample.sampling.mfg import MFG
 from fastsample.sampling.nodemap import node_map

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from fastsample.graph import CSCGraph
+from fastsample.data.graph import CSCGraph
 from fastsample.sampling.rng import kernel_types
 
 

@@ -1,26 +1,46 @@
 """Tasks: what a training run optimises and measures, apart from the loop that runs it.
 
-A task owns its seeds' loaders, its model's head (the encoder is the built-in model or
-the user's), its loss and step statistics, its evaluation (sampled and exact layer-wise),
-the fields it adds to the epoch record and what the start-up line says of it. The Trainer
-(fastsample/trainer/) is the loop: epochs, steps, checkpoints, preemption, reporting.
+Each task is one file holding a fastsample.tasks.base.Task (the protocol: its seed kind,
+defaults, options, head, loss, step, evaluation, record fields and lines), registered
+here by name. The Trainer (fastsample/trainer/) is the loop: epochs, steps, checkpoints,
+preemption, reporting; it asks the task for everything else.
 
-    node  node classification (fastsample/tasks/node.py): labels of the target type's
-          nodes, cross-entropy, accuracy
-    link  link prediction (fastsample/tasks/link.py): a target relation's edges against
-          drawn negatives, binary cross-entropy; exact ROC-AUC, MRR and Hits@K
+    node  node classification (node.py): labels of the target type's nodes,
+          cross-entropy, accuracy
+    link  link prediction (link.py): a target relation's edges against drawn negatives,
+          binary cross-entropy; exact ROC-AUC, MRR and Hits@K
+
+The task modules import no torch at the top (the settings read their class-level parts
+before torch loads).
 """
 
 from __future__ import annotations
 
+from fastsample.tasks.base import Task
 from fastsample.tasks.link import LinkTask
 from fastsample.tasks.node import NodeTask
 
-TASKS = {"node": NodeTask, "link": LinkTask}
+TASKS: dict[str, type[Task]] = {t.name: t for t in (NodeTask, LinkTask)}
 
-__all__ = ["TASKS", "NodeTask", "LinkTask", "task_for"]
+__all__ = ["TASKS", "Task", "NodeTask", "LinkTask", "task_class", "task_for", "task_options"]
 
 
-def task_for(config):
+def task_class(name: str) -> type[Task]:
+    """The registered task ``name``; ValueError naming the known ones otherwise."""
+    if name not in TASKS:
+        raise ValueError(f"task {name!r} is not one of {', '.join(TASKS)}")
+    return TASKS[name]
+
+
+def task_for(config) -> Task:
     """The task object ``config.task`` names."""
-    return TASKS[config.task](config)
+    return task_class(config.task)(config)
+
+
+def task_options() -> dict[str, tuple[str, ...]]:
+    """{TrainConfig field: the tasks it serves} for every field some task declares its own."""
+    out: dict[str, list[str]] = {}
+    for name, t in TASKS.items():
+        for option in t.options:
+            out.setdefault(option, []).append(name)
+    return {k: tuple(v) for k, v in out.items()}

@@ -8,45 +8,46 @@ fastsample/loading/layerwise.py), each giving val_acc and test_acc.
 from __future__ import annotations
 
 import numpy as np
-import torch
 
-from fastsample.loading.layerwise import check_layerwise, layerwise
-from fastsample.loading import NodeLoader
+from fastsample.tasks.base import Task, fmt
 
 EVAL_SALT = 0x5EED  # eval draws its samples from a key space of its own
 
 
-class NodeTask:
+class NodeTask(Task):
     """See the module doc; ``config``: the run's TrainConfig."""
 
     name = "node"
-    train_metric = "acc"  # what the epoch line's train column is
-
-    def __init__(self, config):
-        self.config = config
+    help = "node classification (the target type's labels; cross-entropy, accuracy)"
+    seeds = "nodes"
+    # the paper's (GraphSAGE on ogbn-products)
+    defaults = dict(fanouts=(15, 10, 5), batch_size=1000, hidden=256, lr=0.006)
+    options = ("eval", "eval_every_steps", "target_val_acc")
+    train_metric = "acc"
+    metrics = ("val_acc", "test_acc")
+    score = "val_acc"
+    output = "logits"
 
     def out_width(self, num_classes: int) -> int:
         """The model's output width: one logit per class."""
         return num_classes
 
-    def encoder_target(self, target_type):
-        """A typed encoder's output type: the labelled one."""
-        return target_type
-
-    def head(self, encoder: torch.nn.Module) -> torch.nn.Module:
-        """The trained model around the built encoder: the encoder itself."""
-        return encoder
-
     def default_loss(self):
+        import torch
+
         return torch.nn.functional.cross_entropy
 
     def check_model(self, model) -> None:
         if self.config.eval == "full":
+            from fastsample.loading.layerwise import check_layerwise
+
             check_layerwise(model)
 
     def loaders(self, shard, fanouts, common: dict) -> dict:
         """The training loader (it builds the feature cache when it warms up; the others
         share it) and the sampled evaluation's val and test loaders."""
+        from fastsample.loading import NodeLoader
+
         c = self.config
         loaders = {"train": NodeLoader(shard, fanouts, c.batch_size, "train", shuffle=True, seed=c.seed,
                                        max_steps=c.max_steps, cache_fraction=c.cache_fraction,
@@ -56,7 +57,7 @@ class NodeTask:
                                         **common)
         return loaders
 
-    def step(self, model, batch, x, loss_fn) -> tuple[torch.Tensor | None, list[float]]:
+    def step(self, model, batch, x, loss_fn):
         """(the loss to backpropagate, or None for an empty batch; [loss sum, correct, count])."""
         out = model(batch.blocks, x)
         if not len(batch):
@@ -81,21 +82,25 @@ class NodeTask:
         """Validation accuracy alone, sampled (--eval-every-steps: within an epoch)."""
         return self._sampled(trainer, "val", epoch)  # the next step puts the model back in training mode
 
-    @torch.no_grad()
     def _sampled(self, trainer, split: str, epoch: int) -> float | None:
+        import torch
+
         trainer.model.eval()
         loader = trainer.loaders[split]
         loader.set_epoch(epoch)
         stats = np.zeros(2)
-        for batch in loader:
-            if len(batch):
-                pred = trainer.model(batch.blocks, trainer.input(batch)).argmax(1)
-                stats += [int((pred == batch.y).sum()), len(batch)]
+        with torch.no_grad():
+            for batch in loader:
+                if len(batch):
+                    pred = trainer.model(batch.blocks, trainer.input(batch)).argmax(1)
+                    stats += [int((pred == batch.y).sum()), len(batch)]
         trainer.comm.all_reduce(stats)
         return float(stats[0] / stats[1]) if stats[1] else None  # None: an empty split (IGBH's test)
 
     def _exact(self, trainer) -> dict:
         """Validation and test accuracy from exact layer-wise inference (one pass for both)."""
+        from fastsample.loading.layerwise import layerwise
+
         shard = trainer.shard
         out = layerwise(trainer.model, shard, trainer.comm, self.config.eval_batch_size, trainer.device,
                         progress=not self.config.quiet,
@@ -118,3 +123,15 @@ class NodeTask:
         return (f"fastsample.train: warning: an epoch is a single step (at most {most:,} training nodes per rank, "
                 f"--batch-size {c.batch_size}); the model gets one update per epoch. Use a smaller --batch-size on "
                 "small graphs (e.g. 32-64 for Cora).")
+
+    @classmethod
+    def eval_text(cls, metrics: dict, how: str | None) -> str:
+        if metrics.get("val_acc") is None:
+            return ""
+        test = "" if metrics.get("test_acc") is None else f" test {fmt(metrics['test_acc'])}"
+        return f" val {fmt(metrics['val_acc'])}{test} ({how or 'sampled'})"
+
+    @classmethod
+    def best_text(cls, metrics: dict, epoch: int) -> str:
+        test = "" if metrics.get("test_acc") is None else f" (test there {fmt(metrics['test_acc'])})"
+        return f"val {fmt(metrics['val_acc'])} at epoch {epoch}{test}"

@@ -14,26 +14,20 @@ from dataclasses import dataclass
 from fastsample.choices import COMM_BACKENDS, KERNELS, MATMUL_CHOICES, PRECISIONS, SCORERS
 from fastsample.options import ConfigError, option
 from fastsample.job import JobShape, positive
+from fastsample.tasks import TASKS, task_class, task_options
 
-__all__ = ["TrainConfig", "TASK_DEFAULTS", "layer_fanouts", "relation_fanouts_ok"]
-
-# Settings whose good value depends on the task: a flag left out takes its task's. Link
-# prediction's are what reached test ROC-AUC 0.93 on Cora (README); node classification's
-# are the paper's (GraphSAGE on ogbn-products).
-TASK_DEFAULTS = {
-    "node": dict(fanouts=(15, 10, 5), batch_size=1000, hidden=256, lr=0.006),
-    "link": dict(fanouts=(10, 10), batch_size=256, hidden=128, lr=0.005),
-}
+__all__ = ["TrainConfig", "layer_fanouts", "relation_fanouts_ok"]
 
 
 def _per_task(name: str, help: str | None = None, **marks):
-    """option()'s arguments for a field whose default is its task's (TASK_DEFAULTS), said in its
+    """option()'s arguments for a field whose default is its task's (the task's ``defaults``), said in its
     help: JobShape's field ``name`` (its help, checks and marks), or a new one with ``help``."""
     kw = dict(JobShape.__dataclass_fields__[name].metadata) if help is None else dict(help=help, **marks)
     shown = "; ".join(f"{','.join(map(str, v)) if isinstance(v, tuple) else v} with --task {task}"
-                      for task, d in TASK_DEFAULTS.items() for v in [d[name]])
+                      for task, t in TASKS.items() for v in [t.defaults[name]])
     kw["help"] += f" (default: {shown})"
     return kw
+
 
 _PAIR = re.compile(r"\s*([^=;,\s]+)\s*=\s*(-?\d+)\s*")
 
@@ -63,7 +57,7 @@ def layer_fanouts(config: "TrainConfig") -> list:
 @dataclass(frozen=True, kw_only=True)
 class TrainConfig(JobShape):
     """The shape of the job (JobShape: mode, fanouts, batch size, model width, cache,
-    prefetch, allocator) and everything else the trainer takes. Fields of TASK_DEFAULTS are
+    prefetch, allocator) and everything else the trainer takes. Fields a task has defaults for are
     None until __post_init__ fills them with their task's value."""
 
     GROUPS = (  # --help's sections (fastsample/cli.py); a field in none is listed under "options"
@@ -92,11 +86,8 @@ class TrainConfig(JobShape):
 
     data: str = option(help="partition directory (python -m fastsample.partition); for one process, a dataset "
                        "directory also serves")
-    task: str = option("node", "node: node classification (labels, accuracy); link: link prediction on a link-split "
-                       "dataset (python -m fastsample.data link-split): the encoder (--model, its outputs --hidden "
-                       "wide) and a pair scorer (--scorer), binary cross-entropy over each batch's edges and "
-                       "--negatives drawn destinations, evaluated exactly (layer-wise embeddings) by ROC-AUC, MRR "
-                       "and Hits@K against the split's fixed negatives", choices=("node", "link"), resume=True)
+    task: str = option("node", "; ".join(f"{name}: {t.help}" for name, t in TASKS.items()) + " (fastsample/tasks/)",
+                       choices=tuple(TASKS), resume=True)
     model: str = option("sage", "sage: the built-in GraphSAGE (native kernels on the CPU; on typed data the built-in "
                         "R-GCN, fastsample/nn/rgcn.py); rgat: the built-in R-GAT (MLPerf's GNN benchmark model, "
                         "native attention kernels, fastsample/nn/rgat.py; on untyped data a GAT); or FILE.py:FUNCTION, a "
@@ -197,24 +188,29 @@ class TrainConfig(JobShape):
     quiet: bool = option(False, "no progress bar (it is shown only when stderr is a terminal anyway)", shared=False)
 
     def __post_init__(self):
-        for name, value in TASK_DEFAULTS.get(self.task, TASK_DEFAULTS["node"]).items():
+        try:
+            task = task_class(self.task)
+        except ValueError:
+            raise ConfigError("task", f"must be one of {', '.join(TASKS)} (got {self.task!r})") from None
+        for name, value in task.defaults.items():
             if getattr(self, name) is None:
                 object.__setattr__(self, name, value)
         super().__post_init__()
+        for name, serves in task_options().items():  # another task's option, set: it would do nothing
+            if self.task not in serves and getattr(self, name) != TrainConfig.__dataclass_fields__[name].default:
+                raise ConfigError(name, f"serves --task {' and '.join(serves)} only, not --task {self.task}")
+        task.check(self)
         if self.relation_fanouts is not None and len(self.relation_fanouts.split(";")) != len(self.fanouts):
             raise ConfigError("relation_fanouts", f"has {len(self.relation_fanouts.split(';'))} layers, --fanouts "
                               f"{len(self.fanouts)}")
         if self.model == "rgat" and self.hidden % self.heads:
             raise ConfigError("heads", f"{self.heads} does not divide --hidden {self.hidden} (each head gets "
                               "hidden / heads channels)")
-        if self.eval_every_steps is not None and self.task != "node":
-            raise ConfigError("eval_every_steps", "serves --task node only (link evaluation is exact, layer-wise, "
-                              "and runs at epoch ends)")
         if self.eval_every_steps is not None and self.prefetch:
             raise ConfigError("eval_every_steps", "does not run with --prefetch (the evaluation's collectives would "
                               "interleave with the steps fetched ahead)")
-        if self.target_val_acc is not None and (self.task != "node" or not (self.eval_every_steps or self.eval_every)):
-            raise ConfigError("target_val_acc", "needs node classification with an evaluation to stop at "
-                              "(--eval-every-steps N, or --eval-every N > 0)")
+        if self.target_val_acc is not None and not (self.eval_every_steps or self.eval_every):
+            raise ConfigError("target_val_acc", "needs an evaluation to stop at (--eval-every-steps N, or "
+                              "--eval-every N > 0)")
         if self.resume and not self.checkpoint_dir:
             raise ConfigError("resume", "needs a checkpoint_dir (--checkpoint-dir)")

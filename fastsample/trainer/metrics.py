@@ -8,6 +8,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fastsample.tasks import task_class
+
 __all__ = ["EpochRecord", "TIMERS", "seconds", "report_line", "summary", "append_log", "read_log"]
 
 TIMERS = ("sample_s", "gather_s", "wait_s", "compute_s", "allreduce_s", "optimizer_s", "embed_grads_s",
@@ -40,8 +42,10 @@ class EpochRecord:
     epoch: int
     loss: float
     train_acc: float  # the task's train metric (train_metric): node accuracy, or link pair accuracy
-    val_acc: float | None = None
-    test_acc: float | None = None
+    task: str = "node"  # the --task that trained it (fastsample/tasks/): what ``metrics`` holds
+    # the task's evaluation measures (its ``metrics``: val_acc and test_acc, val_auc, ..., val_hits@K),
+    # flat in the JSON record; empty where no evaluation ran this epoch
+    metrics: dict = field(default_factory=dict)
     epoch_s: float = 0.0
     sample_s: float = 0.0
     gather_s: float = 0.0
@@ -59,12 +63,6 @@ class EpochRecord:
     step_losses: list[float] = field(default_factory=list)
     cache_hit_rate: float | None = None
     remote_input_fraction: float = 0.0  # of rank 0's input rows, the share fetched from other ranks
-    # --task link (train_acc: the share of positives and negatives on the right side of 0)
-    val_auc: float | None = None
-    test_auc: float | None = None
-    val_mrr: float | None = None
-    test_mrr: float | None = None
-    hits: dict | None = None  # {"val_hits@K": share, "test_hits@K": share}, flat in the JSON
     # a resumed mid-epoch checkpoint's epoch starts at first_step; a preempted one is not
     # complete; steps: how many steps the record covers (None in logs written before it was kept)
     first_step: int = 0
@@ -72,10 +70,11 @@ class EpochRecord:
     train_metric: str = "acc"
     steps: int | None = None
     steps_per_epoch: int | None = None
-    # how val/test were measured: sampled, full (layer-wise) or exact (link); "steps": val_acc is
-    # the epoch's last --eval-every-steps result (no epoch-end evaluation, no test_acc)
+    # how val/test were measured: sampled, full (layer-wise) or exact (link); "steps": the score
+    # (val_acc) is the epoch's last --eval-every-steps result (no epoch-end evaluation, no test_acc)
     eval: str | None = None
-    # --eval-every-steps: [{"step": step in this epoch, "val_acc", "s": seconds since the run's first step}]
+    # --eval-every-steps: [{"step": step in this epoch, the task's score (val_acc), "s": seconds since
+    # the run's first step}]
     step_evals: list = field(default_factory=list)
     # --target-val-acc: the target, and where the run reached it (None: not in this epoch)
     target_val_acc: float | None = None
@@ -87,30 +86,30 @@ class EpochRecord:
         return self.first_step > 0 or not self.complete
 
     def add(self, measured: dict) -> None:
-        """Set a task's evaluation fields ({val_acc, ...}; Hits@K ones go to ``hits``)."""
-        hits = {k: v for k, v in measured.items() if "_hits@" in k}
-        for key, value in measured.items():
-            if key not in hits:
-                setattr(self, key, value)
-        if hits:
-            self.hits = hits
+        """Set a task's evaluation fields ({val_acc: ..., "eval": how}: "eval" is the record's
+        own field, the rest go to ``metrics``)."""
+        measured = dict(measured)
+        if "eval" in measured:
+            self.eval = measured.pop("eval")
+        self.metrics.update(measured)
 
     def to_json(self) -> str:
         record = dataclasses.asdict(self)
-        hits = record.pop("hits") or {}
-        return json.dumps({**record, **hits})
+        measured = record.pop("metrics")  # every field the task declares, null where not measured
+        return json.dumps({**record, **dict.fromkeys(task_class(self.task).metrics), **measured})
 
     @classmethod
     def from_json(cls, line: str) -> "EpochRecord":
+        """A --log-json line: the record's fields, and the task's measures (val_*, test_*) into ``metrics``."""
         names = {f.name for f in dataclasses.fields(cls)}
         fields = json.loads(line)
-        hits = {k: v for k, v in fields.items() if "_hits@" in k}
-        return cls(**{k: v for k, v in fields.items() if k in names}, hits=hits or None)
+        metrics = {k: v for k, v in fields.items() if k not in names and k.startswith(("val_", "test_"))}
+        return cls(**{k: v for k, v in fields.items() if k in names and k != "metrics"}, metrics=metrics)
 
     @property
     def score(self) -> float | None:
-        """What the best epoch is chosen by: validation accuracy, or ROC-AUC for link prediction."""
-        return self.val_auc if self.val_auc is not None else self.val_acc
+        """What the best epoch is chosen by: its task's score (validation accuracy, ROC-AUC, ...)."""
+        return self.metrics.get(task_class(self.task).score)
 
 
 def seconds(t: float) -> str:
@@ -120,13 +119,7 @@ def seconds(t: float) -> str:
 
 def report_line(r: EpochRecord, prefetch: bool = False) -> str:
     """The epoch's line on the console."""
-    acc = "" if r.val_acc is None else f" val {r.val_acc:.4f}" + \
-        ("" if r.test_acc is None else f" test {r.test_acc:.4f}") + f" ({r.eval or 'sampled'})"
-    if r.val_auc is not None:
-        hits = lambda split: "".join(f" {k.removeprefix(split + '_')} {v:.4f}" for k, v in (r.hits or {}).items()
-                                     if k.startswith(split + "_"))
-        acc = (f" val auc {r.val_auc:.4f} mrr {r.val_mrr:.4f}{hits('val')}  test auc {r.test_auc:.4f} "
-               f"mrr {r.test_mrr:.4f}{hits('test')}")
+    acc = task_class(r.task).eval_text(r.metrics, r.eval)
     part = ""
     if r.partial:  # its loss, time and bytes are those of these steps only
         last = r.first_step + (r.steps if r.steps is not None else len(r.step_losses))
@@ -151,7 +144,8 @@ def report_line(r: EpochRecord, prefetch: bool = False) -> str:
 def _step_evals(r: EpochRecord) -> str:
     """The epoch's --eval-every-steps results and --target-val-acc's outcome, if any."""
     out = ""
-    accs = [e["val_acc"] for e in r.step_evals if e["val_acc"] is not None]
+    score = task_class(r.task).score
+    accs = [e[score] for e in r.step_evals if e.get(score) is not None]
     if accs:
         out += f"  step evals {len(accs)} (val last {accs[-1]:.4f} best {max(accs):.4f})"
     if r.time_to_target_s is not None:
@@ -169,14 +163,8 @@ def summary(history: list[EpochRecord]) -> str:
     if not evaluated:
         return f"done: {span}, mean epoch {mean}, no evaluation (--eval-every 0){_target(history)}"
     best = max(evaluated, key=lambda r: r.score)  # the first epoch that reached it
-    target = _target(history)
-    if best.val_auc is not None:
-        hits = "  ".join(f"{k.removeprefix('test_')} {v:.4f}" for k, v in (best.hits or {}).items()
-                         if k.startswith("test_"))
-        return (f"done: {span}, best val auc {best.val_auc:.4f} at epoch {best.epoch} (test there: auc "
-                f"{best.test_auc:.4f} mrr {best.test_mrr:.4f}  {hits}), mean epoch {mean}")
-    test = "" if best.test_acc is None else f" (test there {best.test_acc:.4f})"
-    return f"done: {span}, best val {best.val_acc:.4f} at epoch {best.epoch}{test}, mean epoch {mean}{target}"
+    return (f"done: {span}, best {task_class(best.task).best_text(best.metrics, best.epoch)}, mean epoch {mean}"
+            f"{_target(history)}")
 
 
 def _target(history: list[EpochRecord]) -> str:

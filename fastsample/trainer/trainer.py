@@ -32,11 +32,9 @@ from fastsample.comm.agree import agree
 from fastsample.options import ConfigError, marked
 from fastsample.distributed import average_gradients
 from fastsample.distributed.embedding import ShardedEmbeddings
-from fastsample.graph import EDGE, NODE, describe_types, unwrap_one_type
+from fastsample.data.graph import NODE, describe_types, unwrap_one_type
 from fastsample.loading import Batch, narrow_features, open_data
-from fastsample.nn.sage import GraphSAGE
-from fastsample.nn.rgat import RGAT
-from fastsample.nn.rgcn import RGCN
+from fastsample.nn.models import build_encoder
 from fastsample.sampling import fanout_matrix, layer_key, set_num_threads
 from fastsample.tasks import task_for
 from fastsample.trainer.checkpoint import Checkpoints
@@ -44,7 +42,7 @@ from fastsample.trainer.config import TrainConfig, layer_fanouts
 from fastsample.trainer.metrics import TIMERS, EpochRecord, append_log, seconds
 from fastsample.trainer.report import ConsoleReporter, Reporter
 
-__all__ = ["Trainer", "NonFiniteLoss", "Preempted", "build_model", "load_factory", "startup"]
+__all__ = ["Trainer", "NonFiniteLoss", "Preempted", "build_model", "startup"]
 
 
 class NonFiniteLoss(RuntimeError):
@@ -57,33 +55,17 @@ class Preempted(RuntimeError):
 
 
 def build_model(config: TrainConfig, in_dim, num_classes: int, schema: dict | None = None) -> torch.nn.Module:
-    """The model ``config.model`` names (a checkpoint's config holds the same fields).
-
-    The task (fastsample/tasks/) sets the model's output width and puts its head around
-    it (--task link: a LinkModel whose encoder has ``config.hidden`` outputs, the embeddings).
+    """The model of ``config``: the network its --model names (fastsample/nn/models.py), the
+    width and output type its task chooses, inside the task's head (--task link: a
+    LinkModel whose encoder has ``config.hidden`` outputs, the embeddings).
 
     Typed data (``schema``: typed_schema's) has ``in_dim`` {node type: input width (a
-    featureless type's: its embeddings', config.embed_dim)} and gets the built-in R-GCN
-    (fastsample/nn/rgcn.py) in place of GraphSAGE; a user's factory is called with that dict
-    as its in_dim."""
+    featureless type's: its embeddings', config.embed_dim)}; a user's factory is called
+    with that dict as its in_dim."""
     task = task_for(config)
-    return task.head(_encoder(config, task, in_dim, task.out_width(num_classes), schema))
-
-
-def _encoder(config: TrainConfig, task, in_dim, out_dim: int, schema: dict | None) -> torch.nn.Module:
-    if config.model == "rgat":  # untyped data is the one-type case (one relation): a GAT
-        schema = schema or {"edge_types": (EDGE,), "target_type": NODE}
-        return RGAT(in_dim, config.hidden, out_dim, config.layers, schema["edge_types"],
-                    task.encoder_target(schema["target_type"]), heads=config.heads, dropout=config.dropout)
-    if config.model == "sage" and schema is not None:
-        return RGCN(in_dim, config.hidden, out_dim, config.layers, schema["edge_types"],
-                    task.encoder_target(schema["target_type"]), dropout=config.dropout)
-    if config.model == "sage":
-        return GraphSAGE(in_dim, config.hidden, out_dim, config.layers, config.dropout)
-    model = load_factory(config.model)(in_dim, out_dim, config)
-    if not isinstance(model, torch.nn.Module):
-        raise ConfigError("model", f"{config.model}: returned {type(model).__name__}, not a torch.nn.Module")
-    return model
+    target = task.encoder_target(schema["target_type"] if schema is not None else NODE)
+    edge_types = schema["edge_types"] if schema is not None else None
+    return task.head(build_encoder(config.model, in_dim, task.out_width(num_classes), edge_types, target, config))
 
 
 def model_for(config: TrainConfig, shard) -> torch.nn.Module:
@@ -108,28 +90,6 @@ def typed_schema(shard) -> dict | None:
     one-type case (no target type), which gets GraphSAGE."""
     types = describe_types(shard.meta)
     return types["target_type"] and {"edge_types": types["edge_types"], "target_type": types["target_type"]}
-
-
-def load_factory(spec: str):
-    """FILE.py:FUNCTION -> the function (a user's model factory)."""
-    import importlib.util
-
-    file, _, name = spec.rpartition(":")
-    if not file or not name:
-        raise ConfigError("model", f"{spec}: expected sage, rgat or FILE.py:FUNCTION")
-    path = Path(file)
-    if not path.is_file():
-        raise ConfigError("model", f"{spec}: {path} does not exist")
-    module_spec = importlib.util.spec_from_file_location(f"fastsample_user_model_{path.stem}", path)
-    module = importlib.util.module_from_spec(module_spec)
-    try:
-        module_spec.loader.exec_module(module)
-    except Exception as e:
-        raise ConfigError("model", f"{spec}: importing {path} failed ({type(e).__name__}: {e})") from e
-    factory = getattr(module, name, None)
-    if not callable(factory):
-        raise ConfigError("model", f"{spec}: {path} defines no function {name!r}")
-    return factory
 
 
 def check_outputs(config: TrainConfig) -> bool:
@@ -356,8 +316,9 @@ class Trainer:
             if self.resumed:
                 (self.reporter.warn if "skipped" in self.resumed else self.reporter.note)(
                     f"fastsample.train: {self.resumed}")
-            if getattr(self.task, "legend", None):  # what the epoch line's columns mean, where not obvious
-                self.reporter.note(self.task.legend())
+            legend = self.task.legend()  # what the epoch line's columns mean, where not obvious
+            if legend:
+                self.reporter.note(legend)
             warning = self.task.warn_single_step(self)
             if warning:
                 self.reporter.warn(warning)
@@ -371,7 +332,7 @@ class Trainer:
                 self._preempted(epoch, first + len(record.step_losses), record)
             if c.eval_every and (epoch + 1) % c.eval_every == 0 and not reached:
                 record.add(self.task.evaluate(self, epoch))
-                record.time_to_target_s = self._time_to_target(record.val_acc)
+                record.time_to_target_s = self._time_to_target(record.score)
                 reached = record.time_to_target_s is not None
             if self.checkpoints is not None:  # collective with embeddings: each rank saves its shard
                 self.checkpoints.save(epoch, self.model, self.optimizer, self.comm, self.embeddings,
@@ -389,11 +350,11 @@ class Trainer:
             self.reporter.finished(history)
         return history
 
-    def _time_to_target(self, val_acc: float | None) -> float | None:
-        """Seconds since the run's first step if ``val_acc`` reaches --target-val-acc, else None
-        (the same decision on every rank: the accuracy is all-reduced)."""
+    def _time_to_target(self, score: float | None) -> float | None:
+        """Seconds since the run's first step if the validation ``score`` reaches --target-val-acc,
+        else None (the same decision on every rank: the score is all-reduced)."""
         target = self.config.target_val_acc
-        if target is None or val_acc is None or val_acc < target:
+        if target is None or score is None or score < target:
             return None
         return time.perf_counter() - self.t_first_step
 
@@ -435,7 +396,7 @@ class Trainer:
                 t_eval = time.perf_counter()
                 with comm.counters.excluded():  # the epoch's traffic is its steps'
                     val = self.task.validate(self, epoch)
-                evals.append({"step": step, "val_acc": val, "s": t_eval - self.t_first_step,
+                evals.append({"step": step, self.task.score: val, "s": t_eval - self.t_first_step,
                               "eval_s": time.perf_counter() - t_eval})
                 reached_s = self._time_to_target(val)
                 if reached_s is not None and step + 1 < self.steps_per_epoch:
@@ -449,7 +410,7 @@ class Trainer:
         traffic = comm.counters.reset()
         cached, remote, local = (loader.gather_counts()[k] - before[k] for k in ("cached", "remote", "local"))
         return EpochRecord(epoch=epoch, loss=totals[0] / max(totals[2], 1), train_acc=totals[1] / max(totals[2], 1),
-                           train_metric=self.task.train_metric,
+                           train_metric=self.task.train_metric, task=self.task.name,
                            epoch_s=epoch_s, **timers, products_flop=flop, products_floor_s=floor, bytes_sent=traffic.bytes_sent,
                            rounds_per_step=traffic.rounds / max(len(losses), 1), steps=len(losses),
                            steps_per_epoch=self.steps_per_epoch,
@@ -458,7 +419,7 @@ class Trainer:
                            remote_input_fraction=(cached + remote) / max(cached + remote + local, 1),
                            first_step=first_step, complete=complete, step_evals=evals,
                            target_val_acc=c.target_val_acc, time_to_target_s=reached_s,
-                           **({"val_acc": evals[-1]["val_acc"], "eval": "steps"} if evals else {}))
+                           **({"metrics": {self.task.score: evals[-1][self.task.score]}, "eval": "steps"} if evals else {}))
 
 
 def startup(config: TrainConfig, comm: Communicator, **components) -> Trainer:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fastsample.graph import CSCGraph, DatasetError, open_array
+from fastsample.data.graph import CSCGraph, DatasetError, open_array
 
 __all__ = ["EdgeSplit", "EDGE_SPLITS", "load_edge_split", "make_edge_split", "edge_keys", "check_held_out",
            "find_reverse", "relation_of"]

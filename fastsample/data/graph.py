@@ -57,7 +57,7 @@ _INT32_MAX = np.iinfo(np.int32).max
 
 
 class DatasetError(ValueError):
-    """Bad input to the dataset layer (fastsample.graph, fastsample.data): a file that is
+    """Bad input to the dataset layer (fastsample.data.graph, fastsample.data): a file that is
     missing, malformed or inconsistent, or an argument out of range; the message names the
     file or the parameter."""
 
@@ -677,7 +677,7 @@ def write_dataset(path, graph: CSCGraph, features, labels, train, val, test, *,
         train, val, test: disjoint labelled node ids; name: the dataset's name;
         num_classes: classes (labels are below it); overwrite: replace an existing directory;
         arrays: more arrays to store, {relative name without .npy: array}, checked by their
-            owner (e.g. fastsample/edge_splits.py's link/*); extra: more meta.json fields (e.g. provenance).
+            owner (e.g. fastsample/data/edge_splits.py's link/*); extra: more meta.json fields (e.g. provenance).
         A typed graph (graph.typed) also needs ``target_type``, features as {node type:
         (its nodes, F_type) or None}, and labels for the target type's nodes only.
     Returns:
