@@ -100,7 +100,7 @@ def main(argv=None) -> int:
         return part, model, inputs, (config.model, built), task_for(config)
 
     part, model, inputs, (model_spec, built), task = cli.agreed(comm, PROG, build)
-    out_width = task.out_width(part.num_classes)
+    out_width = task.out_width(task.classes(part))
     rows = _output_rows(part, comm.size)
     total = sum(hi - lo for lo, hi in rows)
     # only once every rank is ready, so that no failure elsewhere leaves it behind

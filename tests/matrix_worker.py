@@ -1,12 +1,12 @@
 """Run under mpiexec by test_data_path.py: on 2 ranks, the Trainer over every cell of
-{node, link} x {untyped, typed} x {hybrid, vanilla} x {native, numba, twostep}. In each
+TASKS x {untyped, typed} x {hybrid, vanilla} x {native, numba, twostep}. In each
 data and task, every mode and kernel gives bitwise the same per-step losses; in every
 cell --prefetch 1 (the sampler runs on the prefetch thread) gives bitwise the losses without
 it; in each mode --cache-fraction 0.2 gives bitwise the losses without it and --precision
 bf16 trains (finite losses). The cache and bf16 run once per mode, not per kernel: every
 kernel samples the same batches (their losses agree bitwise above), so the cache and the
 bf16 rows would see the same ids whichever kernel drew them. Typed link batches use no
-edge the exclusion rule names, in any layer. One line per (task, data) that passed
+edge the exclusion rule names, in any layer, and neither do typed edge-class batches. One line per (task, data) that passed
 (helpers.passed)."""
 
 import dataclasses
@@ -22,6 +22,7 @@ from fastsample.trainer.report import Reporter
 from helpers import passed, run_worker
 
 KERNELS = ["numba", "twostep"] + (["native"] if resolve_kernel("auto") == "native" else [])
+TASKS = ("node", "node-regression", "link", "edge-class", "edge-regression")  # test_data_path.py makes their data
 
 
 def losses(config, comm) -> list[float]:
@@ -29,7 +30,7 @@ def losses(config, comm) -> list[float]:
 
 
 def check_exclusion(trainer) -> None:
-    """No layer of a typed link batch holds a positive edge of the relation, or its reverse."""
+    """No layer of a typed edge batch holds one of its edges of the relation, or its reverse."""
     loader = trainer.loaders["train"]
     source = loader.source
     loader.set_epoch(0)
@@ -45,7 +46,7 @@ def check_exclusion(trainer) -> None:
 def main() -> None:
     root = sys.argv[1]
     comm = create("mpi")
-    for task in ("node", "link"):
+    for task in TASKS:
         for data in ("untyped", "typed"):
             base = TrainConfig(data=f"{root}/{data}-{task}-2", task=task, fanouts=(4, 3), batch_size=48, hidden=8,
                                epochs=1, max_steps=3, eval_every=0, quiet=True, threads=1, matmul="blas",
@@ -58,7 +59,7 @@ def main() -> None:
                     for extra in ({}, {"prefetch": 1}):
                         got = losses(dataclasses.replace(cell, **extra), comm)
                         assert got == want, (task, data, mode, kernel, extra, got, want)
-                    if task == "link" and data == "typed":
+                    if task in ("link", "edge-class") and data == "typed":  # edge seeds: none of theirs picked
                         check_exclusion(Trainer(cell, comm, reporter=Reporter()))
                 # once per mode, on the default kernel: the cache and bf16 gather in each mode's own way
                 cell = dataclasses.replace(base, mode=mode)

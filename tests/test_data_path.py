@@ -1,5 +1,5 @@
-"""One data path: node and link tasks, untyped and typed data, both modes and every
-kernel through the same loader and Trainer (matrix_worker.py)."""
+"""One data path: every task, untyped and typed data, both modes and every kernel through
+the same loader and Trainer (matrix_worker.py)."""
 
 import pytest
 
@@ -7,6 +7,7 @@ from conftest import run_module
 from fastsample.data.synth import SynthConfig, write_synthetic
 from fastsample.data.synth_typed import TYPED_PRESETS, write_typed_synthetic
 from helpers import REPO, assert_checks, mpiexec
+from matrix_worker import TASKS
 
 
 @pytest.fixture(scope="module")
@@ -19,8 +20,11 @@ def matrix(tmp_path_factory):
     for data, flags in splits.items():
         for cmd in (("fastsample.data", "link-split", root / data, root / f"{data}-link", "--negatives", "10",
                      *flags),
-                    ("fastsample.partition", root / data, root / f"{data}-node-2", "--parts", "2"),
-                    ("fastsample.partition", root / f"{data}-link", root / f"{data}-link-2", "--parts", "2")):
+                    *(("fastsample.data", "targets", root / data, root / f"{data}-{task}", "--task", task,
+                       *(["--relation", "paper:cites:paper"] if data == "typed" and task != "node-regression" else []))
+                      for task in ("node-regression", "edge-class", "edge-regression")),
+                    *(("fastsample.partition", root / (data if task == "node" else f"{data}-{task}"),
+                       root / f"{data}-{task}-2", "--parts", "2") for task in TASKS)):
             proc = run_module(*cmd)
             assert proc.returncode == 0, proc.stderr
     return root
@@ -30,4 +34,4 @@ def matrix(tmp_path_factory):
 @pytest.mark.slow
 def test_every_task_data_mode_and_kernel_trains_alike_with_cache_prefetch_and_bf16(matrix):
     proc = mpiexec(2, REPO / "tests" / "matrix_worker.py", matrix, timeout=900)
-    assert_checks(proc, 2, [f"{t}-{d}" for t in ("node", "link") for d in ("untyped", "typed")])
+    assert_checks(proc, 2, [f"{t}-{d}" for t in TASKS for d in ("untyped", "typed")])

@@ -121,8 +121,8 @@ def _bad(a, key, value):
 
 @pytest.mark.parametrize("change, message", [
     (lambda a: _bad(a, "labels", np.full(30, 3)), r"write_dataset\(labels=...\): labels span \[3, 3\], expected -1"),
-    (lambda a: _bad(a, "labels", np.zeros(29, np.int64)), r"labels=...\): int64 \(29,\), expected integers \(30,\)"),
-    (lambda a: _bad(a, "labels", np.zeros(30)), r"labels=...\): float64"),
+    (lambda a: _bad(a, "labels", np.zeros(29, np.int64)), r"labels=...\): int64 \(29,\), expected integers \(or float targets\) \(30,\)"),
+    (lambda a: _bad(a, "labels", np.zeros(30)), r"num_classes=...\): .* \(labels float64\), got 3"),
     (lambda a: _bad(a, "features", np.zeros((30, 3))), r"features=...\): float64 \(30, 3\), expected float32 or float16"),
     (lambda a: _bad(a, "features", np.zeros((31, 3), np.float32)), r"features=...\): float32 \(31, 3\)"),
     (lambda a: _bad(a, "val", np.arange(5, 12)), r"val=...\): repeats a node id or overlaps"),

@@ -12,6 +12,7 @@ from fastsample.atomic import DiskFull
 from fastsample import cli
 from fastsample.cli import Parser, fail, report
 from fastsample.data.graph import DatasetError, load_dataset, write_dataset
+from fastsample.data.targets import TARGETS
 
 EPILOG = """\
 examples:
@@ -177,7 +178,23 @@ def build_parser() -> argparse.ArgumentParser:
                     "(e.g. author,writes,paper); its reverse relation's copies of held-out edges leave the topology "
                     "too, and negatives are drawn among DST nodes")
 
-    for cmd in (s, pl, og, ig, ls):
+    tg = sub.add_parser("targets", help="derive another task's labels from a dataset's classes (a new dataset "
+                        "directory)", description="Copy DATASET to OUT with the labels of another task, made from "
+                        "its graph, features and classes: node-regression (a float target per node, a smooth "
+                        "function of its neighbourhood's features), edge-class or edge-regression (labelled edges "
+                        "of one relation, their labels a function of both endpoints' classes). For tests, "
+                        "benchmarks and accuracy checks of those tasks; see fastsample/data/targets.py.")
+    tg.add_argument("dataset", help="dataset directory with class labels")
+    tg.add_argument("out", help="dataset directory to write")
+    tg.add_argument("--task", required=True, choices=TARGETS, help="which task's labels to make")
+    tg.add_argument("--relation", metavar="SRC:REL:DST", help="edge tasks on typed data: the relation whose edges "
+                    "get labels (both endpoints of the labelled type, e.g. paper:cites:paper)")
+    tg.add_argument("--classes", type=int, default=4, help="edge-class: the edge classes (default: 4)")
+    tg.add_argument("--fractions", default="0.8,0.1,0.1", metavar="TRAIN,VAL,TEST",
+                    help="edge tasks: the labelled edges' split (default: 0.8,0.1,0.1)")
+    tg.add_argument("--seed", type=int, default=0, help="the targets' and split's random seed (default: 0)")
+
+    for cmd in (s, pl, og, ig, ls, tg):
         cmd.add_argument("--overwrite", action="store_true", help="replace an existing directory")
         cmd.add_argument("--quiet", action="store_true", help="no progress bars")
 
@@ -186,7 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
     info.add_argument("--check", action="store_true",
                       help="also read every feature row and report those holding NaN or inf (exit status 1 if any: "
                            "a non-finite input makes the loss NaN, see --on-nan in python -m fastsample.train)")
-    for cmd in (s, pl, og, ig, ls, info):
+    for cmd in (s, pl, og, ig, ls, tg, info):
         cmd.add_argument("--json", action="store_true", help="print the summary as JSON")
     return p
 
@@ -291,6 +308,22 @@ def _link_split(args) -> None:
                   source={"loader": "link-split", "dataset": str(args.dataset)}, **keep)
 
 
+def _targets(args) -> None:
+    from fastsample.data.targets import derive_targets
+
+    try:
+        fractions = tuple(float(f) for f in args.fractions.split(","))
+    except ValueError:
+        raise DatasetError(f"--fractions: {args.fractions}: expected TRAIN,VAL,TEST shares, e.g. 0.8,0.1,0.1") from None
+    relation = tuple(args.relation.replace(",", ":").split(":")) if args.relation else None
+    try:
+        derive_targets(load_dataset(args.dataset), args.out, args.task, relation=relation, classes=args.classes,
+                       fractions=fractions, seed=args.seed, overwrite=args.overwrite)
+    except DatasetError as e:
+        raise _in_flags(e, {"relation": "--relation", "classes": "--classes", "fractions": "--fractions",
+                            "target": "--task"}) from e
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     t0 = time.perf_counter()
@@ -321,6 +354,8 @@ def main(argv=None) -> int:
             _igb(args)
         elif args.command == "link-split":
             _link_split(args)
+        elif args.command == "targets":
+            _targets(args)
         path = args.dataset if args.command == "info" else args.out
         from fastsample.data.summary import check_features, format_check, format_summary, summarize
 
@@ -333,6 +368,13 @@ def main(argv=None) -> int:
             summary["link"] = {"relation": ":".join(ds.meta["link"]["relation"]) if ds.graph.num_edge_types > 1
                                else None, "negatives": int(split.val_neg.shape[1]),
                                "edges": {k: len(getattr(split, k)) for k in ("train", "val", "test")}}
+        if "edge_labels" in ds.meta:  # read and checked as training will
+            from fastsample.data.edge_labels import load_edge_labels
+
+            labelled = load_edge_labels(path, ds.graph.num_nodes, ds.meta["edge_labels"], graph=ds.graph)
+            summary["edge_labels"] = {**{k: labelled.meta[k] for k in ("kind", "num_classes")},
+                                      "relation": ":".join(labelled.meta["relation"]) if ds.graph.num_edge_types > 1
+                                      else None, "edges": {k: len(v) for k, v in labelled.edges.items()}}
         if getattr(args, "check", False):
             summary["check"] = check_features(ds)
     except (DatasetError, ValueError, FileExistsError, FileNotFoundError, DiskFull) as e:

@@ -7,7 +7,8 @@ A dataset directory holds ``meta.json`` and one ``.npy`` file per array::
     indptr.npy     (num_nodes + 1,)  int32, or int64 when num_edges >= 2**31
     indices.npy    (num_edges,)      int32 node ids, or int64 when num_nodes >= 2**31
     features.npy   (num_nodes, feature_dim) float32 or float16
-    labels.npy     (num_nodes,)      int64 class ids; -1 marks an unlabelled node
+    labels.npy     (num_nodes,)      int64 class ids, -1 marks an unlabelled node; or float32
+                                     targets (node regression; num_classes 0), NaN unlabelled
     train.npy, val.npy, test.npy     node ids (same dtype as indices), disjoint
 
 The topology is CSC of in-edges: ``indices[indptr[v]:indptr[v + 1]]`` are the sources
@@ -52,7 +53,8 @@ FORMAT_VERSION = 1  # a one-type dataset's; a typed one is TYPED_FORMAT_VERSION
 NODE, EDGE = "_N", ("_N", "_E", "_N")
 TYPED_FORMAT_VERSION = 2
 SPLITS = ("train", "val", "test")
-LABEL_DTYPE = np.dtype(np.int64)
+LABEL_DTYPE = np.dtype(np.int64)  # classes; float32 labels are targets (VALUE_DTYPE)
+VALUE_DTYPE = np.dtype(np.float32)
 _INT32_MAX = np.iinfo(np.int32).max
 
 
@@ -398,7 +400,9 @@ def load_dataset(path: str | os.PathLike, mmap: bool = True) -> Dataset:
     target = node_types.index(schema["target_type"] or NODE)
     lo, hi = int(offsets[target]), int(offsets[target + 1])
     labels = open_array(path, "labels", mmap)
-    expect_array(path / "labels.npy", labels, (hi - lo,), (LABEL_DTYPE.name,))
+    kind = dtypes.get("labels", LABEL_DTYPE.name)  # class ids, or float targets
+    expect_array(path / "labels.npy", labels, (hi - lo,), (kind if kind in (LABEL_DTYPE.name, VALUE_DTYPE.name)
+                                                           else LABEL_DTYPE.name,))
     splits = {name: open_array(path, name, mmap) for name in SPLITS}
     for name, ids in splits.items():
         expected = meta.get("splits", {}).get(name)
@@ -542,11 +546,19 @@ def validate_typed_edges(graph: CSCGraph, name=None, block: int = 1 << 24) -> No
 def validate_node_data(num_nodes: int, num_classes: int, labels: np.ndarray, splits: dict, name,
                        first: int | None = None) -> None:
     """The checks every dataset passes, on load and before a write: labels are -1 or a
-    class, splits are 1-D integer ids in range, disjoint and labelled. ``labels`` covers
+    class (or float targets: finite, or NaN where unlabelled, with num_classes 0), splits
+    are 1-D integer ids in range, disjoint and labelled. ``labels`` covers
     the ``num_nodes`` ids first..first+num_nodes-1 (a typed dataset's target type; None:
     an untyped dataset's, from 0). Raises
     DatasetError naming the array by ``name(key)``."""
-    if num_nodes and len(labels):
+    values = labels.dtype.kind == "f"
+    if values and num_classes:
+        raise DatasetError(f"{name('labels')}: float labels are regression targets, but num_classes is {num_classes} "
+                           "(expected 0)")
+    if values and len(labels) and np.isinf(labels).any():
+        raise DatasetError(f"{name('labels')}: {int(np.isinf(labels).sum())} targets are infinite (NaN marks an "
+                           "unlabelled node)")
+    if not values and num_nodes and len(labels):
         lo, hi = int(labels.min()), int(labels.max())
         if lo < -1 or hi >= num_classes:
             raise DatasetError(f"{name('labels')}: labels span [{lo}, {hi}], expected -1 (unlabelled) "
@@ -567,8 +579,8 @@ def validate_node_data(num_nodes: int, num_classes: int, labels: np.ndarray, spl
             if seen[ids].any():
                 raise DatasetError(f"{name(split)}: repeats a node id or overlaps an earlier split")
             seen[ids] = True
-            if (labels[ids] < 0).any():
-                raise DatasetError(f"{name(split)}: contains unlabelled nodes (label -1)")
+            if (np.isnan(labels[ids]) if values else labels[ids] < 0).any():
+                raise DatasetError(f"{name(split)}: contains unlabelled nodes (label {'NaN' if values else -1})")
 
 
 # ---------------------------------------------------------------- writing
@@ -648,7 +660,7 @@ class DatasetWriter(AtomicDirectory):
             "feature_dim": width,
             "num_classes": int(num_classes),
             "dtypes": {"indptr": indptr.dtype.name, "indices": indices.dtype.name,
-                       "features": dtype, "labels": LABEL_DTYPE.name},
+                       "features": dtype, "labels": np.load(self.tmp / "labels.npy", mmap_mode="r").dtype.name},
             "splits": {s: len(np.load(self.tmp / f"{s}.npy", mmap_mode="r")) for s in SPLITS},
             **typed,
             **extra,
@@ -686,8 +698,10 @@ def write_dataset(path, graph: CSCGraph, features, labels, train, val, test, *,
     def arg(key):
         return f"write_dataset({key}=...)"
 
-    if not isinstance(num_classes, (int, np.integer)) or num_classes <= 0:
-        raise DatasetError(f"{arg('num_classes')}: expected a positive integer, got {num_classes!r}")
+    values = np.asarray(labels).dtype.kind == "f"  # regression targets: num_classes 0
+    if not isinstance(num_classes, (int, np.integer)) or num_classes < 0 or (num_classes == 0) != values:
+        raise DatasetError(f"{arg('num_classes')}: expected a positive integer for class labels, 0 for float "
+                           f"targets (labels {np.asarray(labels).dtype}), got {num_classes!r}")
     indptr, indices = np.asarray(graph.indptr), np.asarray(graph.indices)
     for key, arr in (("graph.indptr", indptr), ("graph.indices", indices)):
         if arr.ndim != 1 or arr.dtype.kind not in "iu":
@@ -721,9 +735,10 @@ def write_dataset(path, graph: CSCGraph, features, labels, train, val, test, *,
     target = graph.node_types.index(target_type or NODE)
     lo, hi = int(offsets[target]), int(offsets[target + 1])
     labels = np.asarray(labels)
-    if labels.ndim != 1 or len(labels) != hi - lo or labels.dtype.kind not in "iu":
-        raise DatasetError(f"{arg('labels')}: {labels.dtype} {labels.shape}, expected integers ({hi - lo},) for "
-                           f"the {hi - lo} nodes of the target type {target_type or NODE}")
+    if labels.ndim != 1 or len(labels) != hi - lo or labels.dtype.kind not in "iuf":
+        raise DatasetError(f"{arg('labels')}: {labels.dtype} {labels.shape}, expected integers (or float targets) "
+                           f"({hi - lo},) for the {hi - lo} nodes of the target type {target_type or NODE}")
+    labels = labels.astype(VALUE_DTYPE if values else LABEL_DTYPE, copy=False)
     splits = {"train": np.asarray(train), "val": np.asarray(val), "test": np.asarray(test)}
     validate_node_data(hi - lo, int(num_classes), labels, splits, name=arg, first=lo if target_type else None)
     ids = id_dtype(n)
@@ -733,7 +748,7 @@ def write_dataset(path, graph: CSCGraph, features, labels, train, val, test, *,
         for t, f in shards.items():
             if f is not None:
                 writer.save(feature_file(t), np.asarray(f))
-        writer.save("labels", labels.astype(LABEL_DTYPE, copy=False))
+        writer.save("labels", labels)
         for k, v in splits.items():
             writer.save(k, v.astype(ids, copy=False))
         for key, arr in (arrays or {}).items():

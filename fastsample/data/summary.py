@@ -31,7 +31,8 @@ def summarize(ds: Dataset) -> dict:
             "isolated": int((deg == 0).sum()),
         },
         "classes": ds.num_classes,
-        "labelled": int((np.asarray(ds.labels) >= 0).sum()),
+        "labelled": int((~np.isnan(ds.labels) if np.asarray(ds.labels).dtype.kind == "f" else
+                         np.asarray(ds.labels) >= 0).sum()),
         "splits": {s: len(getattr(ds, s)) for s in SPLITS},
     }
     g = ds.graph
@@ -98,12 +99,17 @@ def format_summary(s: dict) -> str:
                                        for t, c in s["node_types"].items()),
            "edge types  " + "  ".join(f"{e} {c:,}" for e, c in s["edge_types"].items()),
            "features    " + "  ".join(f"{t} {f}" for t, f in s["features"].items() if f)]),
-        f"classes     {s['classes']}  ({s['labelled']:,} labelled" +
+        (f"classes     {s['classes']}" if s["classes"] else "targets     float (node regression)") +
+        f"  ({s['labelled']:,} labelled" +
         (" nodes)" if s["target_type"] == NODE else f" {s['target_type']} nodes)"),
         "splits      " + "  ".join(f"{k} {v:,}" for k, v in s["splits"].items()),
         *(["link split  " + ("" if s["link"]["relation"] is None else f"{s['link']['relation']}  ") +
            "  ".join(f"{k} {v:,}" for k, v in s["link"]["edges"].items()) +
            f" edges  ({s['link']['negatives']} fixed negatives each)"] if s.get("link") else []),
+        *(["edge labels " + ("" if s["edge_labels"]["relation"] is None else f"{s['edge_labels']['relation']}  ") +
+           "  ".join(f"{k} {v:,}" for k, v in s["edge_labels"]["edges"].items()) + " edges  (" +
+           (f"{s['edge_labels']['num_classes']} classes)" if s["edge_labels"]["kind"] == "classes" else
+            "float targets)")] if s.get("edge_labels") else []),
         f"bytes       topology {format_bytes(s['bytes']['topology'])}  "
         f"features {format_bytes(s['bytes']['features'])}",
     ])

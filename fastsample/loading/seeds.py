@@ -12,6 +12,10 @@ neighbour loaders over one sampler):
              destination type for each, and seeds the MFGs with the unique endpoints. The
              batch's target edges (and their reverses) are excluded while picking, so no
              layer sees the answer and fanouts stay full (fastsample/sampling/exclusion.py).
+  LabelledEdgeSeeds  a split of a relation's labelled edges (fastsample/data/edge_labels.py),
+             each rank those whose destination it owns; a step takes its next batch_size
+             edges, seeds the MFGs with their unique endpoints and carries their labels;
+             the batch's edges (and their reverses) are excluded while picking, as above.
 
 Both are deterministic functions of (seed, epoch, step, rank): every kernel and mode gives
 the same batches.
@@ -48,6 +52,15 @@ class StepSeeds:
     fields: dict = field(default_factory=dict)
 
 
+def _excluded(src, dst, relation: int, reverse: int | None, mode: str) -> tuple | None:
+    """The (src, dst, edge type) global ids no layer may pick for a step's edges: none, the
+    edges themselves ("self"), or also their reverse edges ("reverse")."""
+    if mode == "none":
+        return None
+    pairs = [(src, dst, relation)] + ([(dst, src, reverse)] if mode == "reverse" else [])
+    return tuple(np.concatenate(c) for c in zip(*[(a, b, np.full(len(src), r, np.int64)) for a, b, r in pairs]))
+
+
 def _order(n: int, key: list, shuffle: bool) -> np.ndarray:
     return np.random.default_rng(key).permutation(n) if shuffle else np.arange(n)
 
@@ -80,7 +93,8 @@ class NodeSeeds:
 
     def of(self, nodes: np.ndarray, seed: int, epoch: int, step: int) -> StepSeeds:
         """The StepSeeds of this rank's ``nodes`` (sorted): themselves, with their labels."""
-        y = torch.from_numpy(np.asarray(self.part.labels[np.asarray(nodes) - self.lo], dtype=np.int64))
+        labels = self.part.labels[np.asarray(nodes) - self.lo]  # class ids, or float targets (regression)
+        y = torch.from_numpy(np.asarray(labels, dtype=np.float32 if labels.dtype.kind == "f" else np.int64))
         return StepSeeds(np.asarray(nodes), len(nodes), None, {"y": y})
 
 
@@ -216,10 +230,77 @@ class EdgeSeeds:
         B = len(edges)
         neg = self.draw_negatives(src, seed, epoch, step)
         nodes, inverse = np.unique(np.concatenate([src, dst, neg.ravel()]), return_inverse=True)
-        exclude = None
-        if self.exclude != "none":
-            pairs = [(src, dst, self.relation)] + ([(dst, src, self.reverse)] if self.exclude == "reverse" else [])
-            exclude = tuple(np.concatenate(c) for c in zip(*[(a, b, np.full(B, r, np.int64)) for a, b, r in pairs]))
+        exclude = _excluded(src, dst, self.relation, self.reverse, self.exclude)
         at = torch.from_numpy(inverse.astype(np.int64))
         return StepSeeds(nodes, B, exclude, {"src": at[:B], "dst": at[B:2 * B], "neg": at[2 * B:].reshape(B, self.k),
                                              "edges": edges, "negatives": neg})
+
+
+def open_edge_labels(part):
+    """This share's labelled edges: a partition part's edge_labels/ (its destinations'), or a dataset's."""
+    from fastsample.data.edge_labels import load_edge_labels
+
+    meta = part.layout["dataset"].get("edge_labels")
+    if meta is None:
+        raise ValueError(f"{part.path}: no labelled edges (an edge task's data: its meta.json's edge_labels; "
+                         "python -m fastsample.data targets makes some)")
+    if (Path(part.path) / "partition.json").is_file():
+        return load_edge_labels(Path(part.path) / f"part-{part.rank}", part.num_nodes, meta)
+    return load_edge_labels(part.path, part.num_nodes, meta, graph=part.graph)
+
+
+class LabelledEdgeSeeds:
+    """A split of a relation's labelled edges (see the module doc).
+
+    Args:
+        part: the rank's share of a dataset with labelled edges; split: "train", "val" or
+        "test"; comm: the job's communicator (the ranks' edge counts are exchanged once);
+        exclude: "self" (the batch's edges), "reverse" (and their reverse edges: the default
+            where the relation has a reverse, an undirected graph's own or a typed reverse
+            relation) or "none".
+    """
+
+    kind = "edges"
+    own = False  # an edge's endpoints are anyone's nodes
+    fields = ("src", "dst", "y", "edges")
+
+    def __init__(self, part, split: str, comm, exclude: str | None = None):
+        check_choice(split, EDGE_SPLITS, "split")
+        if exclude is not None:
+            check_choice(exclude, EXCLUDE, "exclude")
+        self.part, self.split, self.rank = part, split, comm.rank
+        self.labelled = open_edge_labels(part)
+        self.edges = np.asarray(self.labelled.edges[split], dtype=np.int64)
+        self.labels = np.asarray(self.labelled.labels[split])
+        topology = part.graph if part.graph is not None else part.local_graph
+        meta = self.labelled.meta
+        self.relation = topology.relation(tuple(meta["relation"]))
+        self.reverse = topology.relation(tuple(meta["reverse"])) if meta.get("reverse") else None
+        self.exclude = exclude if exclude is not None else ("reverse" if self.reverse is not None else "self")
+        if self.exclude == "reverse" and self.reverse is None:
+            raise ValueError(f"{part.path}: exclude reverse: relation {':'.join(meta['relation'])} has no reverse "
+                             "edges; use self or none")
+        self._sizes = comm.allgather_object(len(self.edges))
+
+    def sizes(self) -> list[int]:
+        return self._sizes
+
+    def order(self, seed: int, epoch: int, shuffle: bool) -> np.ndarray:
+        """This epoch's order of the rank's edges (rows of ``edges``)."""
+        return _order(len(self.edges), [seed, epoch, self.rank, _SALT], shuffle)
+
+    def items(self, order: np.ndarray, step: int, batch_size: int) -> np.ndarray:
+        """Step ``step``'s edges: the step-th batch_size rows of ``order`` (indices into ``edges``)."""
+        return order[step * batch_size:(step + 1) * batch_size]
+
+    def of(self, rows: np.ndarray, seed: int, epoch: int, step: int) -> StepSeeds:
+        """The StepSeeds of edge rows ``rows``: the unique endpoints, the edges to exclude, the labels."""
+        edges = self.edges[rows]
+        src, dst = edges[:, 0], edges[:, 1]
+        B = len(edges)
+        nodes, inverse = np.unique(np.concatenate([src, dst]), return_inverse=True)
+        exclude = _excluded(src, dst, self.relation, self.reverse, self.exclude)
+        at = torch.from_numpy(inverse.astype(np.int64))
+        y = self.labels[rows]
+        y = torch.from_numpy(np.asarray(y, dtype=np.float32 if y.dtype.kind == "f" else np.int64))
+        return StepSeeds(nodes, B, exclude, {"src": at[:B], "dst": at[B:], "y": y, "edges": edges})

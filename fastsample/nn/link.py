@@ -1,4 +1,4 @@
-"""Link prediction's model and measures.
+"""Link prediction's model and measures, and the edge tasks' model.
 
 LinkModel is an encoder (any node model of fastsample's signature, forward(blocks, x) ->
 one row per last-layer destination; the built-in GraphSAGE by default) and a scorer of
@@ -25,28 +25,20 @@ from torch import nn
 from fastsample.choices import SCORERS
 from fastsample.nn.roofline import products_of
 
-__all__ = ["LinkModel", "SCORERS", "bce_loss", "rank_counts", "AUC_BINS", "auc_from_histograms", "score_histogram"]
+__all__ = ["Headed", "LinkModel", "EdgeModel", "SCORERS", "bce_loss", "rank_counts", "AUC_BINS", "auc_from_histograms", "score_histogram"]
 
 AUC_BINS = 2 ** 20
 _LOGIT_RANGE = 50.0
 
 
-class LinkModel(nn.Module):
-    """An encoder and a pair scorer (see the module doc).
+class Headed(nn.Module):
+    """An encoder (any node model of fastsample's signature, forward(blocks, x) -> one row per
+    last-layer destination) with a head over its rows, which the task applies: what the
+    trainer, the product engines and layer-wise inference see of it is the encoder's."""
 
-    Args:
-        encoder: the node model; its outputs are the embeddings (``dim`` wide).
-        dim: the embeddings' width; scorer: one of SCORERS.
-    """
-
-    def __init__(self, encoder: nn.Module, dim: int, scorer: str = "dot"):
+    def __init__(self, encoder: nn.Module):
         super().__init__()
-        if scorer not in SCORERS:
-            raise ValueError(f"scorer must be one of {', '.join(SCORERS)} (got {scorer!r})")
-        self.encoder, self.kind = encoder, scorer
-        self.mlp = nn.Sequential(nn.Linear(dim, dim), nn.ReLU(), nn.Linear(dim, 1)) if scorer == "mlp" else None
-        # the target relation's diagonal (a run trains one target relation)
-        self.relation = nn.Parameter(torch.ones(dim)) if scorer == "distmult" else None
+        self.encoder = encoder
 
     def forward(self, blocks, x) -> torch.Tensor:
         """The embeddings of the last block's destinations."""
@@ -65,6 +57,41 @@ class LinkModel(nn.Module):
         shape_of = getattr(self.encoder, "product_shape", None)
         return shape_of(rows) if shape_of is not None else None
 
+    def head_products(self, mlp: nn.Sequential | None, batches: list) -> list:
+        """The products of ``mlp`` over each (name, rows) in ``batches`` (fastsample/nn/roofline.py)."""
+        out = []
+        for side, rows in batches if mlp is not None else ():
+            for j, lin in enumerate(m for m in mlp if isinstance(m, nn.Linear)):
+                n, d = lin.weight.shape
+                out += [(f"{side}:{j}", op, rows, d, n) for op in ("forward", "weight_grad", "input_grad")]
+        return out
+
+    # layer-wise inference runs the encoder alone (fastsample/loading/layerwise.py)
+    @property
+    def num_layers(self) -> int:
+        return self.encoder.num_layers
+
+    def layer(self, i: int, block, h):
+        return self.encoder.layer(i, block, h)
+
+
+class LinkModel(Headed):
+    """An encoder and a pair scorer (see the module doc).
+
+    Args:
+        encoder: the node model; its outputs are the embeddings (``dim`` wide).
+        dim: the embeddings' width; scorer: one of SCORERS.
+    """
+
+    def __init__(self, encoder: nn.Module, dim: int, scorer: str = "dot"):
+        super().__init__(encoder)
+        if scorer not in SCORERS:
+            raise ValueError(f"scorer must be one of {', '.join(SCORERS)} (got {scorer!r})")
+        self.kind = scorer
+        self.mlp = nn.Sequential(nn.Linear(dim, dim), nn.ReLU(), nn.Linear(dim, 1)) if scorer == "mlp" else None
+        # the target relation's diagonal (a run trains one target relation)
+        self.relation = nn.Parameter(torch.ones(dim)) if scorer == "distmult" else None
+
     def products(self, blocks, batch=None) -> list | None:
         """A training step's matrix products (fastsample/nn/roofline.py): the encoder's, and the
         MLP scorer's over the batch's positive and negative pairs; None where the encoder
@@ -72,14 +99,9 @@ class LinkModel(nn.Module):
         listed = products_of(self.encoder, blocks, batch)
         if listed is None:
             return None
-        out = list(listed)
-        if self.mlp is not None and batch is not None and len(batch):
-            k = batch.neg.shape[1]
-            for side, rows in (("pos", len(batch)), ("neg", len(batch) * k)):
-                for j, lin in enumerate(m for m in self.mlp if isinstance(m, nn.Linear)):
-                    n, d = lin.weight.shape
-                    out += [(f"score:{side}:{j}", op, rows, d, n) for op in ("forward", "weight_grad", "input_grad")]
-        return out
+        sides = [("score:pos", len(batch)), ("score:neg", len(batch) * batch.neg.shape[1])] if (
+            batch is not None and len(batch)) else []
+        return list(listed) + self.head_products(self.mlp, sides)
 
     def score(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         """Logits of the pairs (a[..., :], b[..., :]), broadcast over the leading dimensions."""
@@ -89,13 +111,30 @@ class LinkModel(nn.Module):
             return (a * self.relation * b).sum(-1)
         return (a * b).sum(-1)
 
-    # layer-wise inference runs the encoder alone (fastsample/loading/layerwise.py)
-    @property
-    def num_layers(self) -> int:
-        return self.encoder.num_layers
 
-    def layer(self, i: int, block, h):
-        return self.encoder.layer(i, block, h)
+class EdgeModel(Headed):
+    """An encoder and a head predicting each edge's label from its endpoints' embeddings:
+    an MLP of [a, b, a * b] (the pair in order, and their agreement) to ``out`` outputs
+    (the classes' logits, or one value), for edge classification and regression.
+
+    Args:
+        encoder: the node model; its outputs are the embeddings (``dim`` wide).
+        dim: the embeddings' width; out: the head's outputs.
+    """
+
+    def __init__(self, encoder: nn.Module, dim: int, out: int):
+        super().__init__(encoder)
+        self.mlp = nn.Sequential(nn.Linear(3 * dim, dim), nn.ReLU(), nn.Linear(dim, out))
+
+    def products(self, blocks, batch=None) -> list | None:
+        listed = products_of(self.encoder, blocks, batch)
+        if listed is None:
+            return None
+        return list(listed) + self.head_products(self.mlp, [("head", len(batch))] if batch is not None else [])
+
+    def predict(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        """(E, out) outputs of the pairs (a[i], b[i])."""
+        return self.mlp(torch.cat([a, b, a * b], dim=-1))
 
 
 def bce_loss(pos: torch.Tensor, neg: torch.Tensor) -> torch.Tensor:

@@ -11,6 +11,8 @@
                                          to the range, indices global new ids)
         link/*.npy                       a link-split dataset's edges (fastsample/data/edge_splits.py)
                                          whose destination the part owns, in new ids
+        edge_labels/*.npy                a dataset's labelled edges (fastsample/data/edge_labels.py),
+                                         likewise
 
 ``mode`` hybrid writes topology/, vanilla writes the per-part CSCs, both writes both.
 
@@ -41,6 +43,7 @@ from tqdm import tqdm
 from fastsample.allocator import available_memory
 from fastsample.atomic import AtomicDirectory, allocated_memmap, check_space, format_bytes
 from fastsample.choices import MODES, PARTITION_METHODS, PARTITION_MODES
+from fastsample.data.edge_labels import load_edge_labels
 from fastsample.data.edge_splits import load_edge_split
 from fastsample.data.graph import (NODE, SPLITS, CSCGraph, Dataset, DatasetError, unwrap_one_type, describe_types,
                               expect_array, load_dataset, open_array, open_types, read_json, validate_csc)
@@ -199,6 +202,16 @@ def _relabelled_edge_split(dataset, ds, new_of_old: np.ndarray) -> dict | None:
             "test": (new(split.test), new(split.test_neg))}
 
 
+def _relabelled_edge_labels(dataset, ds, new_of_old: np.ndarray) -> dict | None:
+    """The dataset's labelled edges (edge tasks) in new ids, checked first: {split: (edges
+    (E, 2), labels)}; None without them."""
+    if "edge_labels" not in ds.meta:
+        return None
+    labelled = load_edge_labels(dataset, ds.graph.num_nodes, ds.meta["edge_labels"], graph=ds.graph)
+    return {s: (new_of_old[np.asarray(labelled.edges[s], dtype=np.int64)], np.asarray(labelled.labels[s]))
+            for s in labelled.edges}
+
+
 def partition_dataset(dataset, out, parts: int, method: str = "auto", mode: str = "both",
                       seed: int = 0, overwrite: bool = False, progress: bool = True) -> dict:
     """Partition a dataset directory for ``parts`` ranks and write the layout (atomically).
@@ -258,7 +271,9 @@ def partition_dataset(dataset, out, parts: int, method: str = "auto", mode: str 
         np.save(tmp / "orig_ids.npy", orig_ids.astype(ds.graph.indices.dtype))
         topo_bytes = graph.indptr.nbytes + sum(a.nbytes for a in graph.edge_arrays().values())
         split_new = {s: np.sort(new_of_old[np.asarray(getattr(ds, s))]) for s in SPLITS}
-        link = _relabelled_edge_split(dataset, ds, new_of_old)
+        # each edge set with the suffixes of its aligned arrays' files
+        edge_sets = {"link": (_relabelled_edge_split(dataset, ds, new_of_old), ("", "_neg")),
+                     "edge_labels": (_relabelled_edge_labels(dataset, ds, new_of_old), ("", "_labels"))}
         stats = []
         for k in tqdm(range(parts), desc="writing parts", disable=not progress):
             lo, hi = int(offsets[k]), int(offsets[k + 1])
@@ -271,12 +286,12 @@ def partition_dataset(dataset, out, parts: int, method: str = "auto", mode: str 
                 mine = ids[(ids >= lo) & (ids < hi)].astype(ds.graph.indices.dtype)
                 np.save(pk / f"{s}.npy", mine)
                 counts[s] = int(len(mine))
-            if link is not None:  # each edge with its destination's owner
-                for name, (edges, *aligned) in link.items():
+            for folder, (sets, suffixes) in edge_sets.items():  # each edge with its destination's owner
+                for name, (edges, *aligned) in (sets or {}).items():
                     mine = (edges[:, 1] >= lo) & (edges[:, 1] < hi)
-                    for suffix, arr in zip(("", "_neg"), (edges, *aligned)):
-                        np.save(_mkdir(pk / "link") / f"{name}{suffix}.npy", arr[mine])
-                    counts[f"link_{name}"] = int(mine.sum())
+                    for suffix, arr in zip(suffixes, (edges, *aligned)):
+                        np.save(_mkdir(pk / folder) / f"{name}{suffix}.npy", arr[mine])
+                    counts[f"{folder}_{name}"] = int(mine.sum())
             e_lo, e_hi = int(graph.indptr[lo]), int(graph.indptr[hi])
             if mode in ("vanilla", "both"):
                 np.save(pk / "indptr.npy", (np.asarray(graph.indptr[lo:hi + 1], np.int64) - e_lo)
@@ -297,7 +312,7 @@ def partition_dataset(dataset, out, parts: int, method: str = "auto", mode: str 
             "layout_version": LAYOUT_VERSION,
             "dataset": {key: ds.meta[key] for key in ("name", "num_nodes", "num_edges", "feature_dim",
                                                       "num_classes", "dtypes", "node_types", "node_type_offset", "edge_types",
-                                                      "target_type", "features", "link")
+                                                      "target_type", "features", "link", "edge_labels")
                         if key in ds.meta},
             "source": str(Path(dataset).resolve()),
             "num_parts": parts, "method": method, "mode": mode, "seed": seed,

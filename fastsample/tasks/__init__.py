@@ -5,10 +5,15 @@ defaults, options, head, loss, step, evaluation, record fields and lines), regis
 here by name. The Trainer (fastsample/trainer/) is the loop: epochs, steps, checkpoints,
 preemption, reporting; it asks the task for everything else.
 
-    node  node classification (node.py): labels of the target type's nodes,
-          cross-entropy, accuracy
-    link  link prediction (link.py): a target relation's edges against drawn negatives,
-          binary cross-entropy; exact ROC-AUC, MRR and Hits@K
+    node             node classification (node.py): labels of the target type's nodes,
+                     cross-entropy, accuracy
+    node-regression  node regression (node_regression.py): float targets of the target
+                     type's nodes, mean squared error, R², MAE, RMSE
+    link             link prediction (link.py): a target relation's edges against drawn negatives,
+                     binary cross-entropy; exact ROC-AUC, MRR and Hits@K
+    edge-class       edge classification (edge_class.py): a relation's labelled edges, an
+                     encoder and a head over both endpoints; cross-entropy, accuracy
+    edge-regression  edge regression (edge_regression.py): the same with float targets
 
 The task modules import no torch at the top (the settings read their class-level parts
 before torch loads).
@@ -17,10 +22,14 @@ before torch loads).
 from __future__ import annotations
 
 from fastsample.tasks.base import Task
+from fastsample.tasks.edge_class import EdgeClassTask
+from fastsample.tasks.edge_regression import EdgeRegressionTask
 from fastsample.tasks.link import LinkTask
 from fastsample.tasks.node import NodeTask
+from fastsample.tasks.node_regression import NodeRegressionTask
 
-TASKS: dict[str, type[Task]] = {t.name: t for t in (NodeTask, LinkTask)}
+TASKS: dict[str, type[Task]] = {t.name: t for t in (NodeTask, NodeRegressionTask, LinkTask, EdgeClassTask,
+                                                     EdgeRegressionTask)}
 
 __all__ = ["TASKS", "Task", "NodeTask", "LinkTask", "task_class", "task_for", "task_options"]
 

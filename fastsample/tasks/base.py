@@ -15,7 +15,11 @@ models do not know which task runs: they ask it. A task declares
     train_metric         what the epoch line's train column is
     metrics, score       the record fields its evaluation adds (flat in the --log-json
                          record) and the one the best epoch is chosen by (higher is better)
-    output               what inference writes for its nodes: "logits" or "embeddings"
+    output               what inference writes for its nodes: "logits", "predictions" or
+                         "embeddings"
+    labels               what it trains on: "classes" (integer labels) or "values" (float
+                         targets); the mixins Classes and Values bring each kind's width,
+                         loss, measures and lines
 
 and implements its head around the encoder, its loss, one step's statistics, its
 evaluation and its lines. Class-level parts are read by the settings (TrainConfig) before
@@ -26,7 +30,9 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-__all__ = ["Task", "fmt"]
+import numpy as np
+
+__all__ = ["Task", "Classes", "Values", "check_labels", "fmt"]
 
 
 def fmt(value) -> str:
@@ -61,8 +67,13 @@ class Task:
 
     # ------------------------------------------------------------ the model
 
+    def classes(self, shard) -> int:
+        """How many classes the labels this task trains on have (0: float targets): the
+        dataset's node classes by default."""
+        return int(shard.num_classes)
+
     def out_width(self, num_classes: int) -> int:
-        """The encoder's output width (node tasks: one per class or target; edge tasks: the
+        """The encoder's output width (node tasks: their label_width; edge tasks: the
         embeddings', --hidden)."""
         return self.config.hidden
 
@@ -70,7 +81,7 @@ class Task:
         """A typed encoder's output type: the labelled one, or None for every type's rows."""
         return target_type
 
-    def head(self, encoder):
+    def head(self, encoder, num_classes: int):
         """The trained model around the built encoder (default: the encoder itself)."""
         return encoder
 
@@ -130,3 +141,108 @@ class Task:
         and the test measures there."""
         test = "  ".join(f"{k.removeprefix('test_')} {fmt(v)}" for k, v in metrics.items() if k.startswith("test_"))
         return f"{cls.score.replace('_', ' ')} {fmt(metrics.get(cls.score))} at epoch {epoch} (test there: {test})"
+
+
+class Classes:
+    """What a task predicting classes measures (mixed in before Task): one logit per class,
+    cross-entropy, accuracy. The dataset's labels are integers (-1: unlabelled)."""
+
+    labels = "classes"
+    train_metric = "acc"
+    metrics = ("val_acc", "test_acc")
+    score = "val_acc"
+    output = "logits"
+
+    def label_width(self, num_classes: int) -> int:
+        """One logit per class."""
+        return num_classes
+
+    def default_loss(self):
+        import torch
+
+        return torch.nn.functional.cross_entropy
+
+    def train_sum(self, out, y) -> float:
+        """The step's train metric summed over its items: the right predictions."""
+        return float((out.argmax(1) == y).sum())
+
+    def sums(self, out, y) -> np.ndarray:
+        """What a split's measures are made of, summed over batches and ranks: [correct, count]."""
+        return np.array([(np.asarray(out).argmax(1) == np.asarray(y)).sum(), len(y)], dtype=np.float64)
+
+    def measures(self, sums: np.ndarray, split: str) -> dict:
+        """{the split's measures} from the summed ``sums`` (None: an empty split, IGBH's test)."""
+        return {f"{split}_acc": float(sums[0] / sums[1]) if sums[1] else None}
+
+    @classmethod
+    def eval_text(cls, metrics: dict, how: str | None) -> str:
+        if metrics.get("val_acc") is None:
+            return ""
+        test = "" if metrics.get("test_acc") is None else f" test {fmt(metrics['test_acc'])}"
+        return f" val {fmt(metrics['val_acc'])}{test} ({how or 'sampled'})"
+
+    @classmethod
+    def best_text(cls, metrics: dict, epoch: int) -> str:
+        test = "" if metrics.get("test_acc") is None else f" (test there {fmt(metrics['test_acc'])})"
+        return f"val {fmt(metrics['val_acc'])} at epoch {epoch}{test}"
+
+
+class Values:
+    """What a task predicting a float target measures (mixed in before Task): one output,
+    mean squared error; R², MAE and RMSE, the best epoch by validation R². The dataset's
+    labels are float32 (NaN: unlabelled)."""
+
+    labels = "values"
+    train_metric = "mae"
+    metrics = ("val_r2", "test_r2", "val_mae", "test_mae", "val_rmse", "test_rmse")
+    score = "val_r2"
+    output = "predictions"
+
+    def label_width(self, num_classes: int) -> int:
+        """One output, the value."""
+        return 1
+
+    def default_loss(self):
+        import torch
+
+        return lambda out, y: torch.nn.functional.mse_loss(out.reshape(-1), y)
+
+    def train_sum(self, out, y) -> float:
+        """The step's absolute errors, summed."""
+        return float((out.detach().reshape(-1) - y).abs().sum())
+
+    def sums(self, out, y) -> np.ndarray:
+        """[count, sum y, sum y^2, squared error sum, absolute error sum], in float64."""
+        y = np.asarray(y, dtype=np.float64)
+        e = np.asarray(out, dtype=np.float64).reshape(-1) - y
+        return np.array([len(y), y.sum(), (y * y).sum(), (e * e).sum(), np.abs(e).sum()])
+
+    def measures(self, sums: np.ndarray, split: str) -> dict:
+        n, sy, syy, see, sae = sums
+        if not n:
+            return dict.fromkeys((f"{split}_r2", f"{split}_mae", f"{split}_rmse"))
+        spread = syy - sy * sy / n  # the targets' squared deviations from their mean
+        return {f"{split}_r2": float(1 - see / spread) if spread > 0 else None, f"{split}_mae": float(sae / n),
+                f"{split}_rmse": float(np.sqrt(see / n))}
+
+    @classmethod
+    def eval_text(cls, metrics: dict, how: str | None) -> str:
+        if metrics.get("val_mae") is None:
+            return ""
+        side = lambda s: (f"{s} r2 {fmt(metrics.get(s + '_r2'))} mae {fmt(metrics.get(s + '_mae'))} "
+                          f"rmse {fmt(metrics.get(s + '_rmse'))}")
+        return f" {side('val')}  {side('test')} ({how or 'sampled'})"
+
+    @classmethod
+    def best_text(cls, metrics: dict, epoch: int) -> str:
+        return (f"val r2 {fmt(metrics.get('val_r2'))} at epoch {epoch} (test there: r2 {fmt(metrics.get('test_r2'))} "
+                f"mae {fmt(metrics.get('test_mae'))} rmse {fmt(metrics.get('test_rmse'))})")
+
+
+def check_labels(task, labels, where) -> None:
+    """ValueError naming ``where`` unless ``labels`` are what ``task`` trains on (its ``labels``:
+    "classes", integers, or "values", floats)."""
+    kind = "values" if np.asarray(labels).dtype.kind == "f" else "classes"
+    if kind != task.labels:
+        raise ValueError(f"{where}: its labels are {kind} ({np.asarray(labels).dtype}); --task {task.name} "
+                         f"trains on {task.labels}")

@@ -42,7 +42,7 @@ class LinkTask(Task):
         """A typed encoder's output type: none, every type's rows (the endpoints are of any)."""
         return None
 
-    def head(self, encoder):
+    def head(self, encoder, num_classes: int):
         """The trained model: the encoder and the pair scorer."""
         from fastsample.nn.link import LinkModel
 

@@ -23,8 +23,11 @@ def _per_task(name: str, help: str | None = None, **marks):
     """option()'s arguments for a field whose default is its task's (the task's ``defaults``), said in its
     help: JobShape's field ``name`` (its help, checks and marks), or a new one with ``help``."""
     kw = dict(JobShape.__dataclass_fields__[name].metadata) if help is None else dict(help=help, **marks)
-    shown = "; ".join(f"{','.join(map(str, v)) if isinstance(v, tuple) else v} with --task {task}"
-                      for task, t in TASKS.items() for v in [t.defaults[name]])
+    by_value = {}  # the tasks that share a default, named together
+    for task, t in TASKS.items():
+        by_value.setdefault(t.defaults[name], []).append(task)
+    shown = "; ".join(f"{','.join(map(str, v)) if isinstance(v, tuple) else v} with --task {', '.join(tasks)}"
+                      for v, tasks in by_value.items())
     kw["help"] += f" (default: {shown})"
     return kw
 
@@ -112,9 +115,10 @@ class TrainConfig(JobShape):
                             check=(positive, "must be positive"))
     negative_sampler: str = option("uniform", "link: how negatives are drawn: uniform over all nodes, or degree "
                                    "(in-degree^0.75, as word2vec and PinSage)", choices=("uniform", "degree"))
-    exclude: str = option("auto", "link: edges a batch's MFGs may not use, skipped while sampling (fanouts stay "
-                          "full): self (the batch's positive edges), reverse (and their reverse edges), none; auto: "
-                          "reverse on an undirected split, else self", choices=("auto", "none", "self", "reverse"))
+    exclude: str = option("auto", "link and edge tasks: edges a batch's MFGs may not use, skipped while sampling "
+                          "(fanouts stay full): self (the batch's own edges), reverse (and their reverse edges), "
+                          "none; auto: reverse where the relation has reverse edges (an undirected graph's, or a "
+                          "reverse relation), else self", choices=("auto", "none", "self", "reverse"))
     scorer: str = option("mlp", "link: the pair scorer: dot (inner product of the two embeddings), distmult (a "
                          "learned diagonal of the target relation between them: sum a * r * b) or mlp (an MLP "
                          "of their elementwise product)", choices=SCORERS, resume=True)

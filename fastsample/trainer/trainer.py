@@ -56,7 +56,8 @@ class Preempted(RuntimeError):
 
 def build_model(config: TrainConfig, in_dim, num_classes: int, schema: dict | None = None) -> torch.nn.Module:
     """The model of ``config``: the network its --model names (fastsample/nn/models.py), the
-    width and output type its task chooses, inside the task's head (--task link: a
+    width and output type its task chooses for ``num_classes`` (of the labels the task
+    trains on: task.classes), inside the task's head (--task link: a
     LinkModel whose encoder has ``config.hidden`` outputs, the embeddings).
 
     Typed data (``schema``: typed_schema's) has ``in_dim`` {node type: input width (a
@@ -65,14 +66,15 @@ def build_model(config: TrainConfig, in_dim, num_classes: int, schema: dict | No
     task = task_for(config)
     target = task.encoder_target(schema["target_type"] if schema is not None else NODE)
     edge_types = schema["edge_types"] if schema is not None else None
-    return task.head(build_encoder(config.model, in_dim, task.out_width(num_classes), edge_types, target, config))
+    encoder = build_encoder(config.model, in_dim, task.out_width(num_classes), edge_types, target, config)
+    return task.head(encoder, num_classes)
 
 
 def model_for(config: TrainConfig, shard) -> torch.nn.Module:
     """build_model for ``shard``'s data (a partition or dataset): its feature width and
     classes, or on typed data each node type's width (a featureless type's: its embeddings')."""
     in_dims = {t: config.embed_dim if f is None else int(f.shape[1]) for t, f in shard.shards.items()}
-    return build_model(config, unwrap_one_type(in_dims), shard.num_classes, typed_schema(shard))
+    return build_model(config, unwrap_one_type(in_dims), task_for(config).classes(shard), typed_schema(shard))
 
 
 def embeddings_for(config: TrainConfig, shard, rank: int, num_parts: int) -> ShardedEmbeddings | None:
