@@ -194,7 +194,21 @@ def build_parser() -> argparse.ArgumentParser:
                     help="edge tasks: the labelled edges' split (default: 0.8,0.1,0.1)")
     tg.add_argument("--seed", type=int, default=0, help="the targets' and split's random seed (default: 0)")
 
-    for cmd in (s, pl, og, ig, ls, tg):
+    tb = sub.add_parser("tables", help="build a dataset from node and edge tables (Parquet or CSV) described by a "
+                        "spec", description="Build the dataset directory OUT from the node and edge tables SPEC "
+                        "names (a JSON or YAML file: every key and transform is in fastsample/data/table_spec.py). "
+                        "The tables are read in record batches; each node type's ids become dense ids, kept in "
+                        "OUT/id_maps/TYPE.parquet so that every later output can be keyed back by them. A "
+                        "duplicate or unknown id, a null where none may be, a column a transform cannot take, a "
+                        "missing file or column: one line naming the file, the column and the row, exit status 2, "
+                        "nothing left in OUT.")
+    tb.add_argument("spec", help="the spec file (.json, .yaml or .yml)")
+    tb.add_argument("out", help="dataset directory to write")
+    tb.add_argument("--on-unknown", choices=("error", "drop"), default="error", help="an edge naming a node id that "
+                    "its type's table lacks: error (count them, show the first few, write nothing) or drop (leave "
+                    "those edges out, and say how many)")
+
+    for cmd in (s, pl, og, ig, ls, tg, tb):
         cmd.add_argument("--overwrite", action="store_true", help="replace an existing directory")
         cmd.add_argument("--quiet", action="store_true", help="no progress bars")
 
@@ -203,7 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
     info.add_argument("--check", action="store_true",
                       help="also read every feature row and report those holding NaN or inf (exit status 1 if any: "
                            "a non-finite input makes the loss NaN, see --on-nan in python -m fastsample.train)")
-    for cmd in (s, pl, og, ig, ls, tg, info):
+    for cmd in (s, pl, og, ig, ls, tg, tb, info):
         cmd.add_argument("--json", action="store_true", help="print the summary as JSON")
     return p
 
@@ -356,6 +370,11 @@ def main(argv=None) -> int:
             _link_split(args)
         elif args.command == "targets":
             _targets(args)
+        elif args.command == "tables":
+            from fastsample.data.tables import build_tables
+
+            build_tables(args.spec, args.out, on_unknown=args.on_unknown, overwrite=args.overwrite,
+                         progress=cli.progress(args.quiet))
         path = args.dataset if args.command == "info" else args.out
         from fastsample.data.summary import check_features, format_check, format_summary, summarize
 

@@ -1,0 +1,191 @@
+"""Reading the tables record batch by record batch (pyarrow), and the id maps: each node
+type's ids, in table order, as dense ids 0..n-1, and the lookup of edges' ids into them.
+
+Integer ids are looked up by binary search over their sorted copy; string ids by a 64-bit
+FNV-1a hash of their bytes (Numba), binary search over the sorted hashes, and a comparison
+of the bytes, so that an id missing from the table is never taken for one that hashes
+alike. The state is O(nodes): the ids (or their bytes), their hashes and the sort order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+
+from fastsample.data.table_spec import Source, TableError
+
+__all__ = ["batches", "IdMap", "string_arrays", "fnv1a"]
+
+BATCH_ROWS = 1 << 20
+
+
+def batches(source: Source, columns: list[str], what: str):
+    """(file, first row of the batch in that file, {column: pyarrow Array}) for every record
+    batch of ``source``'s files, reading only ``columns``; a missing column is a TableError
+    naming the file, the column and ``what`` wanted it."""
+    import pyarrow as pa
+
+    for file in source.files:
+        try:
+            if source.format == "parquet":
+                import pyarrow.parquet as pq
+
+                reader = pq.ParquetFile(file)
+                names = reader.schema_arrow.names
+                _check_columns(file, names, columns, what)
+                stream = reader.iter_batches(batch_size=BATCH_ROWS, columns=list(dict.fromkeys(columns)))
+            else:
+                import pyarrow.csv as pcsv
+
+                stream = pcsv.open_csv(file, parse_options=pcsv.ParseOptions(delimiter=source.separator),
+                                       read_options=pcsv.ReadOptions(block_size=64 << 20))
+                _check_columns(file, stream.schema.names, columns, what)
+            row = 0
+            for batch in stream:
+                yield file, row, {c: batch.column(batch.schema.get_field_index(c)) for c in dict.fromkeys(columns)}
+                row += batch.num_rows
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OSError) as e:
+            raise TableError(f"{file}: unreadable as {source.format} ({str(e).splitlines()[0]})") from None
+
+
+def _check_columns(file, names, columns, what) -> None:
+    for c in columns:
+        if c not in names:
+            raise TableError(f"{file}: no column {c!r} ({what}; its columns: {', '.join(names)})")
+
+
+def string_arrays(values) -> tuple[np.ndarray, np.ndarray]:
+    """(offsets int64 (n + 1,), bytes uint8) of a pyarrow string array (no nulls)."""
+    import pyarrow as pa
+
+    values = values.cast(pa.large_string()) if not pa.types.is_large_string(values.type) else values
+    values = pa.concat_arrays([values]) if values.offset else values  # offsets from 0
+    _, offsets, data = values.buffers()
+    offsets = np.frombuffer(offsets, dtype=np.int64, count=len(values) + 1)
+    data = np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(0, np.uint8)
+    return offsets, data
+
+
+@numba.njit(cache=True, nogil=True)
+def _fnv1a(offsets, data, out):
+    for i in range(len(out)):
+        h = np.uint64(0xCBF29CE484222325)
+        for j in range(offsets[i], offsets[i + 1]):
+            h = (h ^ np.uint64(data[j])) * np.uint64(0x100000001B3)
+        out[i] = h
+
+
+def fnv1a(offsets: np.ndarray, data: np.ndarray) -> np.ndarray:
+    """The 64-bit FNV-1a hash of each string (string_arrays' form), as uint64."""
+    out = np.empty(len(offsets) - 1, dtype=np.uint64)
+    _fnv1a(offsets, data, out)
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def _same_bytes(a_off, a_data, rows, b_off, b_data, out):
+    """out[i]: string rows[i] of a equals string i of b (rows[i] < 0: no candidate)."""
+    for i in range(len(rows)):
+        r = rows[i]
+        if r < 0:
+            out[i] = False
+            continue
+        n = a_off[r + 1] - a_off[r]
+        if n != b_off[i + 1] - b_off[i]:
+            out[i] = False
+            continue
+        same = True
+        for k in range(n):
+            if a_data[a_off[r] + k] != b_data[b_off[i] + k]:
+                same = False
+                break
+        out[i] = same
+
+
+@dataclass
+class IdMap:
+    """One node type's ids (see the module doc): ``lookup`` gives dense ids, -1 where unknown.
+
+    kind: "int" or "string"; keys: the ids (int64) or their hashes (uint64), in table order;
+    order: the argsort of keys; strings: the ids' (offsets, bytes), for kind "string";
+    column: the pyarrow array of the ids, as written to the id map file."""
+
+    kind: str
+    keys: np.ndarray
+    order: np.ndarray
+    strings: tuple | None
+    column: object
+
+    @property
+    def size(self) -> int:
+        return len(self.keys)
+
+    @classmethod
+    def build(cls, chunks: list, where: list, name: str) -> "IdMap":
+        """The map of the ids in ``chunks`` (pyarrow arrays, in order); ``where``: (file,
+        first row, length) of each chunk, to name a duplicate's rows; ``name``: the column."""
+        import pyarrow as pa
+
+        column = pa.chunked_array(chunks).combine_chunks() if chunks else pa.array([], pa.int64())
+        if pa.types.is_integer(column.type):
+            kind, keys, strings = "int", column.to_numpy().astype(np.int64), None
+        else:
+            strings = string_arrays(column)
+            kind, keys = "string", fnv1a(*strings)
+        order = np.argsort(keys, kind="stable")
+        same = np.flatnonzero(keys[order][1:] == keys[order][:-1])
+        if len(same):
+            a, b = sorted((int(order[same[0]]), int(order[same[0] + 1])))
+            file, row = _row(where, b)
+            at = f"{file}: column {name!r}, row {row}"
+            if kind == "string" and not _equal(strings, a, b):
+                raise TableError(f"{at}: ids {_text(column, a)!r} and {_text(column, b)!r} hash alike (64-bit "
+                                 "FNV-1a); rename one")
+            first = "row {1}".format(*_row(where, a)) if _row(where, a)[0] == file else "{0}: row {1}".format(
+                *_row(where, a))
+            raise TableError(f"{at}: duplicate node id {_text(column, b)!r} (first at {first}; {len(same):,} "
+                             "duplicates in all)")
+        return cls(kind, keys, order, strings, column)
+
+    def lookup(self, values) -> np.ndarray:
+        """Dense ids (int64) of the pyarrow array ``values`` (no nulls), -1 where unknown."""
+        import pyarrow as pa
+
+        integer = pa.types.is_integer(values.type)
+        if (self.kind == "int") != integer:
+            raise TypeError(f"ids of type {values.type} against a node table's {self.column.type} ids")
+        if integer:
+            keys = values.to_numpy(zero_copy_only=False).astype(np.int64)
+        else:
+            offsets, data = string_arrays(values)
+            keys = fnv1a(offsets, data)
+        sorted_keys = self.keys[self.order]
+        at = np.minimum(np.searchsorted(sorted_keys, keys), max(self.size - 1, 0))
+        dense = self.order[at].astype(np.int64) if self.size else np.full(len(keys), -1, np.int64)
+        found = (sorted_keys[at] == keys) if self.size else np.zeros(len(keys), bool)
+        if not integer and self.size:  # the hash matched: so must the bytes
+            same = np.empty(len(keys), dtype=np.bool_)
+            _same_bytes(self.strings[0], self.strings[1], np.where(found, dense, -1), offsets, data, same)
+            found &= same
+        dense[~found] = -1
+        return dense
+
+
+def _equal(strings, a: int, b: int) -> bool:
+    off, data = strings
+    return bytes(data[off[a]:off[a + 1]]) == bytes(data[off[b]:off[b + 1]])
+
+
+def _text(column, i: int) -> str:
+    return str(column[i].as_py())
+
+
+def _row(where: list, i: int) -> tuple:
+    """(file, row) of the i-th id over the chunks."""
+    for file, first, length in where:
+        if i < length:
+            return file, first + i
+        i -= length
+    return "?", i

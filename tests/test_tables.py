@@ -1,0 +1,160 @@
+"""python -m fastsample.data tables: a dataset from tables with the user's ids, the same
+dataset as the one the tables were written from, its transforms' values, and one line,
+exit status 2 and nothing in OUT for every kind of bad input."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from bench.tables import compare, export
+from conftest import run_module
+from fastsample.comm.local import LocalCommunicator
+from fastsample.data.edge_labels import load_edge_labels
+from fastsample.data.graph import load_dataset
+from fastsample.data.synth_typed import TYPED_PRESETS, write_typed_synthetic
+from fastsample.trainer import TrainConfig, Trainer
+from fastsample.trainer.report import Reporter
+
+
+@pytest.fixture(scope="module")
+def typed(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tables")
+    write_typed_synthetic(root / "h", TYPED_PRESETS["hetero-tiny"], progress=False)
+    return root / "h"
+
+
+def _losses(data) -> list:
+    config = TrainConfig(data=str(data), fanouts=(5, 5), batch_size=64, hidden=16, epochs=2, threads=1, quiet=True,
+                         matmul="blas", eval_every=0, embed_dim=8)
+    return [x for r in Trainer(config, LocalCommunicator(), reporter=Reporter()).run() for x in r.step_losses]
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv"])
+def test_tables_written_from_a_dataset_build_the_same_dataset_and_train_alike(typed, tmp_path, fmt):
+    spec = export(typed, tmp_path / "tables", fmt)
+    proc = run_module("fastsample.data", "tables", spec, tmp_path / "built")
+    assert proc.returncode == 0, proc.stderr
+    assert compare(typed, tmp_path / "built") == []
+    meta = json.loads((tmp_path / "built" / "meta.json").read_text())
+    assert meta["tables"]["class_names"] == [f"class-{c:04d}" for c in range(meta["num_classes"])]
+    ids = pq.read_table(tmp_path / "built" / meta["tables"]["id_maps"]["author"]).column("id").to_pylist()
+    assert ids == [f"author-{k}" for k in range(len(ids))]  # row k: the user's id of dense id k
+    if fmt == "parquet":
+        assert _losses(typed) == _losses(tmp_path / "built")
+
+
+def _table(path, **columns):
+    pq.write_table(pa.table(columns), path)
+    return path.name
+
+
+def _spec(path, nodes, edges, **top):
+    path.write_text(json.dumps({"nodes": nodes, "edges": edges, **top}))
+    return path
+
+
+@pytest.fixture
+def shop(tmp_path):
+    """A small two-type graph with string and integer ids, every transform and labelled edges."""
+    _table(tmp_path / "users.parquet", uid=["u1", "u2", "u3", "u4"], age=[20.0, None, 40.0, 50.0],
+           country=["fr", "de", "fr", "it"], tags=["a|b", "b", "", "a|a|c"],
+           segment=["gold", "basic", None, "gold"], split=["train", "val", None, "test"])
+    _table(tmp_path / "items.parquet", iid=[10, 20, 30], price=[[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+    _table(tmp_path / "buys.parquet", user=["u1", "u2", "u3", "u4", "u1"], item=[10, 20, 30, 10, 30],
+           fraud=[0, 1, 0, None, 1])
+    nodes = [{"node_type": "user", "files": "users.parquet", "node_id_col": "uid",
+              "features": [{"feature_col": "age", "fill": 30.0, "transform": {"name": "standardize"}},
+                           {"feature_col": "country", "transform": "to_categorical"},
+                           {"feature_col": "country", "transform": {"name": "hash", "buckets": 8}},
+                           {"feature_col": "tags", "transform": {"name": "bag", "buckets": 4, "separator": "|"}}],
+              "labels": [{"label_col": "segment", "split_col": "split"}]},
+             {"node_type": "item", "files": "items.parquet", "node_id_col": "iid",
+              "features": [{"feature_col": "price"}]}]
+    edges = [{"relation": ["user", "buys", "item"], "files": "buys.parquet", "source_id_col": "user",
+              "dest_id_col": "item", "reverse": "bought_by",
+              "labels": [{"label_col": "fraud", "split_pct": [0.5, 0.25, 0.25], "seed": 1}]}]
+    return tmp_path, nodes, edges
+
+
+def test_features_labels_and_labelled_edges_from_tables(shop):
+    root, nodes, edges = shop
+    proc = run_module("fastsample.data", "tables", _spec(root / "spec.json", nodes, edges, name="shop"), root / "out")
+    assert proc.returncode == 0, proc.stderr
+    ds = load_dataset(root / "out")
+    assert ds.graph.node_types == ("user", "item") and ds.target_type == "user" and ds.num_classes == 2
+    x = np.asarray(ds.shards["user"])
+    age = np.array([20, 30, 40, 50.0])
+    assert np.allclose(x[:, 0], (age - age.mean()) / age.std(), atol=1e-6)  # the null filled, then standardised
+    assert x[:, 1:4].tolist() == [[0, 1, 0], [1, 0, 0], [0, 1, 0], [0, 0, 1]]  # de, fr, it in sorted order
+    hashed = x[:, 4:12]
+    assert (hashed.sum(1) == 1).all() and (hashed[0] == hashed[2]).all() and not (hashed[0] == hashed[1]).all()
+    assert x[:, 12:16].sum(1).tolist() == [2, 1, 0, 3]  # a bag counts its tokens ("a|a|c": 3)
+    assert np.asarray(ds.shards["item"]).tolist() == [[1, 2], [3, 4], [5, 6]]
+    assert ds.labels.tolist() == [1, 0, -1, 1]  # basic, gold by name; a null is unlabelled
+    assert (ds.train.tolist(), ds.val.tolist(), ds.test.tolist()) == ([0], [1], [3])
+    meta = json.loads((root / "out" / "meta.json").read_text())
+    assert meta["tables"]["class_names"] == ["basic", "gold"]
+    assert ds.graph.edge_types == (("user", "buys", "item"), ("item", "bought_by", "user"))
+    labelled = load_edge_labels(root / "out", ds.num_nodes, meta["edge_labels"], graph=ds.graph)
+    assert meta["edge_labels"]["reverse"] == ["item", "bought_by", "user"]
+    got = {tuple(e): int(y) for s in ("train", "val", "test")
+           for e, y in zip(labelled.edges[s].tolist(), labelled.labels[s].tolist())}
+    # item ids come after the 4 users: item 10 is node 4; the unlabelled edge (u4, 10) is in no split
+    assert got == {(0, 4): 0, (1, 5): 1, (2, 6): 0, (0, 6): 1}
+    # the spec may be YAML
+    (root / "spec.yaml").write_text(__import__("yaml").safe_dump({"nodes": nodes, "edges": edges}))
+    assert run_module("fastsample.data", "tables", root / "spec.yaml", root / "out2").returncode == 0
+    assert compare(root / "out", root / "out2") == []
+
+
+BAD = {
+    "duplicate id": (lambda r, n, e: _table(r / "users.parquet", uid=["u1", "u2", "u1", "u4"], age=[1.0] * 4,
+                                            country=["fr"] * 4, tags=[""] * 4, segment=["gold"] * 4,
+                                            split=["train"] * 4),
+                     "users.parquet: column 'uid', row 2: duplicate node id 'u1' (first at row 0"),
+    "unknown id": (lambda r, n, e: _table(r / "buys.parquet", user=["u1", "zz", "u3", "u4", "yy"],
+                                          item=[10, 20, 30, 10, 99], fraud=[0, 1, 0, 0, 1]),
+                   "2 edges name a node id that its node table does not have (buys.parquet row 1: user 'zz'; "
+                   "buys.parquet row 4: user 'yy'"),
+    "label null in a split": (lambda r, n, e: n[0]["labels"][0].update(label_col="age", task_type="regression"),
+                              "users.parquet: row 1, column 'age': null, but column 'split' puts the row in val"),
+    "transform type": (lambda r, n, e: n[1]["features"].append({"feature_col": "price",
+                                                                "transform": "to_categorical"}),
+                       "items.parquet: column 'price': type list<element: double>, but transform to_categorical "
+                       "takes strings or lists of strings"),
+    "missing file": (lambda r, n, e: e[0].update(files="nope.parquet"), "edges[0].files: "),
+    "missing column": (lambda r, n, e: e[0].update(dest_id_col="product"),
+                       "buys.parquet: no column 'product' (relation user:buys:item"),
+    "null feature": (lambda r, n, e: n[0]["features"][0].pop("fill"),
+                     "users.parquet: column 'age', row 1: null, and the feature declares no fill"),
+    "unknown key": (lambda r, n, e: n[0].update(node_typ="x"), "nodes[0]: unknown key 'node_typ'"),
+    "id types differ": (lambda r, n, e: _table(r / "items.parquet", iid=["10", "20", "30"],
+                                               price=[[1.0, 2.0]] * 3),
+                        "buys.parquet: column 'item': ids of type int64, but node type item's table has string ids"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_bad_input_is_one_line_naming_the_file_column_and_row_and_leaves_nothing(shop, case):
+    root, nodes, edges = shop
+    change, message = BAD[case]
+    change(root, nodes, edges)
+    proc = run_module("fastsample.data", "tables", _spec(root / "spec.json", nodes, edges), root / "out")
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and message in lines[0], proc.stderr
+    assert lines[0].startswith("python -m fastsample.data tables: error: ")
+    assert not (root / "out").exists() and [p.name for p in root.iterdir() if p.name.startswith("out")] == []
+
+
+def test_unknown_ids_can_be_dropped_and_are_counted(shop):
+    root, nodes, edges = shop
+    BAD["unknown id"][0](root, nodes, edges)
+    proc = run_module("fastsample.data", "tables", _spec(root / "spec.json", nodes, edges), root / "out",
+                      "--on-unknown", "drop")
+    assert proc.returncode == 0 and "dropped 2 edges naming unknown node ids" in proc.stderr, proc.stderr
+    assert load_dataset(root / "out").graph.num_edges == 3 * 2  # three known edges, and their reverses
