@@ -2,15 +2,34 @@
 
 Runs exact layer-wise inference (all neighbours, fastsample/loading/layerwise.py) of the model a
 checkpoint of python -m fastsample.train holds, on the same ranks as training (a
-partition for P ranks, launched on P ranks), and writes OUT atomically:
+partition for P ranks, launched on P ranks), and writes OUT atomically.
 
-    OUT/part-R.npy    float32 (rows owned by rank R, output width): row k is node offsets[R] + k
-    OUT/orig_ids.npy  the partition's map from its node ids to the dataset's
-    OUT/index.json    num_parts, offsets, width, files, the checkpoint and partition used
+What is written (--output; the default is the task's):
+    logits         node classification's default: the target type's class logits
+    probabilities  their softmax
+    predictions    node regression's default: the target type's predicted values
+    embeddings     link and edge tasks' default (their encoder's output, --hidden wide, every
+                   node type's); for a node task its last hidden layer's rows
+and for which node types (--node-types: all, or a comma-separated list; the default: the
+target type for logits, probabilities and predictions, every type for embeddings).
 
-Typed data (the R-GCN): the outputs are the target type's nodes only, so part-R.npy's
-row k is node ranges[R][0] + k (index.json's "ranges" [lo, hi) per rank, and "node_type");
-featureless types start from the embedding shards saved beside the checkpoint
+--format parquet: OUT/TYPE/part-R.parquet per node type and rank, with a column "id" (the
+user's ids where the dataset was built from tables, python -m fastsample.data tables: its
+id maps; else the node's id within its type) and a column named by the output (a
+fixed-size list of float32 per row); any Parquet reader reads OUT/TYPE/ as one table.
+
+--format npy (the default): OUT/part-R.npy (float32, rows owned by rank R) where only the
+target type is written, else OUT/TYPE/part-R.npy; row k of rank R's file is the node with
+partition id ranges[R][0] + k (index.json's "ranges", per type), OUT/orig_ids.npy maps
+partition ids to the dataset's.
+
+OUT/index.json says what is where: num_parts, the output and task, per node type its
+files, ranges and width, the checkpoint, partition and model. A link or edge task's head
+(its scorer's or classifier's parameters) is OUT/head.npz, its formula in index.json's
+"head" (fastsample/export.py's HEADS): e.g. the MLP scorer's mlp.0.weight, mlp.0.bias,
+mlp.2.weight, mlp.2.bias, DistMult's relation; examples/retrieve.py scores with them.
+
+Featureless types start from the embedding shards saved beside the checkpoint
 (epoch-N.embed-R-of-P.pt), so the job has as many ranks as the training had.
 """
 
@@ -24,11 +43,16 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from fastsample import cli
 from fastsample import options as cfg
 from fastsample.choices import COMM_BACKENDS
+from fastsample.data.graph import NODE
+from fastsample.options import ConfigError
 
 PROG = "python -m fastsample.infer"
+OUTPUTS = ("logits", "probabilities", "predictions", "embeddings")
 
 
 @dataclass(frozen=True)
@@ -40,6 +64,15 @@ class InferConfig:
     checkpoint: str = cfg.option(help="a checkpoint file of python -m fastsample.train (CHECKPOINT_DIR/epoch-N.pt)")
     out: str = cfg.option(help="directory to write (atomically)", shared=False)
     batch_size: int = cfg.option(4096, "nodes per rank per batch", check=(lambda v: v > 0, "must be positive"))
+    output: str | None = cfg.option(None, "what to write: logits, probabilities (node classification), predictions "
+                                    "(node regression), embeddings (the encoder's rows: a link or edge task's; a "
+                                    "node task's last hidden layer); default: the task's (logits, predictions, "
+                                    "embeddings)", choices=OUTPUTS)
+    node_types: str | None = cfg.option(None, "all, or comma-separated node types to write (default: the target "
+                                        "type; every type for embeddings)", metavar="all|TYPE,TYPE")
+    format: str = cfg.option("npy", "npy (float32 rows per rank; ids through orig_ids.npy) or parquet (per node type "
+                             "and rank: an id column, the user's ids for a dataset built from tables, and the rows)",
+                             choices=("npy", "parquet"))
     backend: str = cfg.option("mpi", "collectives", choices=COMM_BACKENDS)
     threads: int | None = cfg.option(None, "threads per rank (default: OMP_NUM_THREADS or all cores)", shared=False,
                                      check=(lambda v: v > 0, "must be positive"))
@@ -100,15 +133,21 @@ def main(argv=None) -> int:
         return part, model, inputs, (config.model, built), task_for(config)
 
     part, model, inputs, (model_spec, built), task = cli.agreed(comm, PROG, build)
-    out_width = task.out_width(task.classes(part))
-    rows = _output_rows(part, comm.size)
-    total = sum(hi - lo for lo, hi in rows)
+    plan = cli.agreed(comm, PROG, lambda: _plan(args, task, part, model))
+    types, layers, width = plan["types"], plan["layers"], plan["width"]
+    names = list(part.node_type_names)
+    T, runs = len(names), part.type_runs
+    rows = {t: [(int(runs[r * T + names.index(t)]), int(runs[r * T + names.index(t) + 1])) for r in range(comm.size)]
+            for t in types}
+    total = sum(hi - lo for ranges in rows.values() for lo, hi in ranges)
+    flat = args.format == "npy" and types == [names[part.target_index]]  # the layout before node types were chosen
+
     # only once every rank is ready, so that no failure elsewhere leaves it behind
     def target():
         if comm.rank != 0:
             return None
         # the whole output, before hours of inference: float32 rows of the model's width
-        need = total * out_width * 4 + part.num_nodes * 8 + (1 << 20)
+        need = total * width * 4 + part.num_nodes * 8 + (1 << 20)
         check_space(Path(args.out).parent, need, Path(args.out).name)
         return AtomicDirectory(args.out, overwrite=args.overwrite)
 
@@ -117,32 +156,100 @@ def main(argv=None) -> int:
     # leaving the block removes the temporary directory unless it was committed
     with out if out is not None else contextlib.nullcontext():
         def write():
-            h = layerwise(model, part, comm, args.batch_size, progress=not args.quiet, inputs=inputs)
-            np.save(tmp / f"part-{comm.rank}.npy", h)
-            return h.shape[1]
+            from fastsample import export
 
-        width = cli.agreed(comm, PROG, write)
+            h = layerwise(model, part, comm, args.batch_size, progress=not args.quiet, inputs=inputs,
+                          every_type=plan["every_type"], layers=layers)
+            h = h if isinstance(h, dict) else {names[part.target_index]: h}
+            files = {}
+            for t in types:
+                rows_t = h[t] if plan["output"] != "probabilities" else _softmax(h[t])
+                folder = tmp if flat else tmp / export.type_folder(part, t)
+                folder.mkdir(exist_ok=True)
+                file = folder / f"part-{comm.rank}.{args.format}"
+                if args.format == "npy":
+                    np.save(file, rows_t)
+                else:
+                    export.write_rows(file, export.user_ids(part, Path(args.data), t, comm.rank), rows_t,
+                                      plan["output"])
+                files[t] = str(file.relative_to(tmp))
+            return files
+
+        files = comm.allgather_object(cli.agreed(comm, PROG, write))
         if out is not None:
-            shutil.copyfile(Path(args.data) / "orig_ids.npy", tmp / "orig_ids.npy")
-            index = {"num_parts": comm.size, "offsets": [int(o) for o in part.offsets], "width": int(width),
-                     "dtype": "float32", "files": [f"part-{r}.npy" for r in range(comm.size)],
-                     "orig_ids": "orig_ids.npy", "checkpoint": str(args.checkpoint), "partition": str(args.data),
-                     "model": model_spec, "architecture": built, "task": task.name, "output": task.output,
-                     # the target type's rows (untyped: every node): a range of ids per rank
-                     "node_type": part.target_type, "ranges": [list(r) for r in rows]}
-            (tmp / "index.json").write_text(json.dumps(index, indent=2) + "\n")
+            _finish(args, part, model, task, plan, rows, files, flat, tmp, model_spec, built)
             out.commit()
-            what = " ".join(filter(None, (f"{total:,}", part.target_type, "nodes")))  # untyped: no type to name
-            print(f"{PROG}: {what} x {width} written to {args.out} by {comm.size} ranks in "
+            what = " ".join(filter(None, (f"{total:,}", ", ".join(t for t in types if t != NODE), "nodes")))
+            print(f"{PROG}: {what} x {width} ({plan['output']}) written to {args.out} by {comm.size} ranks in "
                   f"{time.perf_counter() - t0:.1f} s")
     return 0
 
 
-def _output_rows(part, num_parts: int) -> list[tuple[int, int]]:
-    """Each rank's output rows as [lo, hi) node ids: its nodes of the target type
-    (layerwise's rows; untyped data: all of its nodes)."""
-    runs, T, t = part.type_runs, len(part.node_type_names), part.target_index
-    return [(int(runs[r * T + t]), int(runs[r * T + t + 1])) for r in range(num_parts)]
+def _plan(args, task, part, model) -> dict:
+    """What to write: the output, the node types, how many layers to run, the width."""
+    output = args.output or task.output
+    allowed = {"logits": ("logits", "probabilities", "embeddings"), "predictions": ("predictions", "embeddings"),
+               "embeddings": ("embeddings",)}[task.output]
+    if output not in allowed:
+        raise ConfigError("output", f"{output} does not serve --task {task.name} (its outputs: {', '.join(allowed)})")
+    names = list(part.node_type_names)
+    target = names[part.target_index]
+    hidden = output == "embeddings" and task.output != "embeddings"  # a node model's last hidden layer
+    if hidden and model.num_layers < 2:
+        raise ConfigError("output", "embeddings: a one-layer node model has no hidden layer")
+    every = output == "embeddings"
+    if args.node_types is None:
+        types = names if every else [target]
+    elif args.node_types == "all":
+        types = names
+    else:
+        types = [t.strip() for t in args.node_types.split(",") if t.strip()]
+        unknown = [t for t in types if t not in names]
+        if unknown or not types:
+            raise ConfigError("node_types", f": {', '.join(unknown) or repr(args.node_types)}: not a node type (the "
+                              f"partition's: {', '.join(names)})")
+    if not every and types != [target]:
+        raise ConfigError("node_types", f": {output} exist for the target type {target} only (--output "
+                          "embeddings writes every type's rows)")
+    layers = model.num_layers - 1 if hidden else None
+    width = task.config.hidden if hidden else task.out_width(task.classes(part))
+    return {"output": output, "types": types, "layers": layers, "every_type": every, "width": width}
+
+
+def _softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return (e / e.sum(axis=1, keepdims=True)).astype(np.float32)
+
+
+def _finish(args, part, model, task, plan, rows, files, flat, tmp, model_spec, built) -> None:
+    """Rank 0: orig_ids.npy, head.npz and index.json beside the ranks' files."""
+    from fastsample.export import HEADS, head_arrays, type_folder
+
+    shutil.copyfile(Path(args.data) / "orig_ids.npy", tmp / "orig_ids.npy")
+    names = list(part.node_type_names)
+    index = {"num_parts": len(files), "output": plan["output"], "format": args.format, "task": task.name,
+             "offsets": [int(o) for o in part.offsets], "dtype": "float32", "orig_ids": "orig_ids.npy",
+             "checkpoint": str(args.checkpoint), "partition": str(args.data), "model": model_spec,
+             "architecture": built, "ids": "the user's (id maps)" if "tables" in part.layout["dataset"] else
+             "dense ids within each node type",
+             "node_types": {t: {"folder": "." if flat else type_folder(part, t),
+                                "files": [f[t] for f in files], "ranges": [list(r) for r in rows[t]],
+                                "rows": sum(hi - lo for lo, hi in rows[t]),
+                                "dataset_offset": int(part.layout["dataset"].get("node_type_offset",
+                                                                                 [0] * len(names))[names.index(t)])}
+                            for t in plan["types"]}}
+    if flat:  # the layout's earlier fields: one type's files at the top
+        t = plan["types"][0]
+        index.update(files=[f[t] for f in files], ranges=[list(r) for r in rows[t]], node_type=part.target_type)
+    width = np.load(tmp / files[0][plan["types"][0]], mmap_mode="r").shape[1] if args.format == "npy" else \
+        plan["width"]
+    index["width"] = int(width)
+    arrays = head_arrays(model)
+    if arrays or hasattr(model, "encoder"):
+        kind = getattr(model, "kind", "edge")
+        np.savez(tmp / "head.npz", **arrays)
+        index["head"] = {"file": "head.npz", "kind": kind, "formula": HEADS[kind], "arrays": sorted(arrays)}
+    (tmp / "index.json").write_text(json.dumps(index, indent=2) + "\n")
 
 
 if __name__ == "__main__":

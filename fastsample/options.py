@@ -87,7 +87,7 @@ def validate(config) -> None:
         if check and v is not None and not check[0](v):
             raise ConfigError(f.name, f"{check[1]} (got {_show(v)})")
         choices = f.metadata.get("choices")
-        if choices and v not in choices:
+        if choices and v not in choices and not (v is None and f.default is None):  # None: "the default"
             raise ConfigError(f.name, f"must be one of {', '.join(map(str, choices))} (got {v!r})")
 
 

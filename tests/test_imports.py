@@ -35,7 +35,7 @@ LAYERS = [
     # 6: inference over it
     ["fastsample.loading.layerwise"],
     # 7: tasks, and training as a library
-    ["fastsample.tasks"],
+    ["fastsample.tasks", "fastsample.export"],
     ["fastsample.trainer"],
     # 8: command lines
     ["fastsample.cli", "fastsample.data.__main__", "fastsample.partition.__main__"],

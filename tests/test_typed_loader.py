@@ -258,8 +258,8 @@ def test_infer_writes_the_target_types_outputs_the_full_evaluation_saw(typed, tm
     index = json.loads((out / "index.json").read_text())
     assert index["node_type"] == ds.target_type and index["width"] == ds.num_classes
     assert index["model"] == "sage" and index["architecture"] == "RGCN"  # what --model sage built on typed data
-    assert proc.stdout == f"python -m fastsample.infer: {len(ds.labels):,} paper nodes x {ds.num_classes} written to " \
-                          f"{out} by 2 ranks in " + proc.stdout.split(" ranks in ")[1]
+    assert proc.stdout == f"python -m fastsample.infer: {len(ds.labels):,} paper nodes x {ds.num_classes} (logits) " \
+                          f"written to {out} by 2 ranks in " + proc.stdout.split(" ranks in ")[1]
     h = np.concatenate([np.load(out / f) for f in index["files"]])
     ids = np.concatenate([np.arange(a, b) for a, b in index["ranges"]])
     assert h.shape == (len(ds.labels), ds.num_classes) and len(ids) == len(h)

@@ -11,7 +11,7 @@ from dataclasses import replace
 from fastsample.atomic import DiskFull
 from fastsample import cli
 from fastsample.cli import Parser, fail, report
-from fastsample.data.graph import DatasetError, load_dataset, write_dataset
+from fastsample.data.graph import DatasetError, carried, load_dataset, write_dataset
 from fastsample.data.targets import TARGETS
 
 EPILOG = """\
@@ -174,8 +174,8 @@ def build_parser() -> argparse.ArgumentParser:
     ls.add_argument("--test-fraction", type=float, default=0.1, help="fraction of the edges for test (default: 0.1)")
     ls.add_argument("--negatives", type=int, default=100, help="fixed negatives per held-out edge (default: 100)")
     ls.add_argument("--seed", type=int, default=0, help="the split's random seed (default: 0)")
-    ls.add_argument("--relation", metavar="SRC,REL,DST", help="typed datasets: the relation whose edges are split "
-                    "(e.g. author,writes,paper); its reverse relation's copies of held-out edges leave the topology "
+    ls.add_argument("--relation", metavar="SRC:REL:DST", help="typed datasets: the relation whose edges are split "
+                    "(e.g. author:rev_written_by:paper, or with commas); its reverse relation's copies of held-out edges leave the topology "
                     "too, and negatives are drawn among DST nodes")
 
     tg = sub.add_parser("targets", help="derive another task's labels from a dataset's classes (a new dataset "
@@ -306,20 +306,19 @@ def _link_split(args) -> None:
     from fastsample.data.edge_splits import make_edge_split
 
     ds = load_dataset(args.dataset)
-    relation = tuple(args.relation.split(",")) if args.relation else None
+    relation = tuple(args.relation.replace(":", ",").split(",")) if args.relation else None
     if relation is not None and len(relation) != 3:
-        raise DatasetError(f"--relation: {args.relation}: expected SRC,REL,DST (e.g. author,writes,paper)")
+        raise DatasetError(f"--relation: {args.relation}: expected SRC:REL:DST (e.g. author:rev_written_by:paper)")
     try:
         topology, split = make_edge_split(ds.graph, args.val_fraction, args.test_fraction, args.seed, args.negatives,
                                           relation=relation)
     except DatasetError as e:
         raise _in_flags(e, {"val_fraction": "--val-fraction", "test_fraction": "--test-fraction",
                             "negatives": "--negatives", "relation": "--relation"}) from e
-    keep = {k: ds.meta[k] for k in ("symmetric", "self_loops", "reverse_relations") if k in ds.meta}
     write_dataset(args.out, topology, ds.features, ds.labels, ds.train, ds.val, ds.test, name=f"{ds.name}-link",
                   num_classes=ds.num_classes, target_type=ds.target_type, overwrite=args.overwrite,
                   arrays={f"link/{k}": v for k, v in split.arrays().items()}, link=split.meta,
-                  source={"loader": "link-split", "dataset": str(args.dataset)}, **keep)
+                  source={"loader": "link-split", "dataset": str(args.dataset)}, **carried(ds))
 
 
 def _targets(args) -> None:

@@ -208,8 +208,8 @@ def make_edge_split(graph: CSCGraph, val_fraction: float, test_fraction: float, 
     if negatives < 1:
         raise DatasetError(f"negatives: {negatives}, expected at least 1")
     if relation is None and graph.num_edge_types > 1:
-        raise DatasetError("relation: required where the graph has several edge types (SRC,REL,DST, e.g. "
-                           "author,writes,paper)")
+        raise DatasetError("relation: required where the graph has several edge types (SRC:REL:DST, e.g. "
+                           "author:rev_written_by:paper)")
     try:
         r = 0 if relation is None else graph.relation(relation)
     except KeyError as e:

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,7 +47,7 @@ from fastsample.choices import FEATURE_DTYPES
 __all__ = ["NODE", "EDGE", "FORMAT_VERSION", "SPLITS", "FEATURE_DTYPES", "CSCGraph", "Dataset", "DatasetError", "DatasetWriter",
            "id_dtype", "offset_dtype", "load_dataset", "read_meta", "write_dataset", "open_array", "expect_array",
            "read_json", "describe_types", "by_type", "unwrap_one_type", "open_types", "validate_csc", "validate_node_data", "check_types", "validate_typed_edges", "type_dtype",
-           "TYPED_FORMAT_VERSION"]
+           "TYPED_FORMAT_VERSION", "carried"]
 
 FORMAT_VERSION = 1  # a one-type dataset's; a typed one is TYPED_FORMAT_VERSION
 # the names of untyped data's one node type and one relation (the one-type case)
@@ -673,9 +674,19 @@ class DatasetWriter(AtomicDirectory):
         return meta
 
 
+def carried(ds: "Dataset") -> dict:
+    """write_dataset's keyword arguments that carry what describes ``ds`` beyond its arrays
+    into a dataset derived from it (link-split, targets): its graph's shape (symmetric,
+    self_loops, reverse_relations), and a dataset from tables' id maps and their record."""
+    out = {k: ds.meta[k] for k in ("symmetric", "self_loops", "reverse_relations", "tables") if k in ds.meta}
+    if ds.path is not None and (Path(ds.path) / "id_maps").is_dir():
+        out["copy"] = {"id_maps": Path(ds.path) / "id_maps"}
+    return out
+
+
 def write_dataset(path, graph: CSCGraph, features, labels, train, val, test, *,
                   name: str, num_classes: int, target_type: str | None = None, overwrite: bool = False,
-                  arrays: dict | None = None, **extra) -> dict:
+                  arrays: dict | None = None, copy: dict | None = None, **extra) -> dict:
     """Validate in-memory arrays, then write them as a dataset directory (atomically).
 
     The checks are load_dataset's (shapes, dtypes, ids in range, disjoint labelled
@@ -689,7 +700,9 @@ def write_dataset(path, graph: CSCGraph, features, labels, train, val, test, *,
         train, val, test: disjoint labelled node ids; name: the dataset's name;
         num_classes: classes (labels are below it); overwrite: replace an existing directory;
         arrays: more arrays to store, {relative name without .npy: array}, checked by their
-            owner (e.g. fastsample/data/edge_splits.py's link/*); extra: more meta.json fields (e.g. provenance).
+            owner (e.g. fastsample/data/edge_splits.py's link/*); copy: {relative name: a file or
+            folder} to copy in as they are (carried: a source's id maps); extra: more meta.json
+            fields (e.g. provenance).
         A typed graph (graph.typed) also needs ``target_type``, features as {node type:
         (its nodes, F_type) or None}, and labels for the target type's nodes only.
     Returns:
@@ -753,6 +766,8 @@ def write_dataset(path, graph: CSCGraph, features, labels, train, val, test, *,
             writer.save(k, v.astype(ids, copy=False))
         for key, arr in (arrays or {}).items():
             writer.save(key, arr)
+        for key, source in (copy or {}).items():
+            (shutil.copytree if Path(source).is_dir() else shutil.copyfile)(source, writer.tmp / key)
         if schema is not None:
             writer.save("type_per_edge", graph.type_per_edge)
         return writer.commit(name=name, num_classes=int(num_classes), schema=schema, **extra)

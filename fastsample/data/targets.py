@@ -26,7 +26,7 @@ import numpy as np
 
 from fastsample.data.edge_labels import FOLDER, edge_label_arrays, EdgeLabels
 from fastsample.data.edge_splits import edge_keys, find_reverse
-from fastsample.data.graph import SPLITS, DatasetError, write_dataset
+from fastsample.data.graph import SPLITS, DatasetError, carried, write_dataset
 
 __all__ = ["TARGETS", "derive_targets"]
 
@@ -48,8 +48,7 @@ def derive_targets(ds, out, target: str, relation=None, classes: int = 4, fracti
     t = ds.target_index
     lo, hi = int(g.node_type_offset[t]), int(g.node_type_offset[t + 1])
     common = dict(name=f"{ds.name}-{target}", target_type=ds.target_type, overwrite=overwrite,
-                  source={"loader": "targets", "target": target, "dataset": str(ds.path), "seed": seed},
-                  **{k: ds.meta[k] for k in ("symmetric", "self_loops", "reverse_relations") if k in ds.meta})
+                  source={"loader": "targets", "target": target, "dataset": str(ds.path), "seed": seed}, **carried(ds))
     if target == "node-regression":
         y = _neighbourhood_target(ds, lo, hi, rng)
         keep = lambda ids: np.asarray(ids)[~np.isnan(y[np.asarray(ids, dtype=np.int64) - lo])]
@@ -89,7 +88,7 @@ def _neighbourhood_target(ds, lo: int, hi: int, rng) -> np.ndarray:
 def _edge_targets(ds, target: str, relation, classes: int, fractions, rng, lo: int, hi: int) -> EdgeLabels:
     g = ds.graph
     if relation is None and g.num_edge_types > 1:
-        raise DatasetError("relation: required where the graph has several edge types (SRC,REL,DST)")
+        raise DatasetError("relation: required where the graph has several edge types (SRC:REL:DST)")
     try:
         r = 0 if relation is None else g.relation(relation)
     except KeyError as e:

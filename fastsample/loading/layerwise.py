@@ -59,7 +59,7 @@ def all_in_edges(part, seeds: np.ndarray) -> MFG:
 
 @torch.no_grad()
 def layerwise(model, data, comm: Communicator | None = None, batch_size: int = 4096, device="cpu",
-              progress: bool = False, inputs: dict | None = None, every_type: bool = False):
+              progress: bool = False, inputs: dict | None = None, every_type: bool = False, layers: int | None = None):
     """The model's output for every node of the target type this rank owns (``every_type``:
     for every node it owns), with all neighbours (exact).
 
@@ -75,6 +75,8 @@ def layerwise(model, data, comm: Communicator | None = None, batch_size: int = 4
             (their embedding shards); the features serve the others.
         every_type: the last layer computes every node type (a link encoder's embeddings),
             not only the target type.
+        layers: run the first ``layers`` layers only (default: all): their output is the
+            last hidden layer's, every node type's (a node model's embeddings).
     Returns:
         float32 (owned nodes of the target type, output width): row k is the k-th of them
         (untyped data: node ``offsets[rank] + k``); with ``every_type`` on typed data
@@ -93,8 +95,12 @@ def layerwise(model, data, comm: Communicator | None = None, batch_size: int = 4
         raise ValueError(f"inputs: node types {', '.join(missing)} have no features: give their rows (embeddings)")
     runs, T, r = part.type_runs, len(node_types), comm.rank
     target = part.target_index
+    layers = model.num_layers if layers is None else layers
+    if not 1 <= layers <= model.num_layers:
+        raise ValueError(f"layers must be in 1..{model.num_layers} (got {layers})")
+    every_type = every_type or layers < model.num_layers  # a hidden layer computes every type
     # the nodes each layer computes, a contiguous range per rank: all of its own, then its target type's
-    ranges = [[(int(runs[q * T]), int(runs[(q + 1) * T])) for q in range(comm.size)]] * (model.num_layers - 1)
+    ranges = [[(int(runs[q * T]), int(runs[(q + 1) * T])) for q in range(comm.size)]] * (layers - 1)
     ranges.append([(int(runs[q * T]), int(runs[(q + 1) * T])) if every_type else
                    (int(runs[q * T + target]), int(runs[q * T + target + 1])) for q in range(comm.size)])
     steps = [max(math.ceil((b - a) / batch_size) for a, b in lo_hi) for lo_hi in ranges]  # the same on every rank
@@ -104,7 +110,7 @@ def layerwise(model, data, comm: Communicator | None = None, batch_size: int = 4
     bar = tqdm(total=sum(steps), desc="layer-wise inference", leave=False,
                disable=not progress or comm.rank != 0 or not sys.stderr.isatty())
     try:
-        for i in range(model.num_layers):
+        for i in range(layers):
             gather = FeatureGather(comm, runs, h)
             lo, hi = ranges[i][r]
             out = {}

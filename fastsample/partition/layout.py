@@ -2,6 +2,7 @@
 
     OUT/partition.json       num_parts, method, mode, offsets, edge cut, balance, bytes
     OUT/orig_ids.npy         (num_nodes,) original id of each new id (maps results back)
+    OUT/id_maps/             a dataset from tables: its id maps (fastsample/data/tables.py)
     OUT/topology/            hybrid: the whole relabelled in-edge CSC (indptr, indices),
                              replicated: every rank memory-maps the same files
     OUT/part-K/              rank K's shard, rows offsets[K]..offsets[K+1]:
@@ -312,7 +313,7 @@ def partition_dataset(dataset, out, parts: int, method: str = "auto", mode: str 
             "layout_version": LAYOUT_VERSION,
             "dataset": {key: ds.meta[key] for key in ("name", "num_nodes", "num_edges", "feature_dim",
                                                       "num_classes", "dtypes", "node_types", "node_type_offset", "edge_types",
-                                                      "target_type", "features", "link", "edge_labels")
+                                                      "target_type", "features", "link", "edge_labels", "tables")
                         if key in ds.meta},
             "source": str(Path(dataset).resolve()),
             "num_parts": parts, "method": method, "mode": mode, "seed": seed,
@@ -328,6 +329,8 @@ def partition_dataset(dataset, out, parts: int, method: str = "auto", mode: str 
             "parts": stats,
             "seconds": round(time.perf_counter() - t0, 2),
         }
+        if (Path(dataset) / "id_maps").is_dir():  # a dataset from tables: its outputs are keyed by the user's ids
+            shutil.copytree(Path(dataset) / "id_maps", tmp / "id_maps")
         (tmp / "partition.json").write_text(json.dumps(meta, indent=2) + "\n")
         del graph
         if mode == "vanilla":

@@ -1,0 +1,87 @@
+"""Results keyed by the user's ids: what python -m fastsample.infer writes for each node type.
+
+A rank's rows of a node type are a run of the partition's new ids; orig_ids.npy maps them
+to the dataset's ids, and a node type's dataset ids are its offset plus its dense ids. A
+dataset built from tables (python -m fastsample.data tables) keeps each type's id map
+(id_maps/TYPE.parquet, row k: the user's id of dense id k), which the partition carries:
+the id column then holds the user's ids, strings or integers as they were. Any other
+dataset's id column holds the dense ids within the type (a typed dataset's ids as its
+source numbers them, e.g. OGB's paper ids; untyped: the node ids).
+
+The head's parameters (a link scorer's, an edge task's head) are saved beside the rows
+(head.npz), so that the embeddings can be scored without fastsample: see HEADS.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from fastsample.data.graph import NODE
+
+__all__ = ["HEADS", "type_folder", "dense_ids", "user_ids", "write_rows", "head_arrays"]
+
+# How each head's arrays (head.npz) score a pair of embeddings a, b (the formulas, as the models compute them)
+HEADS = {
+    "dot": "score = sum(a * b)",
+    "distmult": "score = sum(a * relation * b)",
+    "mlp": "score = (relu((a * b) @ mlp.0.weight.T + mlp.0.bias) @ mlp.2.weight.T + mlp.2.bias)[0]",
+    "edge": "out = relu(concat(a, b, a * b) @ mlp.0.weight.T + mlp.0.bias) @ mlp.2.weight.T + mlp.2.bias "
+            "(edge classes' logits, or the value)",
+}
+
+
+def type_folder(part, node_type: str) -> str:
+    """The folder a node type's files go to: its name (untyped data: its table's type name,
+    or "nodes")."""
+    if node_type != NODE:
+        return node_type
+    maps = part.layout["dataset"].get("tables", {}).get("id_maps", {})
+    return Path(maps[NODE]).stem if NODE in maps else "nodes"
+
+
+def dense_ids(part, partition: Path, node_type: str, rank: int) -> np.ndarray:
+    """The dense ids (within the type) of ``rank``'s rows of ``node_type``, in row order."""
+    names = list(part.node_type_names)
+    t, T = names.index(node_type), len(names)
+    runs = part.type_runs
+    orig = np.load(Path(partition) / "orig_ids.npy", mmap_mode="r")
+    rows = np.asarray(orig[int(runs[rank * T + t]):int(runs[rank * T + t + 1])], dtype=np.int64)
+    offsets = part.layout["dataset"].get("node_type_offset", [0])
+    return rows - int(offsets[t])
+
+
+def user_ids(part, partition: Path, node_type: str, rank: int):
+    """The id column of ``rank``'s rows of ``node_type`` (a pyarrow array): the user's ids where
+    the dataset came from tables, else the dense ids (see the module doc)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    dense = dense_ids(part, partition, node_type, rank)
+    maps = part.layout["dataset"].get("tables", {}).get("id_maps", {})
+    if node_type not in maps:
+        return pa.array(dense)
+    file = Path(partition) / maps[node_type]
+    if not file.is_file():
+        raise FileNotFoundError(f"{file}: missing; the partition of a dataset built from tables carries its id maps "
+                                "(partition it again)")
+    return pq.read_table(file, columns=["id"]).column("id").take(pa.array(dense))
+
+
+def write_rows(file: Path, ids, rows: np.ndarray, column: str) -> None:
+    """A Parquet file of ``ids`` (column "id") and ``rows`` (column ``column``, a fixed-size
+    list of float32 per row)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = np.ascontiguousarray(rows, dtype=np.float32)
+    values = pa.FixedSizeListArray.from_arrays(pa.array(rows.reshape(-1)), rows.shape[1])
+    pq.write_table(pa.table({"id": ids, column: values}), file)
+
+
+def head_arrays(model) -> dict:
+    """{name: float32 array} of the model's parameters outside its encoder (a link scorer's,
+    an edge head's); empty for a model without a head (a node model, the dot scorer)."""
+    return {k: v.detach().float().cpu().numpy() for k, v in model.state_dict().items()
+            if not k.startswith("encoder.") and hasattr(model, "encoder")}
