@@ -76,3 +76,21 @@ def test_the_readme_link_command_reproduces_across_kernels_modes_and_prefetch(pl
     fields = lambda records: [(r["step_losses"], r["val_auc"], r["test_mrr"]) for r in records]
     assert fields(runs[0]) == fields(runs[1])
     assert runs[0][-1]["loss"] < runs[0][0]["step_losses"][0]  # it learns
+
+
+@pytest.mark.mpi
+@pytest.mark.slow
+def test_the_readme_own_data_walk_through_from_fresh_shells(tmp_path):
+    # tables in (a generated Parquet fixture), a node and a link run, ids out, retrieval
+    activate = block_with(". .venv/bin/activate")[0]
+    commands = block_with("python examples/shop_tables.py")
+    assert commands[0].startswith("python examples/shop_tables.py") and len(commands) == 9 and \
+        commands[-1].startswith("python examples/retrieve.py"), commands
+    work = tmp_path / "work"
+    work.mkdir()
+    for command in commands:
+        command = command.replace("examples/", f"{REPO}/examples/")
+        proc = fresh_shell(f"{activate} && cd {work} && {command}", REPO, tmp_path)
+        assert proc.returncode == 0, f"{command}\n{proc.stdout}\n{proc.stderr}"
+    assert proc.stdout.startswith("test mrr ") and len(proc.stdout.splitlines()) == 6, proc.stdout
+    assert (work / "data" / "shop" / "id_maps" / "user.parquet").is_file()
