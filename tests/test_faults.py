@@ -461,6 +461,36 @@ def test_the_checkpoint_directory_lock_lives_with_its_checkpoints(tmp_path):
 
 
 @pytest.mark.mpi
+def test_a_second_link_job_on_a_held_checkpoint_dir_ends_within_seconds(typed, tmp_path):
+    # a link job's trainer exchanges its edge counts while it is built: the second job's
+    # rank 0 refusing the directory must end the job, not leave rank 1 in that exchange
+    from helpers import mpiexec_argv
+
+    ck = tmp_path / "ck"
+    args = ["--data", typed / "link", "--task", "link", *TYPED, "--epochs", "50", "--checkpoint-dir", ck]
+    job = subprocess.Popen(mpiexec_argv(2, "-m", "fastsample.train", *args), cwd=REPO, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    lock = ck / ".lock"
+    deadline = time.time() + 120
+    while not (lock.exists() and lock.read_text()) and job.poll() is None and time.time() < deadline:
+        time.sleep(0.02)
+    assert lock.exists(), "the first job never took the lock"
+    ranks = [p for p in descendants(job.pid) if is_rank(p)]
+    for pid in ranks:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        t0 = time.time()
+        second = mpiexec(2, "-m", "fastsample.train", *args, timeout=60)
+        assert time.time() - t0 < 10 and second.returncode == 2, second.stdout + second.stderr
+        assert "another job (process" in second.stderr and second.stderr.count("\n") == 1, second.stderr
+    finally:
+        for pid in ranks:
+            os.kill(pid, signal.SIGCONT)
+        job.kill()
+        job.communicate()
+
+
+@pytest.mark.mpi
 def test_a_second_job_on_one_checkpoint_dir_fails_at_once_and_the_first_stands(p2, tmp_path):
     # the first job holds the directory's lock from start-up to its end; a second job, new
     # or --resume, fails at start-up with one line naming it; once the first has ended, a

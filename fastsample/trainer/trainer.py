@@ -429,7 +429,10 @@ def startup(config: TrainConfig, comm: Communicator, **components) -> Trainer:
     reporter). A failure on any rank (bad partition, mismatched settings, missing file)
     raises the same fastsample.comm.agree.StartupError on every rank, naming the first
     failing rank and carrying its exception, so none is left waiting in a collective."""
-    def build():
+    def settings():
+        # the one collective first, on every rank alike; then nothing collective: a rank that
+        # fails here (rank 0's outputs: a locked checkpoint directory) must not leave the
+        # others inside the trainer's collectives while it waits in the agreement
         shared = {k: getattr(config, k) for k in marked(config, "shared")}
         everyone = comm.allgather_object(shared)
         differ = sorted({k for s in everyone for k in s if s[k] != everyone[0][k]})
@@ -440,11 +443,11 @@ def startup(config: TrainConfig, comm: Communicator, **components) -> Trainer:
             set_num_threads(config.threads)
         if comm.rank == 0:
             created.append(check_outputs(config))
-        return Trainer(config, comm, **components)
 
     created = []  # rank 0: whether check_outputs made the checkpoint directory
     try:
-        return agree(comm, build)
+        agree(comm, settings)
+        return agree(comm, lambda: Trainer(config, comm, **components))
     except BaseException:
         if created and config.checkpoint_dir:  # a start-up that failed on any rank leaves nothing behind
             from fastsample.trainer.checkpoint import unlock_directory
