@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import resource
 import shutil
 import subprocess
 import sys
@@ -174,7 +173,9 @@ def baseline(spec_path, out) -> None:
     del src, dst
     write_dataset(out, graph, x, labels, splits["train"], splits["val"], splits["test"], name=spec["name"],
                   num_classes=len(names), overwrite=True)
-    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)  # peak RSS, MiB
+    from fastsample.cli import peak_rss_mib
+
+    print(peak_rss_mib())
 
 
 def _timed(argv: list) -> tuple[float, float]:

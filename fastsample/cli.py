@@ -186,9 +186,20 @@ def fail(prog: str, error: Exception) -> int:
     return 2
 
 
+def peak_rss_mib() -> float:
+    """This process's peak resident memory, MiB: Linux's VmHWM, which starts again at exec
+    (ru_maxrss, the fallback, keeps a forking parent's size: a command started by a large
+    process would report the parent's)."""
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")) / 1024
+    except (OSError, StopIteration, ValueError):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def report(record: dict, text: str, as_json: bool) -> int:
     """Print a run's record (as JSON, or as ``text`` plus time and peak memory)."""
-    record["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    record["peak_rss_mib"] = round(peak_rss_mib(), 1)
     if as_json:
         print(json.dumps(record, indent=2))
     else:

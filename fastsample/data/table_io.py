@@ -18,7 +18,7 @@ from fastsample.data.table_spec import Source, TableError
 
 __all__ = ["batches", "IdMap", "string_arrays", "fnv1a"]
 
-BATCH_ROWS = 1 << 20
+BATCH_BYTES = 64 << 20  # a record batch's decoded size, about: wide feature rows come in fewer at once
 
 
 def batches(source: Source, columns: list[str], what: str):
@@ -35,7 +35,12 @@ def batches(source: Source, columns: list[str], what: str):
                 reader = pq.ParquetFile(file)
                 names = reader.schema_arrow.names
                 _check_columns(file, names, columns, what)
-                stream = reader.iter_batches(batch_size=BATCH_ROWS, columns=list(dict.fromkeys(columns)))
+                meta = reader.metadata
+                wanted = [names.index(c) for c in dict.fromkeys(columns)]
+                row_bytes = sum(meta.row_group(g).column(i).total_uncompressed_size for g in range(meta.num_row_groups)
+                                for i in wanted) / max(meta.num_rows, 1)
+                stream = reader.iter_batches(batch_size=max(1024, int(BATCH_BYTES / max(row_bytes, 1))),
+                                             columns=list(dict.fromkeys(columns)))
             else:
                 import pyarrow.csv as pcsv
 
@@ -46,6 +51,8 @@ def batches(source: Source, columns: list[str], what: str):
             for batch in stream:
                 yield file, row, {c: batch.column(batch.schema.get_field_index(c)) for c in dict.fromkeys(columns)}
                 row += batch.num_rows
+                del batch
+            pa.default_memory_pool().release_unused()  # arrow's pool keeps what it freed otherwise
         except (pa.ArrowInvalid, pa.ArrowTypeError, OSError) as e:
             raise TableError(f"{file}: unreadable as {source.format} ({str(e).splitlines()[0]})") from None
 
@@ -149,6 +156,16 @@ class IdMap:
                              "duplicates in all)")
         return cls(kind, keys, order, strings, column)
 
+    def __post_init__(self):
+        self.sorted_keys = self.keys[self.order]
+        # integer ids spanning at most 4x their count: a direct table of dense ids (int32 where they fit)
+        self.direct, self.low = None, 0
+        if self.kind == "int" and self.size and int(self.sorted_keys[-1]) - int(self.sorted_keys[0]) < 4 * self.size:
+            self.low = int(self.sorted_keys[0])
+            self.direct = np.full(int(self.sorted_keys[-1]) - self.low + 1, -1,
+                                  dtype=np.int32 if self.size < 2**31 else np.int64)
+            self.direct[self.keys - self.low] = np.arange(self.size)
+
     def lookup(self, values) -> np.ndarray:
         """Dense ids (int64) of the pyarrow array ``values`` (no nulls), -1 where unknown."""
         import pyarrow as pa
@@ -157,11 +174,15 @@ class IdMap:
         if (self.kind == "int") != integer:
             raise TypeError(f"ids of type {values.type} against a node table's {self.column.type} ids")
         if integer:
-            keys = values.to_numpy(zero_copy_only=False).astype(np.int64)
+            keys = values.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+            if self.direct is not None:  # dense integer ids: one table read per id
+                at = keys - self.low
+                inside = (at >= 0) & (at < len(self.direct))
+                return np.where(inside, self.direct[np.where(inside, at, 0)], -1).astype(np.int64)
         else:
             offsets, data = string_arrays(values)
             keys = fnv1a(offsets, data)
-        sorted_keys = self.keys[self.order]
+        sorted_keys = self.sorted_keys
         at = np.minimum(np.searchsorted(sorted_keys, keys), max(self.size - 1, 0))
         dense = self.order[at].astype(np.int64) if self.size else np.full(len(keys), -1, np.int64)
         found = (sorted_keys[at] == keys) if self.size else np.zeros(len(keys), bool)

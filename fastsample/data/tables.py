@@ -24,6 +24,7 @@ the row, and leaves nothing in OUT.
 
 from __future__ import annotations
 
+import itertools
 import sys
 import time
 from pathlib import Path
@@ -42,6 +43,7 @@ from fastsample.data.transforms import transform_for
 __all__ = ["build_tables", "ON_UNKNOWN", "TableError"]
 
 ON_UNKNOWN = ("error", "drop")
+CSC_BUDGET = 512 << 20  # bytes a destination range of the CSC build may hold (edges_to_csc_file's budget)
 _SHOWN = 5  # unknown ids shown in the message
 
 
@@ -76,10 +78,10 @@ def build_tables(spec, out, *, on_unknown: str = "error", overwrite: bool = Fals
             writer.save(s, splits[s].astype(ids))
         edges = _EdgePass(spec, nodes, index, offsets, relations, on_unknown, progress)
         typed = {} if spec.untyped else {"types_path": writer.tmp / "type_per_edge.npy",
-                                         "num_types": len(relations), "ranges": edges.ranges()}
+                                         "num_types": len(relations), "ranges": edges.ranges(CSC_BUDGET)}
         indptr = edges_to_csc_file(edges.chunks(), num_nodes, writer.tmp / "indices.npy",
                                    symmetric=spec.untyped and spec.edges[0].undirected,
-                                   expected_edges=edges.expected(), **typed)
+                                   expected_edges=edges.expected(), budget=CSC_BUDGET, **typed)
         edges.finish()
         writer.save("indptr", indptr.astype(offset_dtype(int(indptr[-1])), copy=False))
         del indptr
@@ -114,7 +116,8 @@ class _NodePass:
         self.table, self.progress = table, progress
         self.transforms = [transform_for(f) for f in table.features]
         label = table.label
-        columns = [table.id_col, *(f.column for f in table.features)] + (
+        fitted = [(f, t) for f, t in zip(table.features, self.transforms) if t.needs_fit]
+        columns = [table.id_col, *(f.column for f, _ in fitted)] + (
             [label.column] + ([label.split_col] if label.split_col else []) if label else [])
         chunks, where, self.label_chunks, self.split_chunks = [], [], [], []
         with _bar(progress, f"{table.type}: ids and statistics") as bar:
@@ -125,7 +128,7 @@ class _NodePass:
                     raise TableError(f"{file}: column {table.id_col!r}, row {row + first}: a null node id")
                 chunks.append(ids)
                 where.append((file, row, len(ids)))
-                for f, t in zip(table.features, self.transforms):
+                for f, t in fitted:
                     t.fit(cols[f.column], (file, row))
                 if label:
                     self.label_chunks.append(cols[label.column])
@@ -136,7 +139,6 @@ class _NodePass:
             t.finish()
         self.where = where
         self.ids = IdMap.build(chunks, where, table.id_col)
-        self.width = sum(t.width or 0 for t in self.transforms)
 
     def write_features(self, writer: DatasetWriter, name: str) -> None:
         """Pass 2: the transformed feature rows into features(/TYPE).npy (a type without
@@ -152,7 +154,11 @@ class _NodePass:
                                      for f, t in zip(table.features, self.transforms)])
                     bar.update(len(next(iter(cols.values()))))
 
-        writer.write_blocks(feature_file(name), (self.ids.size, self.width), dtype, rows())
+        blocks = rows()
+        first = next(blocks, None)  # the width of a list column shows in its rows
+        width = first.shape[1] if first is not None else sum(t.width or 0 for t in self.transforms)
+        writer.write_blocks(feature_file(name), (self.ids.size, width), dtype,
+                            itertools.chain([] if first is None else [first], blocks))
 
     def labels_and_splits(self, first: int) -> tuple:
         """(labels, num_classes, class names or None, {split: global ids}) of this type (the
@@ -275,7 +281,7 @@ class _EdgePass:
     def expected(self) -> int:
         return sum(self.rows(e) * (2 if e.reverse or e.undirected else 1) for e in self.spec.edges)
 
-    def ranges(self) -> int:
+    def ranges(self, budget: int) -> int:
         """The CSC builder's destination ranges for typed edges (typed_range_count)."""
         into = np.zeros(len(self.nodes))
         for e in self.spec.edges:
@@ -283,7 +289,7 @@ class _EdgePass:
             into[self.index[e.relation[2]]] += rows
             if e.reverse:
                 into[self.index[e.relation[0]]] += rows
-        return typed_range_count(self.offsets, into)
+        return typed_range_count(self.offsets, into, budget)
 
     def chunks(self):
         r = 0

@@ -1,8 +1,8 @@
 """The feature transforms of the tables spec (fastsample/data/table_spec.py's TRANSFORMS):
 each turns a column's record batches into float32 rows of a fixed width.
 
-A transform sees the table twice: ``fit`` on every batch first (the statistics or the
-vocabulary it needs; nothing for "none", "hash" and "bag"), then ``apply`` on every batch,
+A transform sees the table twice: ``fit`` on every batch first where it ``needs_fit`` (the
+statistics or the vocabulary of standardize and to_categorical), then ``apply`` on every batch,
 in the same order, giving its (rows, width) block. Nulls are filled first with the
 feature's ``fill``, or refused naming the row; a column of a type the transform cannot
 take is refused naming its type.
@@ -25,6 +25,8 @@ def transform_for(feature: Feature):
 
 
 class _Transform:
+    needs_fit = False  # whether fit must see the table first (statistics, a vocabulary)
+
     def __init__(self, feature: Feature):
         self.feature, self.width = feature, None
 
@@ -59,6 +61,10 @@ class _Transform:
 
 class Numbers(_Transform):
     """none and standardize: a number, or a list of them, per row."""
+
+    def __init__(self, feature: Feature):
+        super().__init__(feature)
+        self.needs_fit = feature.transform == "standardize"
 
     def matrix(self, values, at) -> np.ndarray:
         import pyarrow as pa
@@ -148,6 +154,8 @@ def _tokens(transform: _Transform, values, at, separator: str | None):
 
 class Categories(_Transform):
     """to_categorical: one-hot (multi-hot with a separator) over the sorted distinct values."""
+
+    needs_fit = True
 
     def fit(self, values, at) -> None:
         import pyarrow.compute as pc
