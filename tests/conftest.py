@@ -11,6 +11,11 @@ from pathlib import Path
 # wait for the scheduler (test_data_path.py's matrix: 69 s spinning, 12 s sleeping). Where the
 # threads wait decides no result: every loss a test compares is the same bit for bit.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# Tests that compare one and two threads bitwise (test_rgat) run torch's products too: on Intel
+# CPUs MKL splits a weight gradient's sum by thread count (differences of ~1e-8 in a 16 x 16
+# R-GAT weight's gradient on a Xeon with AVX-512; none on Zen 5). Its strict conditional
+# numerical reproducibility keeps that sum's order fixed whatever the threads.
+os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
 
 import numpy as np
 import pytest

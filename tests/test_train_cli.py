@@ -109,7 +109,7 @@ def test_help_groups_the_options_and_shows_every_default():
     for said in ("(default: 15,10,5 with --task node, node-regression; 10,10 with --task link, edge",
                  "(default: 1000 with --task node, node-regression; 256 with --task link, edge", "--matmul {auto,blas,onednn}", "auto: native where it was built, else numba",
                  "(default: retain)", "Typed (heterogeneous) data is detected from the dataset",
-                 "--eval and --eval-batch-size do not apply"):
+                 "--eval does not apply (link evaluation is always exact"):
         assert said in text, said
     assert re.search(r"--matmul \{auto,blas,onednn\} [^\[]*?\(default: auto\) --net-model", text), text
 

@@ -73,8 +73,9 @@ class TrainConfig(JobShape):
          "embeddings, and every other option serves as on untyped data.",
          ("relation_fanouts", "embed_dim", "embed_lr")),
         ("link prediction (--task link)", "On a dataset written by python -m fastsample.data link-split (or OGB's "
-         "link layout). Every other option serves link runs too, typed data included; --eval and "
-         "--eval-batch-size do not apply (link evaluation is always exact, layer-wise).",
+         "link layout). Every other option serves link runs too, typed data included; --eval does not apply "
+         "(link evaluation is always exact, layer-wise, in batches of --eval-batch-size edges). --exclude also "
+         "serves the edge tasks (--task edge-class, edge-regression).",
          ("negatives", "negative_sampler", "exclude", "scorer", "hits")),
         ("evaluation", None, ("eval_every", "eval", "eval_batch_size", "eval_every_steps", "target_val_acc")),
         ("performance", None,
@@ -145,7 +146,9 @@ class TrainConfig(JobShape):
     eval: str = option("sampled", "sampled: val/test nodes with the training fanouts (fast, noisy); full: exact "
                        "layer-wise inference over every node with all neighbours (fastsample/loading/layerwise.py)",
                        choices=("sampled", "full"))
-    eval_batch_size: int = option(4096, "nodes per rank per batch of --eval full", check=(positive, "must be positive"))
+    eval_batch_size: int = option(4096, "nodes per rank per batch of exact evaluation (--eval full; link and edge "
+                                  "tasks' layer-wise embeddings), and their held-out edges per batch",
+                                  check=(positive, "must be positive"))
     eval_every_steps: int | None = option(None, "node task: also measure validation accuracy (sampled, the val "
                                           "split only) every N training steps, counted across epochs (MLPerf's GNN "
                                           "benchmark evaluates every 0.05 epoch); each result goes to its epoch's "
