@@ -10,8 +10,9 @@ models do not know which task runs: they ask it. A task declares
                          build the seed source (fastsample/loading/seeds.py)
     defaults             the settings whose good value depends on the task (fanouts, batch
                          size, width, learning rate): a flag left out takes the task's
-    options              the TrainConfig fields that serve this task only (the flag checks
-                         refuse them elsewhere, see ``check``)
+    options              the TrainConfig fields that serve only some tasks, this one among
+                         them (TrainConfig refuses such a field set for a task that does not
+                         list it); ``check`` refuses anything else it cannot serve
     train_metric         what the epoch line's train column is
     metrics, score       the record fields its evaluation adds (flat in the --log-json
                          record) and the one the best epoch is chosen by (higher is better)
@@ -21,8 +22,9 @@ models do not know which task runs: they ask it. A task declares
                          targets); the mixins Classes and Values bring each kind's width,
                          loss, measures and lines
 
-and implements its head around the encoder, its loss, one step's statistics, its
-evaluation and its lines. Class-level parts are read by the settings (TrainConfig) before
+and implements how many classes its labels have (``classes``: an edge task's are its
+edges'), its head around the encoder, its loss, one step's statistics, its evaluation and
+its lines. Class-level parts are read by the settings (TrainConfig) before
 torch loads, so a task module imports torch and the loaders inside its methods only.
 """
 
