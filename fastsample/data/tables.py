@@ -82,7 +82,6 @@ def build_tables(spec, out, *, on_unknown: str = "error", overwrite: bool = Fals
         indptr = edges_to_csc_file(edges.chunks(), num_nodes, writer.tmp / "indices.npy",
                                    symmetric=spec.untyped and spec.edges[0].undirected,
                                    expected_edges=edges.expected(), budget=CSC_BUDGET, **typed)
-        edges.finish()
         writer.save("indptr", indptr.astype(offset_dtype(int(indptr[-1])), copy=False))
         del indptr
         extra = {}
@@ -356,9 +355,6 @@ class _EdgePass:
         if label.split_col:
             self.kept["split"].append(cols[label.split_col].filter(keep))
         self.kept["where"].append((file, row, np.flatnonzero(keep)))
-
-    def finish(self) -> None:
-        """After the CSC is built: nothing to do unless the chunks were not all read."""
 
     def write_labels(self, writer: DatasetWriter) -> tuple[dict, list | None]:
         """edge_labels/: the labelled relation's edges (global ids), labels and splits; its meta."""

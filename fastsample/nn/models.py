@@ -26,7 +26,7 @@ __all__ = ["MODELS", "build_encoder", "load_factory"]
 
 
 def _sage(in_dim, out_dim: int, edge_types, target, c):
-    if edge_types is not None:  # typed data: one weight per relation
+    if edge_types is not None:  # relations to weigh apart: the R-GCN, one weight per relation
         from fastsample.nn.rgcn import RGCN
 
         return RGCN(in_dim, c.hidden, out_dim, c.layers, edge_types, target, dropout=c.dropout)
