@@ -460,14 +460,12 @@ def test_the_checkpoint_directory_lock_lives_with_its_checkpoints(tmp_path):
     assert proc.returncode == 0, proc.stderr
 
 
-@pytest.mark.mpi
-def test_a_second_link_job_on_a_held_checkpoint_dir_ends_within_seconds(typed, tmp_path):
-    # a link job's trainer exchanges its edge counts while it is built: the second job's
-    # rank 0 refusing the directory must end the job, not leave rank 1 in that exchange
+def holding_and_stopped(args: list, ck: Path) -> tuple[subprocess.Popen, list[int]]:
+    """A 2-rank python -m fastsample.train ARGS, once it holds ``ck``'s lock, its ranks
+    SIGSTOPped (still running, however fast this machine is, while a second job tries):
+    (the job, the ranks' pids to SIGCONT)."""
     from helpers import mpiexec_argv
 
-    ck = tmp_path / "ck"
-    args = ["--data", typed / "link", "--task", "link", *TYPED, "--epochs", "50", "--checkpoint-dir", ck]
     job = subprocess.Popen(mpiexec_argv(2, "-m", "fastsample.train", *args), cwd=REPO, stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True)
     lock = ck / ".lock"
@@ -476,8 +474,19 @@ def test_a_second_link_job_on_a_held_checkpoint_dir_ends_within_seconds(typed, t
         time.sleep(0.02)
     assert lock.exists(), "the first job never took the lock"
     ranks = [p for p in descendants(job.pid) if is_rank(p)]
+    assert len(ranks) == 2, ranks
     for pid in ranks:
         os.kill(pid, signal.SIGSTOP)
+    return job, ranks
+
+
+@pytest.mark.mpi
+def test_a_second_link_job_on_a_held_checkpoint_dir_ends_within_seconds(typed, tmp_path):
+    # a link job's trainer exchanges its edge counts while it is built: the second job's
+    # rank 0 refusing the directory must end the job, not leave rank 1 in that exchange
+    ck = tmp_path / "ck"
+    args = ["--data", typed / "link", "--task", "link", *TYPED, "--epochs", "50", "--checkpoint-dir", ck]
+    job, ranks = holding_and_stopped(args, ck)
     try:
         t0 = time.time()
         second = mpiexec(2, "-m", "fastsample.train", *args, timeout=60)
@@ -497,22 +506,10 @@ def test_a_second_job_on_one_checkpoint_dir_fails_at_once_and_the_first_stands(p
     # later job resumes there
     import torch
 
-    from helpers import mpiexec_argv
-
     args = [*ARGS, "--epochs", "4"]
     ck, log = tmp_path / "ck", tmp_path / "a.jsonl"
-    job = subprocess.Popen(mpiexec_argv(2, "-m", "fastsample.train", "--data", p2 / "p2", *args, "--checkpoint-dir", ck,
-                                        "--log-json", log), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           text=True)
+    job, ranks = holding_and_stopped(["--data", p2 / "p2", *args, "--checkpoint-dir", ck, "--log-json", log], ck)
     lock = ck / ".lock"
-    deadline = time.time() + 120
-    while not (lock.exists() and lock.read_text()) and job.poll() is None and time.time() < deadline:
-        time.sleep(0.02)
-    assert lock.exists(), "the first job never took the lock"
-    ranks = [p for p in descendants(job.pid) if is_rank(p)]
-    assert len(ranks) == 2, ranks
-    for pid in ranks:  # still running, however fast this machine is, while the second tries
-        os.kill(pid, signal.SIGSTOP)
     try:
         holder = lock.read_text()[:64].strip()  # as Busy reads it
         # a new and a resuming second job, in one launch (helpers.run_commands: each its own status and output)

@@ -121,7 +121,38 @@ def has_edge(indptr, indices, types, etype, src, dst):
     return out
 
 
-class EdgeSeeds:
+class _RelationEdges:
+    """What the edge seed sources share: a split's edges of one relation (rows [src, dst],
+    global ids), the relation and its reverse as edge types, the exclusion rule, and an
+    epoch's order of the rows."""
+
+    def _relation(self, part, split: str, comm, edges, meta: dict, exclude: str | None) -> None:
+        """Set the split's rows, its relation and reverse (``meta``: the split's record, a
+        link split's or labelled edges', both naming "relation" and "reverse") and the
+        exclusion rule (default: reverse where the relation has reverse edges, else self)."""
+        check_choice(split, EDGE_SPLITS, "split")
+        if exclude is not None:
+            check_choice(exclude, EXCLUDE, "exclude")
+        self.part, self.split, self.rank = part, split, comm.rank
+        self.edges = np.asarray(edges, dtype=np.int64)
+        topology = part.graph if part.graph is not None else part.local_graph
+        # the relation and the one its reverse edges are in (untyped: the one edge type)
+        self.relation, self.reverse = relation_of(topology, meta)
+        self.exclude = exclude if exclude is not None else ("reverse" if self.reverse is not None else "self")
+        if self.exclude == "reverse" and self.reverse is None:
+            raise ValueError(f"{part.path}: exclude reverse: the split's edges have no reverse edges (a directed graph "
+                             "without a reverse relation); use self or none")
+
+    def sizes(self) -> list[int]:
+        """Every rank's number of edges (exchanged once, when the source was made)."""
+        return self._sizes
+
+    def order(self, seed: int, epoch: int, shuffle: bool) -> np.ndarray:
+        """This epoch's order of the rank's edges (rows of ``edges``)."""
+        return _order(len(self.edges), [seed, epoch, self.rank, _SALT], shuffle)
+
+
+class EdgeSeeds(_RelationEdges):
     """A split of a target relation's edges with negatives (see the module doc).
 
     Args:
@@ -143,27 +174,17 @@ class EdgeSeeds:
                  strict: bool = False, exclude: str | None = None):
         check_choice(split, EDGE_SPLITS, "split")
         check_choice(negative_sampler, NEGATIVE_SAMPLERS, "negative_sampler")
-        if exclude is not None:
-            check_choice(exclude, EXCLUDE, "exclude")
         if not isinstance(negatives, (int, np.integer)) or negatives < 1:
             raise ValueError(f"negatives must be a positive integer (got {negatives!r})")
-        self.part, self.split, self.rank = part, split, comm.rank
         self.k, self.negative_sampler, self.strict = int(negatives), negative_sampler, bool(strict)
         if strict and part.graph is None:
             raise ValueError("strict: negatives are checked against the whole topology, which vanilla mode does not "
                              "hold (use mode hybrid, or strict=False)")
         self.edges_split = open_edge_split(part)
-        self.edges = np.asarray(getattr(self.edges_split, split), dtype=np.int64)
-        link = self.edges_split.meta
+        self._relation(part, split, comm, getattr(self.edges_split, split), self.edges_split.meta, exclude)
         topology = part.graph if part.graph is not None else part.local_graph
         node_types = list(part.node_type_names)
         edge_types = topology.edge_types
-        # the target relation and the one its reverse edges are in (untyped: the one edge type)
-        self.relation, self.reverse = relation_of(topology, link)
-        self.exclude = exclude if exclude is not None else ("reverse" if self.reverse is not None else "self")
-        if self.exclude == "reverse" and self.reverse is None:
-            raise ValueError(f"{part.path}: exclude reverse: the split's edges have no reverse edges (a directed graph "
-                             "without a reverse relation); use self or none")
         # the destination type's nodes: the k-th of them is in one of its runs (one per rank)
         T = len(node_types)
         dst_type = node_types.index(edge_types[self.relation][2])
@@ -186,13 +207,6 @@ class EdgeSeeds:
         if not len(weights) or weights[-1] <= 0:
             raise ValueError(f"{self.part.path}: negative_sampler degree: the relation's destinations have no edges")
         return weights / weights[-1]
-
-    def sizes(self) -> list[int]:
-        return self._sizes
-
-    def order(self, seed: int, epoch: int, shuffle: bool) -> np.ndarray:
-        """This epoch's order of the rank's edges (rows of ``edges``)."""
-        return _order(len(self.edges), [seed, epoch, self.rank, _SALT], shuffle)
 
     def draw_negatives(self, src: np.ndarray, seed: int, epoch: int, step: int) -> np.ndarray:
         """(B, k) negative destinations (global ids of the destination type) for sources ``src``."""
@@ -249,7 +263,7 @@ def open_edge_labels(part):
     return load_edge_labels(part.path, part.num_nodes, meta, graph=part.graph)
 
 
-class LabelledEdgeSeeds:
+class LabelledEdgeSeeds(_RelationEdges):
     """A split of a relation's labelled edges (see the module doc).
 
     Args:
@@ -265,29 +279,11 @@ class LabelledEdgeSeeds:
     fields = ("src", "dst", "y", "edges")
 
     def __init__(self, part, split: str, comm, exclude: str | None = None):
-        check_choice(split, EDGE_SPLITS, "split")
-        if exclude is not None:
-            check_choice(exclude, EXCLUDE, "exclude")
-        self.part, self.split, self.rank = part, split, comm.rank
         self.labelled = open_edge_labels(part)
-        self.edges = np.asarray(self.labelled.edges[split], dtype=np.int64)
+        check_choice(split, EDGE_SPLITS, "split")
+        self._relation(part, split, comm, self.labelled.edges[split], self.labelled.meta, exclude)
         self.labels = np.asarray(self.labelled.labels[split])
-        topology = part.graph if part.graph is not None else part.local_graph
-        meta = self.labelled.meta
-        self.relation = topology.relation(tuple(meta["relation"]))
-        self.reverse = topology.relation(tuple(meta["reverse"])) if meta.get("reverse") else None
-        self.exclude = exclude if exclude is not None else ("reverse" if self.reverse is not None else "self")
-        if self.exclude == "reverse" and self.reverse is None:
-            raise ValueError(f"{part.path}: exclude reverse: relation {':'.join(meta['relation'])} has no reverse "
-                             "edges; use self or none")
         self._sizes = comm.allgather_object(len(self.edges))
-
-    def sizes(self) -> list[int]:
-        return self._sizes
-
-    def order(self, seed: int, epoch: int, shuffle: bool) -> np.ndarray:
-        """This epoch's order of the rank's edges (rows of ``edges``)."""
-        return _order(len(self.edges), [seed, epoch, self.rank, _SALT], shuffle)
 
     def items(self, order: np.ndarray, step: int, batch_size: int) -> np.ndarray:
         """Step ``step``'s edges: the step-th batch_size rows of ``order`` (indices into ``edges``)."""
