@@ -146,6 +146,21 @@ class Lock:
                 self.fd = None
 
 
+def as_disk_full(exc: BaseException, target: Path, tmp: Path) -> DiskFull | None:
+    """``exc``, raised writing into ``tmp`` (the temporary directory of ``target``), as the
+    DiskFull naming ``target`` where it is a full disk, else None."""
+    if isinstance(exc, DiskFull) and tmp in (exc.folder, *exc.folder.parents):  # name the target
+        return DiskFull(target.parent, exc.needed, f"{target.name} ({exc.what})", exc.free)
+    if isinstance(exc, OSError) and not isinstance(exc, DiskFull):
+        try:  # numpy's writers say "N requested and M written" with no errno: look at the disk
+            free = shutil.disk_usage(tmp).free
+            if exc.errno in _NO_SPACE or free < 1 << 20:
+                return DiskFull(target.parent, what=target.name, free=free)  # one line naming where
+        except OSError:
+            pass
+    return None
+
+
 class AtomicDirectory:
     def __init__(self, path: str | os.PathLike, overwrite: bool = False):
         self.path, self.overwrite = Path(path), overwrite
@@ -153,6 +168,8 @@ class AtomicDirectory:
             raise AlreadyExists(self.path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock()
+        for stale in self.path.parent.glob(f".{self.path.name}.tmp-*"):  # a killed writer's: we are the one writer now
+            shutil.rmtree(stale, ignore_errors=True)
         self.tmp = self.path.parent / f".{self.path.name}.tmp-{uuid.uuid4().hex[:8]}"
         try:
             self.tmp.mkdir()
@@ -173,22 +190,17 @@ class AtomicDirectory:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        full, free = False, None
-        if isinstance(exc, OSError) and not isinstance(exc, DiskFull):
-            try:  # numpy's writers say "N requested and M written" with no errno: look at the disk
-                free = shutil.disk_usage(self.tmp).free
-                full = exc.errno in _NO_SPACE or free < 1 << 20
-            except OSError:
-                pass
+        full = self.disk_full(exc)
         try:
             if not self.committed:
                 shutil.rmtree(self.tmp, ignore_errors=True)
         finally:
             self._unlock()
-        if isinstance(exc, DiskFull) and self.tmp in (exc.folder, *exc.folder.parents):  # name the target
-            raise DiskFull(self.path.parent, exc.needed, f"{self.path.name} ({exc.what})", exc.free) from None
-        if full:
-            raise DiskFull(self.path.parent, what=self.path.name, free=free) from exc  # one line naming where
+        if full is not None:
+            raise full from exc
+
+    def disk_full(self, exc) -> "DiskFull | None":
+        return as_disk_full(exc, self.path, self.tmp)
 
     def commit(self) -> None:
         if self.path.exists() and not self.overwrite:  # appeared while we wrote (a writer without the lock)

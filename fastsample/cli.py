@@ -133,7 +133,7 @@ def flag_message(error: ConfigError) -> str:
 def describe(error: BaseException) -> str:
     """An exception as a CLI's one-line message."""
     if isinstance(error, StartupError):
-        return f"rank {error.rank}: {describe(error.error)}"
+        return f"rank {error.rank}, in {error.where}: {describe(error.error)}"
     if isinstance(error, AlreadyExists):  # the library says overwrite=True; the CLI's word is a flag
         return f"{error.path}: already exists (pass --overwrite to replace it)"
     if isinstance(error, ConfigError):  # the library names the setting; the CLI's word is its flag
@@ -155,9 +155,13 @@ def agreed(comm, prog: str, build):
 
 def startup_failed(prog: str, comm, error: StartupError) -> int:
     """A failed start-up agreement: rank 0 prints the failing rank's message (every rank
-    has it; one line is enough). Returns the exit status, 2, for every rank."""
-    if comm.rank == 0:
+    has it; one line is enough). Returns the exit status, 2, for every rank. A stranded
+    failure (the others held in a collective) is printed by the failing rank, which then
+    ends the job (exit 2 too)."""
+    if comm.rank == 0 or error.stranded:
         print(f"{prog}: error: {describe(error)}", file=sys.stderr, flush=True)
+    if error.stranded:
+        comm.abort(2)
     return 2
 
 

@@ -48,6 +48,7 @@ import numpy as np
 from fastsample import cli
 from fastsample import options as cfg
 from fastsample.choices import COMM_BACKENDS
+from fastsample.comm.watchdog import stall_option
 from fastsample.data.graph import NODE
 from fastsample.options import ConfigError
 
@@ -74,6 +75,7 @@ class InferConfig:
                              "and rank: an id column, the user's ids for a dataset built from tables, and the rows)",
                              choices=("npy", "parquet"))
     backend: str = cfg.option("mpi", "collectives", choices=COMM_BACKENDS)
+    stall_timeout: float | None = stall_option()
     threads: int | None = cfg.option(None, "threads per rank (default: OMP_NUM_THREADS or all cores)", shared=False,
                                      check=(lambda v: v > 0, "must be positive"))
     overwrite: bool = cfg.option(False, "replace an existing --out directory")
@@ -91,25 +93,36 @@ def main(argv=None) -> int:
     parser = build_parser()
     args = cli.parse(InferConfig, parser, argv)
     cli.settle_threads(PROG, args.threads)
+    from fastsample import phases
+    from fastsample.comm.watchdog import watched
+
+    comm = cli.create_comm(PROG, args.backend)
+    if comm is None:
+        return 2
+    phases.reset()
+    with watched(comm, args.stall_timeout, PROG) as comm:
+        return _infer(args, comm)
+
+
+def _infer(args, comm) -> int:
     # after parsing, so that a bad flag is refused before torch loads (~5 s on a busy node)
-    import numpy as np
     import torch
 
-    from fastsample.atomic import AtomicDirectory, check_space
+    from fastsample import faults
+    from fastsample.atomic import AtomicDirectory, as_disk_full, check_space
     from fastsample.loading.layerwise import check_layerwise, layerwise
     from fastsample.options import from_dict
     from fastsample.partition import load_partition, read_partition_meta
+    from fastsample.phases import in_phase, phase
     from fastsample.sampling import set_num_threads
     from fastsample.tasks import task_for
     from fastsample.trainer import TrainConfig, load_checkpoint
     from fastsample.trainer.checkpoint import load_shard
     from fastsample.trainer.trainer import embeddings_for, model_for
 
-    comm = cli.create_comm(PROG, args.backend)
-    if comm is None:
-        return 2
     t0 = time.perf_counter()
 
+    @in_phase("read")
     def build():
         if args.threads:
             torch.set_num_threads(args.threads)
@@ -133,7 +146,7 @@ def main(argv=None) -> int:
         return part, model, inputs, (config.model, built), task_for(config)
 
     part, model, inputs, (model_spec, built), task = cli.agreed(comm, PROG, build)
-    plan = cli.agreed(comm, PROG, lambda: _plan(args, task, part, model))
+    plan = cli.agreed(comm, PROG, in_phase("read")(lambda: _plan(args, task, part, model)))
     types, layers, width = plan["types"], plan["layers"], plan["width"]
     names = list(part.node_type_names)
     T, runs = len(names), part.type_runs
@@ -151,7 +164,7 @@ def main(argv=None) -> int:
         check_space(Path(args.out).parent, need, Path(args.out).name)
         return AtomicDirectory(args.out, overwrite=args.overwrite)
 
-    out = cli.agreed(comm, PROG, target)
+    out = cli.agreed(comm, PROG, in_phase("startup")(target))
     tmp = Path(comm.broadcast_object(str(out.tmp) if out else None))
     # leaving the block removes the temporary directory unless it was committed
     with out if out is not None else contextlib.nullcontext():
@@ -167,11 +180,19 @@ def main(argv=None) -> int:
                 folder = tmp if flat else tmp / export.type_folder(part, t)
                 folder.mkdir(exist_ok=True)
                 file = folder / f"part-{comm.rank}.{args.format}"
-                if args.format == "npy":
-                    np.save(file, rows_t)
-                else:
-                    export.write_rows(file, export.user_ids(part, Path(args.data), t, comm.rank), rows_t,
-                                      plan["output"])
+                with phase("output"):
+                    try:
+                        if args.format == "npy":
+                            np.save(file, rows_t)
+                        else:
+                            export.write_rows(file, export.user_ids(part, Path(args.data), t, comm.rank), rows_t,
+                                              plan["output"])
+                        faults.written(file)
+                    except OSError as e:  # every rank writes into the temporary directory: name the target
+                        full = as_disk_full(e, Path(args.out), tmp)
+                        if full is not None:
+                            raise full from None
+                        raise
                 files[t] = str(file.relative_to(tmp))
             return files
 
@@ -253,4 +274,6 @@ def _finish(args, part, model, task, plan, rows, files, flat, tmp, model_spec, b
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from fastsample.supervisor import supervised
+
+    sys.exit(supervised(main, PROG))

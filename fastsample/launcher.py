@@ -10,10 +10,15 @@ import shutil
 import sys
 from pathlib import Path
 
-__all__ = ["launch_rank", "local_ranks", "sleep_idle_threads_if_oversubscribed", "find_mpiexec"]
+__all__ = ["launched", "launch_rank", "local_ranks", "sleep_idle_threads_if_oversubscribed", "find_mpiexec"]
 
 # Where launchers put a process's rank: MPICH/Intel MPI (Hydra), Open MPI, PMIx, MVAPICH.
 _RANK_VARIABLES = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "MV2_COMM_WORLD_RANK")
+
+
+def launched() -> bool:
+    """Whether a launcher (mpiexec, mpirun, srun) started this process as a rank."""
+    return any(os.environ.get(v, "").isdigit() for v in _RANK_VARIABLES) or "SLURM_STEP_ID" in os.environ
 
 
 def launch_rank() -> int:

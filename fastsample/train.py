@@ -13,7 +13,7 @@ import signal
 import sys
 import traceback
 
-from fastsample import cli
+from fastsample import cli, phases
 from fastsample.trainer.config import TrainConfig  # no torch: a bad flag is refused before torch loads
 
 PROG = "python -m fastsample.train"
@@ -40,9 +40,7 @@ def parse_args(argv=None) -> TrainConfig:
 def main(argv=None) -> int:
     config = parse_args(argv)
     from fastsample.allocator import retain_freed_memory
-    from fastsample.atomic import DiskFull
-    from fastsample.comm.agree import StartupError
-    from fastsample.trainer.trainer import NonFiniteLoss, Preempted, startup
+    from fastsample.comm.watchdog import watched
 
     if config.allocator == "retain":
         retain_freed_memory()
@@ -53,6 +51,17 @@ def main(argv=None) -> int:
         from fastsample.comm.netmodel import ModeledNetwork
 
         comm = ModeledNetwork(comm, *config.net_model)
+    phases.reset()
+    with watched(comm, config.stall_timeout, PROG) as comm:
+        return _train(config, comm)
+
+
+def _train(config: TrainConfig, comm) -> int:
+    from fastsample.atomic import DiskFull
+    from fastsample.comm.agree import StartupError
+    from fastsample.phases import blame
+    from fastsample.trainer.trainer import NonFiniteLoss, Preempted, startup
+
     try:
         trainer = startup(config, comm)
     except StartupError as e:
@@ -71,17 +80,15 @@ def main(argv=None) -> int:
         if comm.rank == 0:
             print(f"{PROG}: {e}", file=sys.stderr, flush=True)
         return PREEMPTED
-    except DiskFull as e:  # a checkpoint that did not fit (on the rank that wrote it): say so, end the job
-        print(f"{PROG}: error: rank {comm.rank}: {e}; the checkpoints before it are intact", file=sys.stderr,
-              flush=True)
-        if comm.size > 1:
-            comm.abort(1)
-        return 1
-    except Exception:
-        # A rank that fails mid-run would leave the others blocked in a collective: say why,
-        # then end the whole job.
-        sys.stderr.write(f"rank {comm.rank}: error during training:\n{traceback.format_exc()}")
-        sys.stderr.flush()
+    except Exception as e:
+        # A rank that fails mid-run would leave the others blocked in a collective: one line
+        # naming it, where it was and why (a bug's traceback before it), then end the whole job.
+        if isinstance(e, DiskFull):  # a file that did not fit: nothing half-written, the checkpoints before it stand
+            why = f"{e}; the checkpoints before it are intact"
+        else:
+            sys.stderr.write(traceback.format_exc())
+            why = cli.describe(e)
+        print(f"{PROG}: error: {blame(comm.rank)}: {why}", file=sys.stderr, flush=True)
         if comm.size > 1:
             comm.abort(1)
         return 1
@@ -89,4 +96,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from fastsample.supervisor import supervised
+
+    sys.exit(supervised(main, PROG))

@@ -149,12 +149,21 @@ def descendants(pid: int) -> list[int]:
     return out
 
 
-def is_rank(pid: int) -> bool:
+def _trains(pid: int) -> bool:
     try:
-        return "fastsample.train" in Path(f"/proc/{pid}/cmdline").read_bytes().decode() and \
-            "mpiexec" not in Path(f"/proc/{pid}/cmdline").read_bytes().decode()
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode()
     except OSError:
         return False
+    return "fastsample.train" in cmdline and "mpiexec" not in cmdline
+
+
+def is_rank(pid: int) -> bool:
+    """Whether ``pid`` is a rank: the child its supervisor forked (fastsample/supervisor.py)."""
+    try:
+        parent = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return False
+    return _trains(pid) and _trains(parent)
 
 
 def past_first_epoch(argv, log: Path, timeout: float) -> subprocess.Popen:
@@ -272,7 +281,8 @@ def test_a_checkpoint_that_does_not_fit_stops_the_job_with_one_line(p2, tmp_path
                        "--checkpoint-dir", disk / "ck")
         assert proc.returncode != 0
         ours = [line for line in proc.stderr.splitlines() if "fastsample.train" in line]
-        assert len(ours) == 1 and f"error: rank 0: {disk / 'ck'}: no space left for epoch-" in ours[0], proc.stderr
+        assert len(ours) == 1 and "error: rank 0, in a checkpoint save (epoch " in ours[0], proc.stderr
+        assert f"): {disk / 'ck'}: no space left for epoch-" in ours[0], proc.stderr
         assert "the checkpoints before it are intact" in ours[0]
         left = sorted(f.name for f in (disk / "ck").iterdir())
         assert left and all(n.startswith("epoch-") and n.endswith(".pt") for n in left), left
@@ -280,7 +290,8 @@ def test_a_checkpoint_that_does_not_fit_stops_the_job_with_one_line(p2, tmp_path
         proc = mpiexec(2, "-m", "fastsample.infer", "--data", p2 / "p2", "--checkpoint", disk / "ck" / left[-1],
                        "--out", disk / "emb")
         assert proc.returncode == 2, proc.stderr
-        assert f"python -m fastsample.infer: error: rank 0: {disk}: no space left for emb: needs " in proc.stderr
+        assert f"python -m fastsample.infer: error: rank 0, in start-up checks: {disk}: no space left for emb: needs " \
+            in proc.stderr
         assert sorted(f.name for f in disk.iterdir()) == ["ck"]
 
 
@@ -518,7 +529,7 @@ def test_a_second_job_on_one_checkpoint_dir_fails_at_once_and_the_first_stands(p
                                    for extra in ([], ["--resume"])], tmp_path / "out")
         for second in seconds:
             assert second.returncode == 2, second.stdout + second.stderr
-            assert second.stderr == (f"python -m fastsample.train: error: rank 0: {ck}: another job (process {holder}) "
+            assert second.stderr == (f"python -m fastsample.train: error: rank 0, in start-up checks: {ck}: another job (process {holder}) "
                                      "is writing it now; wait for it, or write somewhere else\n"), second.stderr
     finally:
         for pid in ranks:

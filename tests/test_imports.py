@@ -21,7 +21,7 @@ LAYERS = [
     # 0: facts and schemas that depend on nothing of ours
     ["fastsample.choices", "fastsample.options", "fastsample.atomic", "fastsample.allocator", "fastsample.bf16", "fastsample.rows",
      "fastsample.native", "fastsample.launcher", "fastsample.sampling.mfg", "fastsample.sampling.rng",
-     "fastsample.sampling.nodemap", "fastsample.comm.base"],
+     "fastsample.sampling.nodemap", "fastsample.comm.base", "fastsample.faults", "fastsample.phases"],
     # 1: the dataset record and the job's settings
     ["fastsample.data.graph", "fastsample.data.edge_splits", "fastsample.job"],
     # 2: making datasets; sampling; collectives
@@ -38,7 +38,7 @@ LAYERS = [
     ["fastsample.tasks", "fastsample.export"],
     ["fastsample.trainer"],
     # 8: command lines
-    ["fastsample.cli", "fastsample.data.__main__", "fastsample.partition.__main__"],
+    ["fastsample.cli", "fastsample.data.__main__", "fastsample.partition.__main__", "fastsample.supervisor"],
     ["fastsample.train", "fastsample.infer", "fastsample.plan"],
     # 9: the package's lazy front door (its imports are strings, not statements)
     ["fastsample"],

@@ -128,7 +128,7 @@ def test_infer_writes_what_the_trainers_full_evaluation_saw(root, tmp_path):
     test_acc = float((pred[ds.test] == ds.labels[ds.test]).mean())
     assert test_acc == json.loads(log.read_text())["test_acc"]
     # and a second run does not overwrite it unasked
-    assert again.returncode == 2 and again.stderr == (f"python -m fastsample.infer: error: rank 0: {out}: already "
+    assert again.returncode == 2 and again.stderr == (f"python -m fastsample.infer: error: rank 0, in start-up checks: {out}: already "
                                                       "exists (pass --overwrite to replace it)\n"), again.stderr
 
 

@@ -220,3 +220,45 @@ def test_a_preempted_job_requeues_and_finishes_with_the_uninterrupted_losses(slu
         out.unlink(missing_ok=True)
         if not had_logs:
             shutil.rmtree(REPO / "logs", ignore_errors=True)
+
+
+def test_a_killed_rank_fails_the_job_at_once_with_one_line(slurm, tmp_path):
+    # kill -9 of one rank mid-run (FASTSAMPLE_FAULT, tests only: fastsample/faults.py): srun
+    # (--kill-on-bad-exit) ends the other; the job FAILS with the rank's exit status, 137,
+    # its log has the supervisor's line naming the rank and phase, and the checkpoint of the
+    # last complete epoch is there to resume from (jobs/README.md: exit statuses, RequeueExit)
+    from fastsample.partition import partition_dataset
+
+    env, _ = slurm
+    write_synthetic(tmp_path / "g", SynthConfig(num_nodes=1500, avg_degree=6, num_classes=4, feature_dim=8,
+                                                train_frac=0.2, seed=3), progress=False)
+    partition_dataset(tmp_path / "g", tmp_path / "p2", 2, progress=False)
+    args = ["--fanouts", "4,3", "--batch-size", "40", "--hidden", "16", "--epochs", "3", "--quiet", "--eval-every", "0"]
+    had_logs = (REPO / "logs").exists()
+    (REPO / "logs").mkdir(exist_ok=True)
+    job_env = {**env, "FASTSAMPLE_DATA": str(tmp_path / "p2"), "FASTSAMPLE_PYTHON": sys.executable,
+               "FASTSAMPLE_FAULT": "gather1:1:kill:5", "FASTSAMPLE_FAULT_MARK": str(tmp_path / "fault.time")}
+    submit = subprocess.run(["sbatch", "--parsable", "--ntasks=2", "jobs/train.sbatch", *args, "--checkpoint-dir",
+                             str(tmp_path / "ck")], cwd=REPO, env=job_env, capture_output=True, text=True, check=True)
+    job = submit.stdout.strip()
+    out = REPO / "logs" / f"fastsample-train-{job}.out"
+    try:
+        deadline = time.time() + 300
+        while _job_times(env, job).get("JobState") in ("PENDING", "RUNNING", "COMPLETING", None) and \
+                time.time() < deadline:
+            time.sleep(0.2)
+        ended = time.time()
+        text = out.read_text() if out.exists() else "(no job log)"
+        shown = subprocess.run(["scontrol", "show", "job", job], env=env, capture_output=True, text=True).stdout
+        assert "JobState=FAILED" in shown and "ExitCode=137:0" in shown, f"{shown}\n{text}"
+        assert ended - float((tmp_path / "fault.time").read_text()) < 30, text
+        ours = [line for line in text.splitlines() if line.startswith("python -m fastsample.train: error: ")]
+        assert ours == ["python -m fastsample.train: error: rank 1: killed by SIGKILL in gather round 1 (epoch 1, "
+                        "step 1) (kill -9, a launcher or scheduler ending it, or the kernel's out-of-memory killer: "
+                        "see dmesg)"], text
+        assert sorted(f.name for f in (tmp_path / "ck").iterdir() if not f.name.startswith(".")) == ["epoch-0.pt"]
+    finally:
+        subprocess.run(["scancel", job], env=env)
+        out.unlink(missing_ok=True)
+        if not had_logs:
+            shutil.rmtree(REPO / "logs", ignore_errors=True)

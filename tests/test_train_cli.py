@@ -131,7 +131,7 @@ def test_a_flag_left_out_takes_its_tasks_default():
 def test_log_json_in_a_missing_directory_fails_at_start_up(runs):
     proc, tmp_path = runs[0]["log_json"], runs[1]
     assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert proc.stderr == (f"python -m fastsample.train: error: rank 0: --log-json {tmp_path / 'nodir' / 'x.jsonl'}: "
+    assert proc.stderr == (f"python -m fastsample.train: error: rank 0, in start-up checks: --log-json {tmp_path / 'nodir' / 'x.jsonl'}: "
                            f"directory {tmp_path / 'nodir'} does not exist\n"), proc.stderr
     assert "epoch" not in proc.stdout, "the check must come before any training"
 

@@ -122,6 +122,13 @@ class Communicator(ABC):
     @abstractmethod
     def barrier(self) -> None: ...
 
+    def any_failed(self, failed: bool, wait_s: float | None = None) -> bool | None:
+        """Whether ``failed`` holds on any rank. Collective, on a channel of its own, so it
+        never matches a collective a peer is still inside. With ``wait_s`` (a rank that
+        failed), None where not every rank joined within that time: some are held in a
+        collective this rank will never join, and only ending the job frees them."""
+        return failed
+
     @abstractmethod
     def abort(self, code: int = 1) -> None:
         """End every rank of the job now (used when one rank fails)."""

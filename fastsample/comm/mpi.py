@@ -29,6 +29,7 @@ class MPICommunicator(Communicator):
         self.comm = comm if comm is not None else MPI.COMM_WORLD
         self.rank = self.comm.Get_rank()
         self.size = self.comm.Get_size()
+        self._agreement = self.comm.Dup() if comm is None else None  # any_failed's channel (the world's only)
 
     def _dup(self):
         return MPICommunicator(self.comm.Dup())
@@ -53,6 +54,18 @@ class MPICommunicator(Communicator):
 
     def barrier(self):
         self.comm.Barrier()
+
+    def any_failed(self, failed, wait_s=None):
+        if self._agreement is None:
+            raise RuntimeError("any_failed runs on the job's communicator, not on a dup()")
+        flag = np.array([int(bool(failed))], dtype=np.int64)
+        request = self._agreement.Iallreduce(self.MPI.IN_PLACE, flag, op=self.MPI.SUM)
+        deadline = None if wait_s is None else time.monotonic() + wait_s
+        while not request.Test():
+            if deadline is not None and time.monotonic() > deadline:
+                return None  # the request stays posted: the job is about to be ended
+            time.sleep(0.01)
+        return bool(flag[0])
 
     def abort(self, code=1):
         # MPI_Abort has the launcher kill every rank, and under load that kill can beat its

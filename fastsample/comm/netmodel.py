@@ -81,5 +81,8 @@ class ModeledNetwork(Communicator):
     def barrier(self):
         self.inner.barrier()
 
+    def any_failed(self, failed, wait_s=None):
+        return self.inner.any_failed(failed, wait_s)
+
     def abort(self, code=1):
         self.inner.abort(code)

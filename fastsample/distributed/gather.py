@@ -34,6 +34,7 @@ from fastsample.allocator import populate
 from fastsample.nn.block import positions_by_type
 from fastsample.data.graph import by_type, unwrap_one_type
 from fastsample.comm import Communicator
+from fastsample.phases import phase
 
 from fastsample.native import lib as _native
 from fastsample.rows import RowTable
@@ -220,13 +221,15 @@ class FeatureGather:
         per_run = per_run.reshape(self.comm.size, T)
         self.rows_local += int(local.sum())
         self.rows_remote += len(order)
-        wanted, wanted_counts = self.comm.all_to_all_v(ids[order], per_run.sum(1))
+        with phase("gather1"):
+            wanted, wanted_counts = self.comm.all_to_all_v(ids[order], per_run.sum(1))
         # the owner's side: the rows asked for, in the order asked, so by type within each
         # asker's part: the rows of one (asker, type) lie back to back
-        w_run, w_rows = self._runs_of(wanted)
-        w_per_run = self._per_run(w_run, wanted_counts)
-        data, _ = self.comm.all_to_all_v(self._pack(w_rows, w_per_run), w_per_run @ self.row_units,
-                                         recv_counts=per_run @ self.row_units)
+        with phase("gather2"):
+            w_run, w_rows = self._runs_of(wanted)
+            w_per_run = self._per_run(w_run, wanted_counts)
+            data, _ = self.comm.all_to_all_v(self._pack(w_rows, w_per_run), w_per_run @ self.row_units,
+                                             recv_counts=per_run @ self.row_units)
         which, offset = self._place(order, types, index, counts, which, offset)
         base = np.concatenate([[0], np.cumsum(counts)])
         which = [which[base[t]:base[t + 1]] for t in range(T)]

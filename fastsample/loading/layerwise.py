@@ -34,6 +34,7 @@ from fastsample.comm.local import LocalCommunicator
 from fastsample.distributed import FeatureGather
 from fastsample.data.graph import by_type, unwrap_one_type
 from fastsample.loading.loader import inputs_of, open_data
+from fastsample.phases import in_phase
 from fastsample.sampling import MFG, assemble, sample, sample_neighbors
 
 
@@ -58,6 +59,7 @@ def all_in_edges(part, seeds: np.ndarray) -> MFG:
 
 
 @torch.no_grad()
+@in_phase("layerwise")
 def layerwise(model, data, comm: Communicator | None = None, batch_size: int = 4096, device="cpu",
               progress: bool = False, inputs: dict | None = None, every_type: bool = False, layers: int | None = None):
     """The model's output for every node of the target type this rank owns (``every_type``:

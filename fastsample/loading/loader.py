@@ -46,6 +46,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from fastsample.phases import phase
 from fastsample import bf16
 from fastsample import allocator
 from fastsample.allocator import available_memory
@@ -394,7 +395,8 @@ class Loader:
         if not isinstance(seeds, StepSeeds):
             seeds = self.source.of(np.asarray(seeds), self.seed, self.epoch, step)
         t0 = time.perf_counter()
-        mfgs = self.sample(seeds.nodes, step, exclude=seeds.exclude)
+        with phase("sample"):
+            mfgs = self.sample(seeds.nodes, step, exclude=seeds.exclude)
         t1 = time.perf_counter()
         got = self.gather.gather(mfgs[0].src_ids)
         x, blocks = self._inputs(got, mfgs)

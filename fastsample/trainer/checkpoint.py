@@ -27,6 +27,7 @@ is gone or the process ends, which removes the file.
 from __future__ import annotations
 
 import atexit
+import errno
 import os
 import re
 import shutil
@@ -36,8 +37,10 @@ from pathlib import Path
 
 import torch
 
+from fastsample import faults
 from fastsample.atomic import DiskFull, Lock
 from fastsample.options import from_dict, marked, to_dict
+from fastsample.phases import phase
 
 __all__ = ["CheckpointError", "Checkpoints", "load_checkpoint", "lock_directory", "unlock_directory"]
 
@@ -74,6 +77,10 @@ def lock_directory(directory: str | Path) -> None:
         _held[key].claimed = True
     else:
         _held[key] = _Held(Lock(Path(directory) / LOCK, directory))
+        # a write a killed job left half-done (its hidden temporary): this job is the one
+        # writer now and has not started writing, so any there is stale
+        for stale in Path(directory).glob(".epoch-*.tmp-*"):
+            stale.unlink(missing_ok=True)
 
 
 def unlock_directory(directory: str | Path) -> None:
@@ -193,12 +200,14 @@ def _write(path: Path, state: dict) -> None:
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
         torch.save(state, tmp)
+        faults.written(tmp)
         os.replace(tmp, path)  # never a half-written checkpoint under the real name
     except BaseException as e:
         written = tmp.stat().st_size if tmp.exists() else None
         tmp.unlink(missing_ok=True)
-        if isinstance(e, (OSError, RuntimeError)) and shutil.disk_usage(path.parent).free < (written or 0) + (1 << 20):
-            raise DiskFull(path.parent, what=f"{path.name} (at least {written:,} bytes were written)") from None
+        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT) or \
+                isinstance(e, (OSError, RuntimeError)) and shutil.disk_usage(path.parent).free < (written or 0) + (1 << 20):
+            raise DiskFull(path.parent, what=f"{path.name} (at least {written or 0:,} bytes were written)") from None
         raise
 
 
@@ -230,6 +239,10 @@ class Checkpoints:
         (epoch-E.step-S.pt). Collective over ``comm`` (every rank calls it): with
         ``embeddings``, each rank first writes its shard, and a rank that failed raises on
         every rank."""
+        with phase("checkpoint"):
+            return self._save(epoch, model, optimizer, comm, embeddings, step)
+
+    def _save(self, epoch, model, optimizer, comm, embeddings, step) -> Path:
         rank = comm.rank if comm is not None else 0
         name = f"epoch-{epoch}" if step is None else f"epoch-{epoch}.step-{step}"
         path = self.dir / f"{name}.pt"

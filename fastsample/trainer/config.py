@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from fastsample.comm.watchdog import stall_option
 from fastsample.choices import COMM_BACKENDS, KERNELS, MATMUL_CHOICES, PRECISIONS, SCORERS
 from fastsample.options import ConfigError, option
 from fastsample.job import JobShape, positive
@@ -67,7 +68,7 @@ class TrainConfig(JobShape):
         ("data and task", None, ("data", "task")),
         ("model", None, ("model", "hidden", "layers", "heads", "dropout")),
         ("training", None, ("epochs", "batch_size", "lr", "weight_decay", "seed", "max_steps", "on_nan")),
-        ("sampling and distribution", None, ("fanouts", "mode", "sampler", "backend")),
+        ("sampling and distribution", None, ("fanouts", "mode", "sampler", "backend", "stall_timeout")),
         ("typed data", "Typed (heterogeneous) data is detected from the dataset (its meta.json lists node types); "
          "there --model sage builds the R-GCN (fastsample/nn/rgcn.py), featureless node types get learnable "
          "embeddings, and every other option serves as on untyped data.",
@@ -180,6 +181,7 @@ class TrainConfig(JobShape):
                          "one line naming the epoch, step and rank; the checkpoints so far are kept), skip (no update "
                          "from that step; its loss is logged as it was), or continue (update anyway)",
                          choices=("stop", "skip", "continue"))
+    stall_timeout: float | None = stall_option()
     log_json: str | None = option(None, "rank 0 appends one JSON object per epoch to this file (its directory must "
                                   "exist)", shared=False)
     net_model: tuple[float, ...] | None = option(None, "add a modelled network's cost to every collective "

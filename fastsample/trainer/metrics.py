@@ -4,6 +4,7 @@ its one-line report, the run's closing summary, and the JSON log itself."""
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -179,9 +180,24 @@ def _target(history: list[EpochRecord]) -> str:
 
 
 def append_log(path: str | Path, record: EpochRecord) -> None:
-    """Append the record as one JSON line."""
-    with open(path, "a") as f:
-        f.write(record.to_json() + "\n")
+    """Append the record as one JSON line, whole or not at all: a write that fails (a full
+    disk: DiskFull) cuts the file back to the lines before it."""
+    from fastsample import faults
+    from fastsample.atomic import DiskFull
+    from fastsample.phases import phase
+
+    line = (record.to_json() + "\n").encode()
+    with phase("log"), open(path, "ab", buffering=0) as f:
+        size = f.seek(0, 2)
+        try:
+            f.write(line[: len(line) // 2])
+            faults.written(path)
+            f.write(line[len(line) // 2:])
+        except OSError as e:
+            f.truncate(size)
+            if e.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise DiskFull(Path(path).parent, what=f"{Path(path).name} (its last line was not written)") from None
+            raise
 
 
 def read_log(path: str | Path) -> list[EpochRecord]:

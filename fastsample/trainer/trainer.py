@@ -26,6 +26,7 @@ import torch
 from torch.utils._pytree import tree_map  # one map over a tensor or {node type: tensor}
 
 from fastsample.nn import matmul
+from fastsample.phases import in_phase, phase, position
 from fastsample.nn.roofline import Roofline
 from fastsample.comm import Communicator
 from fastsample.comm.agree import agree
@@ -150,7 +151,8 @@ class Trainer:
         self.device = torch.device(config.device)
         self.reporter = reporter if reporter is not None else ConsoleReporter(config.quiet, bool(config.prefetch))
         self.task = task_for(config)
-        self._open_data()
+        with phase("read"):
+            self._open_data()
         self._set_model(model, optimizer)
         self.loss = loss if loss is not None else self.task.default_loss()
         self.checkpoints = Checkpoints(config.checkpoint_dir, config) if config.checkpoint_dir else None
@@ -241,16 +243,18 @@ class Trainer:
         torch.manual_seed(layer_key(self.config.seed, epoch, step, self.rank, 0) & 0x7FFFFFFFFFFFFFFF)
         self.model.train()
         self.optimizer.zero_grad(set_to_none=False)
-        loss, stats = self.task.step(self.model, batch, self.input(batch), self.loss)
-        self.roofline.count(batch.blocks, batch)
-        if loss is not None:
-            loss.backward()
+        with phase("forward"):
+            loss, stats = self.task.step(self.model, batch, self.input(batch), self.loss)
+            self.roofline.count(batch.blocks, batch)
+            if loss is not None:
+                loss.backward()
         t1 = time.perf_counter()
         # one bucket: gradients, the step's loss statistics, and which ranks' losses are not finite
         flags = np.zeros(self.comm.size + 1)
         flags[self.rank] = not math.isfinite(stats[0])
         flags[-1] = bool(self.stop_signal)  # asked to stop on this rank
-        totals = average_gradients(self.model, self.comm, extra=[*stats, *flags])
+        with phase("allreduce"):
+            totals = average_gradients(self.model, self.comm, extra=[*stats, *flags])
         bad = np.flatnonzero(totals[3:-1])
         self.stop_agreed = int(totals[-1])
         t2 = time.perf_counter()
@@ -260,10 +264,12 @@ class Trainer:
                                 f"{self._kept()} (--on-nan skip or continue to go on)")
         update = not len(bad) or self.config.on_nan == "continue"
         if update:
-            self.optimizer.step()
+            with phase("optimizer"):
+                self.optimizer.step()
         t3 = time.perf_counter()
         if update and self.embeddings is not None:  # collective: the rows' gradients to their owners, updated there
-            self.embeddings.step(batch)
+            with phase("embedding"):
+                self.embeddings.step(batch)
             timers["embed_grads_s"] += self.embeddings.seconds[0]
             timers["embed_update_s"] += self.embeddings.seconds[1]
         for key, dt in (("sample_s", batch.sample_s), ("gather_s", batch.gather_s), ("wait_s", batch.wait_s),
@@ -288,9 +294,10 @@ class Trainer:
         # would leave the others waiting in it.
         t0 = time.perf_counter()
         train = self.loaders["train"]
-        train.warm_up()  # builds the feature cache, with --cache-fraction
-        if self.embeddings is not None:
-            self.embeddings.warm_up()
+        with phase("prepare"):
+            train.warm_up()  # builds the feature cache, with --cache-fraction
+            if self.embeddings is not None:
+                self.embeddings.warm_up()
         if train.cache is not None:
             for name, loader in self.loaders.items():
                 if loader is not train:
@@ -326,6 +333,14 @@ class Trainer:
                 self.reporter.warn(warning)
         history = []
         self.t_first_step = time.perf_counter()  # --target-val-acc's clock
+        with phase("train"):
+            self._epochs(history)
+        if lead:
+            self.reporter.finished(history)
+        return history
+
+    def _epochs(self, history: list) -> None:
+        c, lead = self.config, self.rank == 0
         for epoch in range(self.start_epoch, c.epochs):
             first = self.start_step if epoch == self.start_epoch else 0
             record = self.train_epoch(epoch, first)
@@ -333,7 +348,8 @@ class Trainer:
             if not record.complete and not reached:  # stopped mid-epoch: save the step to resume at, then end
                 self._preempted(epoch, first + len(record.step_losses), record)
             if c.eval_every and (epoch + 1) % c.eval_every == 0 and not reached:
-                record.add(self.task.evaluate(self, epoch))
+                with phase("evaluation"):
+                    record.add(self.task.evaluate(self, epoch))
                 record.time_to_target_s = self._time_to_target(record.score)
                 reached = record.time_to_target_s is not None
             if self.checkpoints is not None:  # collective with embeddings: each rank saves its shard
@@ -348,9 +364,6 @@ class Trainer:
                 break
             if self.stop_agreed and epoch + 1 < c.epochs:  # asked at an epoch's last step: it is saved whole
                 self._preempted(epoch + 1, 0, None)
-        if lead:
-            self.reporter.finished(history)
-        return history
 
     def _time_to_target(self, score: float | None) -> float | None:
         """Seconds since the run's first step if the validation ``score`` reaches --target-val-acc,
@@ -387,8 +400,10 @@ class Trainer:
         before = loader.gather_counts()
         losses, totals, complete = [], np.zeros(3), True
         evals, reached_s = [], None  # --eval-every-steps' results; when --target-val-acc was met
+        position(epoch, first_step)
         for step, batch in enumerate(loader, start=first_step):
             loss_sum, correct, count = self.train_step(batch, epoch, step, timers)
+            position(epoch, step + 1)
             losses.append(loss_sum / max(count, 1))
             if math.isfinite(loss_sum) or c.on_nan == "continue":  # a skipped step counts in no mean
                 totals += (loss_sum, correct, count)
@@ -396,7 +411,7 @@ class Trainer:
                 self.reporter.step(epoch, step, self.steps_per_epoch, losses[-1])
             if c.eval_every_steps and (epoch * self.steps_per_epoch + step + 1) % c.eval_every_steps == 0:
                 t_eval = time.perf_counter()
-                with comm.counters.excluded():  # the epoch's traffic is its steps'
+                with comm.counters.excluded(), phase("evaluation"):  # the epoch's traffic is its steps'
                     val = self.task.validate(self, epoch)
                 evals.append({"step": step, self.task.score: val, "s": t_eval - self.t_first_step,
                               "eval_s": time.perf_counter() - t_eval})
@@ -429,6 +444,7 @@ def startup(config: TrainConfig, comm: Communicator, **components) -> Trainer:
     reporter). A failure on any rank (bad partition, mismatched settings, missing file)
     raises the same fastsample.comm.agree.StartupError on every rank, naming the first
     failing rank and carrying its exception, so none is left waiting in a collective."""
+    @in_phase("startup")
     def settings():
         # the one collective first, on every rank alike; then nothing collective: a rank that
         # fails here (rank 0's outputs: a locked checkpoint directory) must not leave the
@@ -447,7 +463,7 @@ def startup(config: TrainConfig, comm: Communicator, **components) -> Trainer:
     created = []  # rank 0: whether check_outputs made the checkpoint directory
     try:
         agree(comm, settings)
-        return agree(comm, lambda: Trainer(config, comm, **components))
+        return agree(comm, in_phase("startup")(lambda: Trainer(config, comm, **components)))
     except BaseException:
         if created and config.checkpoint_dir:  # a start-up that failed on any rank leaves nothing behind
             from fastsample.trainer.checkpoint import unlock_directory

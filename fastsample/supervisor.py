@@ -1,0 +1,81 @@
+"""A rank that dies without a word (kill -9, the out-of-memory killer, a crash in native code)
+still gets one line naming it, its phase and the cause.
+
+Under a launcher, ``python -m fastsample.train`` (and ``infer``) forks first: the child is
+the rank, the parent stays small and waits for it. Signals the parent receives (mpiexec
+forwards SIGTERM and SIGINT to it; Slurm's go to both) are passed on. When the child is
+killed by a signal, the parent reads the phase it was in from the board they share
+(fastsample/phases.py), prints
+
+    python -m fastsample.train: error: rank 1: killed by SIGKILL in gather round 1 (the ids) (epoch 1, step 3) (...)
+
+and exits 128 + the signal, so the launcher ends the job as it would have. The child dies
+with the parent (PR_SET_PDEATHSIG), so a launcher killing the parent kills the rank.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+import os
+import signal
+import sys
+
+from fastsample import phases
+from fastsample.launcher import launch_rank, launched
+
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2, signal.SIGHUP, signal.SIGQUIT)
+_HINTS = {signal.SIGKILL: "kill -9, a launcher or scheduler ending it, or the kernel's out-of-memory killer: "
+                          "see dmesg",
+          signal.SIGSEGV: "a crash in native code", signal.SIGBUS: "a crash in native code, or a mapped file "
+                                                                   "that shrank or a full disk under a memory map",
+          signal.SIGABRT: "a native library aborted"}
+_SI_KERNEL = 0x80  # a terminal's Ctrl-C: the rank got it from the terminal too
+
+
+def supervised(main, prog: str) -> int:
+    """Run ``main()`` in a supervised child under a launcher (alone: in this process);
+    returns the exit status to leave with."""
+    if not launched() or os.environ.get("FASTSAMPLE_SUPERVISED"):
+        return main()
+    shared = mmap.mmap(-1, 64)  # MAP_SHARED | MAP_ANONYMOUS: the child's stores are seen here
+    phases.share(shared)
+    wanted = {*FORWARDED, signal.SIGCHLD}
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, wanted)
+    parent = os.getpid()
+    child = os.fork()
+    if child == 0:
+        _die_with(parent)
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+        os.environ["FASTSAMPLE_SUPERVISED"] = "1"
+        return main()
+    while True:
+        info = signal.sigtimedwait(wanted, 1.0)
+        if info is not None and info.si_signo != signal.SIGCHLD:
+            if not (info.si_signo == signal.SIGINT and info.si_code == _SI_KERNEL):
+                os.kill(child, info.si_signo)
+            continue
+        pid, status = os.waitpid(child, os.WNOHANG)
+        if pid == 0:
+            continue
+        if os.WIFEXITED(status):
+            return os.WEXITSTATUS(status)
+        sig = os.WTERMSIG(status)
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = f"signal {sig}"
+        hint = _HINTS.get(sig)
+        print(f"{prog}: error: rank {launch_rank()}: killed by {name} in {phases.where()}"
+              + (f" ({hint})" if hint else ""), file=sys.stderr, flush=True)
+        return 128 + sig
+
+
+def _die_with(parent: int) -> None:
+    """The child gets SIGKILL when the parent goes (a launcher killing what it started)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:  # the parent went before that took effect
+        os._exit(1)

@@ -1,0 +1,220 @@
+"""The fault matrix (issue 53): one rank fails in each phase a job passes through, by a
+Python exception, kill -9, a full disk where the phase writes, or a stop (the watchdog's
+case). Each cell launches the real job with a fault injected (fastsample/faults.py) and
+asserts: it ends non-zero within 30 s of the fault (a stall: within the watchdog's limit +
+10 s), with one line naming the rank, the phase and the cause; no file is half-written;
+and --resume continues from the last complete checkpoint with exactly the per-step losses
+of the uninterrupted run (the resumes of a group share one launch).
+"""
+
+import json
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from fastsample.data.synth import SynthConfig, write_synthetic
+from fastsample.phases import NAMES
+from fastsample.partition import partition_dataset
+from helpers import mpiexec, train_many
+
+pytestmark = pytest.mark.mpi
+
+TRAIN, INFER = "python -m fastsample.train", "python -m fastsample.infer"
+ARGS = ["--fanouts", "4,3", "--batch-size", "40", "--hidden", "16", "--threads", "1", "--quiet", "--epochs", "3",
+        "--eval-every", "0"]
+STEPS = 4  # per epoch: 1,500 nodes x 0.2 train over 2 ranks, 40 a batch (4 ranks: 20 a batch)
+E1 = None  # a per-step phase's entry at epoch 1, step 1 (epoch 0's checkpoint exists by then)
+# group: (its arguments, [(phase, rank, the entry (from 0) the fault comes at)])
+GROUPS = {
+    "plain": ([], [("sample", 1, E1), ("gather1", 0, E1), ("gather2", 1, E1), ("forward", 0, E1),
+                   ("allreduce", 1, E1), ("optimizer", 0, E1), ("checkpoint", 0, 1), ("checkpoint", 1, 1),
+                   ("log", 0, 1)]),
+    "sampled": (["--eval-every", "1"], [("evaluation", 1, 1)]),
+    "layerwise": (["--eval-every", "1", "--eval", "full"], [("layerwise", 0, 1)]),
+    "startup": (["--resume"], [("startup", 1, 0), ("read", 0, 0), ("prepare", 1, 0)]),
+    # a link task's start-up counts its edges with the other ranks: rank 1 failing before
+    # that leaves rank 0 inside it, out of the agreement's reach (comm/agree.py: stranded)
+    "link": (["--task", "link", "--batch-size", "100", "--resume"], [("read", 1, 0)]),
+}
+TYPED = ["--embed-dim", "8"]
+TYPED_CELLS = [("embedding", 1, E1)]  # featureless node types: the embeddings' own update
+CONCURRENT = 2
+WRITES = {"checkpoint", "log"}  # where a full disk is a cell too (only rank 0 writes there)
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    from fastsample.data.synth_typed import TYPED_PRESETS, write_typed_synthetic
+
+    root = tmp_path_factory.mktemp("matrix")
+    write_synthetic(root / "g", SynthConfig(num_nodes=1500, avg_degree=6, num_classes=4, feature_dim=8,
+                                            train_frac=0.2, seed=3), progress=False)
+    for parts in (2, 4):
+        partition_dataset(root / "g", root / f"p{parts}", parts, progress=False)
+    from conftest import run_module
+
+    proc = run_module("fastsample.data", "link-split", root / "g", root / "gl", "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    partition_dataset(root / "gl", root / "link", 2, progress=False)
+    write_typed_synthetic(root / "h", TYPED_PRESETS["hetero-tiny"], progress=False)
+    partition_dataset(root / "h", root / "typed", 2, progress=False)
+    return root
+
+
+def group_args(name: str) -> list:
+    return [*ARGS, *(GROUPS[name][0] if name in GROUPS else [])]
+
+
+@pytest.fixture(scope="module")
+def full(data, tmp_path_factory) -> dict:
+    """{group: (the uninterrupted run's records, its checkpoint directory)}, in one launch per data."""
+    root = tmp_path_factory.mktemp("full")
+    names = ["plain", "sampled", "layerwise"]
+    runs = {n: (root / f"{n}.jsonl", [*group_args(n), "--checkpoint-dir", root / n]) for n in names}
+    records = train_many(data / "p2", 2, runs)
+    for name, part, args in (("typed", "typed", [*ARGS, *TYPED]), ("link", "link", [a for a in group_args("link") if a != "--resume"])):
+        records[name] = train_many(data / part, 2, {name: (root / f"{name}.jsonl", [
+            *args, "--checkpoint-dir", root / name])})[name]
+    out = {n: (records[n], root / n) for n in [*names, "typed", "link"]}
+    out["startup"] = out["plain"]
+    assert len(records["plain"][0]["step_losses"]) == STEPS
+    return out
+
+
+def faulted(ranks: int, module: str, args: list, fault: str, tmp: Path, limit: float = 30):
+    """The job run with FASTSAMPLE_FAULT=``fault``: it ended non-zero within ``limit``
+    seconds of the fault; returns (its lines of our error, its stderr)."""
+    import os
+
+    mark = tmp / "fault.time"
+    mark.unlink(missing_ok=True)
+    env = {**os.environ, "FASTSAMPLE_FAULT": fault, "FASTSAMPLE_FAULT_MARK": str(mark)}
+    proc = mpiexec(ranks, "-m", module, *args, env=env, timeout=limit + 90)
+    ended = time.time()
+    assert mark.exists(), f"{fault}: the fault was never reached\n" + proc.stdout + proc.stderr
+    assert proc.returncode != 0, proc.stdout + proc.stderr
+    assert ended - float(mark.read_text()) < limit, f"{fault}: ended {ended - float(mark.read_text()):.1f} s after it"
+    prog = TRAIN if module == "fastsample.train" else INFER
+    return [line for line in proc.stderr.splitlines() if line.startswith(f"{prog}: error: ")], proc.stderr
+
+
+def check_line(lines: list, stderr: str, phase: str, rank: int, kind: str) -> None:
+    assert len(lines) == 1, stderr
+    line = lines[0]
+    if kind == "kill":
+        assert f": error: rank {rank}: killed by SIGKILL in {NAMES[phase]}" in line, line
+    else:
+        assert f": error: rank {rank}, in {NAMES[phase]}" in line, line
+        assert ("no space left" if kind == "diskfull" else "InjectedFault: injected fault") in line, line
+
+
+def complete(ck: Path) -> list[str]:
+    """The checkpoint files there, each loadable (none half-written under a real name)."""
+    import torch
+
+    names = sorted(f.name for f in ck.iterdir() if not f.name.startswith("."))
+    for name in names:
+        torch.load(ck / name, weights_only=False, mmap=True)
+    return names
+
+
+def steps(records) -> list:
+    return [x for r in records for x in r["step_losses"]]
+
+
+def cells():
+    out = []
+    for group, (_, phases) in GROUPS.items():
+        for phase, rank, nth in phases:
+            kinds = ["raise", "kill"] + (["diskfull"] if phase in WRITES and rank == 0 else [])
+            out += [(group, phase, rank, nth, kind) for kind in kinds]
+    return out + [("typed", phase, rank, nth, kind) for phase, rank, nth in TYPED_CELLS for kind in ("raise", "kill")]
+
+
+def test_every_phase_and_kind_ends_the_job_with_one_line_and_resumes_bitwise(data, full, tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    t0 = time.time()
+
+    def run(cell):  # launches CONCURRENT at a time: a launch spends much of its time waiting (imports, aborts)
+        group, phase, rank, nth, kind = cell
+        name = f"{group}-{phase}-{rank}-{kind}"
+        ck, log, work = tmp_path / name, tmp_path / f"{name}.jsonl", tmp_path / f"{name}.work"
+        work.mkdir()
+        records, full_ck = full[group]
+        args = group_args(group) if group != "typed" else [*ARGS, *TYPED]
+        nth = len(records[0]["step_losses"]) + 1 if nth is E1 else nth
+        part = data / {"typed": "typed", "link": "link"}.get(group, "p2")
+        if "--resume" in args:  # a resumed job that fails while starting: its checkpoints stand
+            ck.mkdir()
+            shutil.copy(full_ck / "epoch-0.pt", ck)
+        lines, err = faulted(2, "fastsample.train", ["--data", part, *args, "--checkpoint-dir", ck, "--log-json", log],
+                             f"{phase}:{rank}:{kind}:{nth}", work)
+        check_line(lines, err, phase, rank, kind)
+        kept = complete(ck)
+        assert kept, name
+        if log.exists():  # every line whole
+            assert [json.loads(line)["epoch"] for line in log.read_text().splitlines()] == \
+                list(range(len(log.read_text().splitlines())))
+        newest = max(int(n.split("-")[1].split(".")[0]) for n in kept if ".embed-" not in n)
+        return name, part, (tmp_path / f"{name}.resumed.jsonl", [*[a for a in args if a != "--resume"],
+                                                                  "--checkpoint-dir", ck, "--resume"], part), \
+            records[newest + 1:]
+
+    with ThreadPoolExecutor(CONCURRENT) as pool:
+        done = list(pool.map(run, cells()))
+    matrix_s = time.time() - t0
+    for part in {p for _, p, _, _ in done}:  # the resumes of one data in one launch
+        runs = {name: (run_args, expected) for name, p, run_args, expected in done if p == part}
+        got = train_many(part, 2, {name: r for name, (r, _) in runs.items()})
+        for name, (_, expected) in runs.items():
+            assert steps(got[name]) == steps(expected), name
+            assert not [f.name for f in (tmp_path / name).iterdir() if f.name.startswith(".")], name
+    print(f"fault matrix: {len(done)} cells on 2 ranks in {matrix_s:.0f} s ({CONCURRENT} at a time), resumes in "
+          f"{time.time() - t0 - matrix_s:.0f} s")
+
+
+@pytest.mark.parametrize("fault, line", [("gather1:3:raise:5", "rank 3, in gather round 1"),
+                                         ("allreduce:2:kill:5", "rank 2: killed by SIGKILL in the gradient all-reduce"),
+                                         ("checkpoint:0:diskfull:1", "rank 0, in a checkpoint save")])
+def test_four_ranks(data, tmp_path, fault, line):
+    # 4 steps an epoch at 20 a batch: entry 5 is epoch 1, step 1; save 1 is epoch 1's
+    lines, err = faulted(4, "fastsample.train", ["--data", data / "p4", *ARGS, "--batch-size", "20",
+                                                 "--checkpoint-dir", tmp_path / "ck"], fault, tmp_path)
+    assert len(lines) == 1 and line in lines[0], err
+    assert complete(tmp_path / "ck") == ["epoch-0.pt"]
+
+
+@pytest.mark.parametrize("phase, kind", [("read", "raise"), ("read", "kill"), ("layerwise", "raise"),
+                                         ("layerwise", "kill"), ("output", "raise"), ("output", "kill"),
+                                         ("output", "diskfull")])
+def test_infer(data, full, tmp_path, phase, kind):
+    _, ck = full["plain"]
+    out = tmp_path / "emb"
+    args = ["--data", data / "p2", "--checkpoint", ck / "epoch-2.pt", "--out", out, "--quiet"]
+    rank = 1 if kind != "diskfull" else 0
+    lines, err = faulted(2, "fastsample.infer", args, f"{phase}:{rank}:{kind}", tmp_path)
+    check_line(lines, err, phase, rank, kind)
+    assert not out.exists()
+    proc = mpiexec(2, "-m", "fastsample.infer", *args)  # the next run writes it, and no temporary stays
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(f.name for f in tmp_path.iterdir() if f.name.startswith(".emb")) == []
+
+
+@pytest.mark.parametrize("ranks, phase", [(2, "gather1"), (2, "allreduce"), (4, "gather2")])
+def test_a_stopped_rank_is_named_by_every_live_rank_within_the_watchdog_time(data, tmp_path, ranks, phase):
+    limit = 5
+    batch = ["--batch-size", "20"] if ranks == 4 else []  # 4 steps an epoch either way
+    lines, err = faulted(ranks, "fastsample.train", ["--data", data / f"p{ranks}", *ARGS, *batch, "--stall-timeout",
+                                                     limit, "--checkpoint-dir", tmp_path / "ck"],
+                         f"{phase}:1:stall:{STEPS + 1}", tmp_path, limit=limit + 10)
+    assert complete(tmp_path / "ck") == ["epoch-0.pt"]  # the last complete checkpoint stands
+    # every live rank names the stopped one (they stall in the same collective, and each
+    # waits GRACE_S for answers before the first abort)
+    assert sorted(int(line.split("error: rank ")[1].split(":")[0]) for line in lines) == \
+        [r for r in range(ranks) if r != 1], err
+    for line in lines:
+        assert "stalled" in line and "waiting for rank 1 (no answer: stopped, or hung outside Python)" in line, line
+        assert f"(--stall-timeout {limit})" in line, line
