@@ -49,7 +49,7 @@ if faults.phase is not None and faults.phase not in NAMES:
     raise SystemExit(f"FASTSAMPLE_FAULT: no phase {faults.phase!r} (one of {', '.join(NAMES)})")
 KEYS = tuple(NAMES)
 _CODE = {k: i for i, k in enumerate(KEYS)}
-MAIN, LOADER, EPOCH, STEP = 0, 1, 2, 3
+MAIN, LOADER, EPOCH, STEP, ENDING = 0, 1, 2, 3, 4
 _main_thread = threading.main_thread().ident
 
 board = np.zeros(8, dtype=np.int64)  # the supervisor points this at its shared block
@@ -115,8 +115,10 @@ def position(epoch: int, step: int) -> None:
     board[EPOCH], board[STEP] = epoch, step
 
 
-def key(slot: int = MAIN, of=None) -> str:
-    return KEYS[int((board if of is None else of)[slot])]
+def ending() -> None:
+    """This rank has said why the job ends and is ending it (an abort): what kills it from
+    now on (the abort itself, the launcher) is not news (the supervisor stays silent)."""
+    board[ENDING] = 1
 
 
 def where(of=None) -> str:

@@ -22,6 +22,7 @@ import signal
 import sys
 
 from fastsample import phases
+from fastsample.comm.mpi import release, shared_memory
 from fastsample.launcher import launch_rank, launched
 
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2, signal.SIGHUP, signal.SIGQUIT)
@@ -49,6 +50,7 @@ def supervised(main, prog: str) -> int:
         signal.pthread_sigmask(signal.SIG_SETMASK, before)
         os.environ["FASTSAMPLE_SUPERVISED"] = "1"
         return main()
+    segments = set()
     while True:
         info = signal.sigtimedwait(wanted, 1.0)
         if info is not None and info.si_signo != signal.SIGCHLD:
@@ -57,10 +59,15 @@ def supervised(main, prog: str) -> int:
             continue
         pid, status = os.waitpid(child, os.WNOHANG)
         if pid == 0:
+            segments |= shared_memory(child)
             continue
+        if status:  # MPI did not finalise: its shared memory would stay in /dev/shm
+            release(segments)
         if os.WIFEXITED(status):
             return os.WEXITSTATUS(status)
         sig = os.WTERMSIG(status)
+        if phases.board[phases.ENDING]:  # it had said why and was ending the job: its abort or the launcher killed it
+            return 128 + sig
         try:
             name = signal.Signals(sig).name
         except ValueError:

@@ -59,7 +59,8 @@ def main(argv=None) -> int:
 def _train(config: TrainConfig, comm) -> int:
     from fastsample.atomic import DiskFull
     from fastsample.comm.agree import StartupError
-    from fastsample.phases import blame
+    from fastsample.phases import blame, where
+    from fastsample.trainer.checkpoint import ShardsNotSaved
     from fastsample.trainer.trainer import NonFiniteLoss, Preempted, startup
 
     try:
@@ -80,6 +81,11 @@ def _train(config: TrainConfig, comm) -> int:
         if comm.rank == 0:
             print(f"{PROG}: {e}", file=sys.stderr, flush=True)
         return PREEMPTED
+    except ShardsNotSaved as e:  # likewise: named by the rank that failed
+        if comm.rank == 0:
+            print(f"{PROG}: error: rank {e.rank}, in {where()}: {e}; the checkpoints before it are intact",
+                  file=sys.stderr, flush=True)
+        return 1
     except Exception as e:
         # A rank that fails mid-run would leave the others blocked in a collective: one line
         # naming it, where it was and why (a bug's traceback before it), then end the whole job.

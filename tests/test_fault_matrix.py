@@ -39,9 +39,15 @@ GROUPS = {
     "link": (["--task", "link", "--batch-size", "100", "--resume"], [("read", 1, 0)]),
 }
 TYPED = ["--embed-dim", "8"]
-TYPED_CELLS = [("embedding", 1, E1)]  # featureless node types: the embeddings' own update
+# featureless node types: the embeddings' own update, and every rank writing its shard of a checkpoint
+TYPED_CELLS = [("embedding", 1, E1), ("checkpoint", 1, 1)]
 CONCURRENT = 2
-WRITES = {"checkpoint", "log"}  # where a full disk is a cell too (only rank 0 writes there)
+
+
+def writes(group: str, phase: str, rank: int) -> bool:
+    """Whether the rank writes a file in that phase (a full disk is a cell there): rank 0 the
+    log and checkpoints, every rank its embedding shard (typed)."""
+    return phase == "log" and rank == 0 or phase == "checkpoint" and (rank == 0 or group == "typed")
 
 
 @pytest.fixture(scope="module")
@@ -125,12 +131,9 @@ def steps(records) -> list:
 
 
 def cells():
-    out = []
-    for group, (_, phases) in GROUPS.items():
-        for phase, rank, nth in phases:
-            kinds = ["raise", "kill"] + (["diskfull"] if phase in WRITES and rank == 0 else [])
-            out += [(group, phase, rank, nth, kind) for kind in kinds]
-    return out + [("typed", phase, rank, nth, kind) for phase, rank, nth in TYPED_CELLS for kind in ("raise", "kill")]
+    listed = [(group, cell) for group, (_, phases) in GROUPS.items() for cell in phases]
+    return [(group, phase, rank, nth, kind) for group, (phase, rank, nth) in listed + [("typed", c) for c in TYPED_CELLS]
+            for kind in ["raise", "kill"] + (["diskfull"] if writes(group, phase, rank) else [])]
 
 
 def test_every_phase_and_kind_ends_the_job_with_one_line_and_resumes_bitwise(data, full, tmp_path):
@@ -176,15 +179,27 @@ def test_every_phase_and_kind_ends_the_job_with_one_line_and_resumes_bitwise(dat
           f"{time.time() - t0 - matrix_s:.0f} s")
 
 
-@pytest.mark.parametrize("fault, line", [("gather1:3:raise:5", "rank 3, in gather round 1"),
-                                         ("allreduce:2:kill:5", "rank 2: killed by SIGKILL in the gradient all-reduce"),
-                                         ("checkpoint:0:diskfull:1", "rank 0, in a checkpoint save")])
-def test_four_ranks(data, tmp_path, fault, line):
+def test_four_ranks(data, tmp_path):
     # 4 steps an epoch at 20 a batch: entry 5 is epoch 1, step 1; save 1 is epoch 1's
-    lines, err = faulted(4, "fastsample.train", ["--data", data / "p4", *ARGS, "--batch-size", "20",
-                                                 "--checkpoint-dir", tmp_path / "ck"], fault, tmp_path)
-    assert len(lines) == 1 and line in lines[0], err
-    assert complete(tmp_path / "ck") == ["epoch-0.pt"]
+    args = [*ARGS, "--batch-size", "20"]
+    faults = {"gather1:3:raise:5": "rank 3, in gather round 1",
+              "allreduce:2:kill:5": "rank 2: killed by SIGKILL in the gradient all-reduce",
+              "checkpoint:0:diskfull:1": "rank 0, in a checkpoint save"}
+    for i, (fault, line) in enumerate(faults.items()):
+        (tmp_path / str(i)).mkdir()
+        shm = set(Path("/dev/shm").glob("*"))
+        lines, err = faulted(4, "fastsample.train", ["--data", data / "p4", *args, "--checkpoint-dir",
+                                                     tmp_path / f"ck{i}"], fault, tmp_path / str(i))
+        assert len(lines) == 1 and line in lines[0], err
+        assert complete(tmp_path / f"ck{i}") == ["epoch-0.pt"]
+        # no MPI shared memory left behind (a later job could start on a stale segment)
+        assert set(Path("/dev/shm").glob("*")) <= shm, fault
+    runs = {i: (tmp_path / f"{i}.jsonl", [*args, "--checkpoint-dir", tmp_path / f"ck{i}", "--resume"])
+            for i in range(len(faults))}
+    runs["full"] = (tmp_path / "full.jsonl", args)
+    got = train_many(data / "p4", 4, runs)  # the resumes and the uninterrupted run, in one launch
+    for i in range(len(faults)):
+        assert steps(got[i]) == steps(got["full"][1:]), fault
 
 
 @pytest.mark.parametrize("phase, kind", [("read", "raise"), ("read", "kill"), ("layerwise", "raise"),

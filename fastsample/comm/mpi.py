@@ -2,14 +2,48 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
 
+from fastsample import phases
 from fastsample.comm.base import Communicator
 
 
 ABORT_GRACE_S = 1.0
+
+
+def shared_memory(pid="self") -> set[str]:
+    """The shared-memory files process ``pid`` maps (/dev/shm/...: the MPI library's
+    segments). A rank that dies or aborts leaves them behind, and a later job whose segment
+    name hashes alike (Slurm's job ids restart with a fresh controller) fails to start."""
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            return {line.split(None, 5)[5].strip() for line in f
+                    if "/dev/shm/" in line and len(line.split(None, 5)) == 6}
+    except OSError:
+        return set()
+
+
+def release(paths) -> None:
+    """Unlink shared-memory files (their mappings stay valid while they last)."""
+    for path in paths:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
+def abort(mpi_comm, code: int) -> None:
+    """End every rank of the job now, after this rank has said why."""
+    phases.ending()
+    release(shared_memory())
+    # MPI_Abort has the launcher kill every rank, and under load that kill can beat its
+    # forwarding of what this rank just wrote to stderr (the job then ends with no
+    # reason given: seen with mpiexec on a busy 2-core machine). Give it a moment.
+    time.sleep(ABORT_GRACE_S)
+    mpi_comm.Abort(code)
 
 
 def _displacements(counts: np.ndarray) -> np.ndarray:
@@ -68,8 +102,4 @@ class MPICommunicator(Communicator):
         return bool(flag[0])
 
     def abort(self, code=1):
-        # MPI_Abort has the launcher kill every rank, and under load that kill can beat its
-        # forwarding of what this rank just wrote to stderr (the job then ends with no
-        # reason given: seen with mpiexec on a busy 2-core machine). Give it a moment.
-        time.sleep(ABORT_GRACE_S)
-        self.comm.Abort(code)
+        abort(self.comm, code)

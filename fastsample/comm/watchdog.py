@@ -2,7 +2,7 @@
 
 MPI has no collective timeout: a rank that stops answering (stopped, swapped out, hung in
 a driver) leaves the others blocked in their next collective until the job's wall-clock
-limit. ``watch(comm, limit)`` wraps the job's communicator so every collective notes when
+limit. ``watched(comm, limit)`` wraps the job's communicator so every collective notes when
 it started, per thread (the trainer's, the prefetching loader's). A thread on each rank
 looks every half second; when a collective has waited longer than the limit, that rank
 sends its state (phase, step: fastsample/phases.py) to every other rank over a communicator
@@ -39,22 +39,23 @@ import numpy as np
 
 from fastsample import phases
 from fastsample.comm.base import Communicator
+from fastsample.comm.mpi import abort
 
 FLOOR_S = 300.0
 GRACE_S = 3.0
 SIGNAL_GRACE_S = 2.0
-_STOPS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)
 POLL_S = 0.5
 STALLED = 4  # the job's exit status when the watchdog ended it
+_STOPS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)
 _TAG = 7305
 _main_thread = threading.main_thread().ident
 
 
 class Watchdog:
-    def __init__(self, mpi_comm, limit: float | None, prog: str, flag: str = "--stall-timeout"):
+    def __init__(self, mpi_comm, limit: float | None, prog: str):
         self.side = mpi_comm.Dup()  # collective: its messages never match the job's
         self.rank, self.size = self.side.Get_rank(), self.side.Get_size()
-        self.fixed, self.prog, self.flag = limit, prog, flag
+        self.fixed, self.prog = limit, prog
         self.since = [0.0, 0.0]  # per slot (phases.MAIN, LOADER): when its collective began; 0: in none
         self._wake, write = os.pipe()
         os.set_blocking(self._wake, False)
@@ -114,8 +115,7 @@ class Watchdog:
                           f"{'s' if len(silent) > 1 else ''} {', '.join(map(str, silent))} do"
                           f"{'' if len(silent) > 1 else 'es'} not answer (ended or stopped)", file=sys.stderr,
                           flush=True)
-                    time.sleep(1.0)
-                    self.side.Abort(STALLED)
+                    abort(self.side, STALLED)
 
     def _signalled(self) -> bool:
         """Whether a stop signal arrived since the last look (the wakeup pipe's bytes)."""
@@ -160,12 +160,11 @@ class Watchdog:
         if not blamed:
             blamed = ["every other rank, each in a collective too (ranks in different collectives: "
                       + "; ".join(f"rank {r} in {phases.where(s['board'])}" for r, s in sorted(heard.items())) + ")"]
-        setting = f"{self.flag} {limit:g}" if self.fixed is not None else \
-            f"{self.flag} default: 10x the slowest step, at least {FLOOR_S:g} s"
+        setting = f"--stall-timeout {limit:g}" if self.fixed is not None else \
+            f"--stall-timeout default: 10x the slowest step, at least {FLOOR_S:g} s"
         print(f"{self.prog}: error: rank {self.rank}: stalled {waited:.0f} s in {phases.where(mine['board'])}, "
               f"waiting for {', '.join(blamed)}; ending the job ({setting})", file=sys.stderr, flush=True)
-        time.sleep(1.0)  # let the other live ranks' lines out first (see comm/mpi.py's abort)
-        self.side.Abort(STALLED)
+        abort(self.side, STALLED)
 
 
 class Watched(Communicator):

@@ -116,6 +116,14 @@ class CheckpointError(ValueError):
     """A checkpoint that is missing, not a checkpoint, or saved with other settings."""
 
 
+class ShardsNotSaved(CheckpointError):
+    """Rank ``rank`` could not write its embedding shard (a full disk): raised on every rank alike."""
+
+    def __init__(self, rank: int, message: str):
+        super().__init__(message)
+        self.rank = rank
+
+
 def _first(error: Exception) -> str:
     """A loader's error in a few words: its first line's first sentence (torch's go on with advice)."""
     line = next((line.strip() for line in str(error).splitlines() if line.strip()), type(error).__name__)
@@ -253,11 +261,12 @@ class Checkpoints:
                 _write(shard_path(path, rank, comm.size if comm is not None else 1),
                        {"epoch": epoch, "token": token, **embeddings.state_dict()})
             except OSError as e:
-                error = f"rank {rank}: {e}"
+                error = str(e)
             gathered = comm.allgather_object((error, token)) if comm is not None else [(error, token)]
-            errors = [e for e, _ in gathered if e]
-            if errors:
-                raise CheckpointError(f"{self.dir}: saving epoch {epoch}'s embedding shards failed: {errors[0]}")
+            failed = [r for r, (e, _) in enumerate(gathered) if e]
+            if failed:
+                raise ShardsNotSaved(failed[0], f"saving epoch {epoch}'s embedding shards failed: "
+                                                f"{gathered[failed[0]][0]}")
             shards = {"shards": [t for _, t in gathered]}
         if rank == 0:
             try:
