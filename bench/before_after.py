@@ -97,7 +97,7 @@ def run(side: str, tree: Path | None, ranks: int, args: list[str], log: Path, ti
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rev", default="HEAD", help="the commit run as 'before' (default HEAD: the working tree's "
                    "uncommitted changes are 'after')")
     p.add_argument("--ranks", type=int, default=2, help="ranks per run (mpiexec -n)")

@@ -59,7 +59,7 @@ def size_label(n: float) -> str:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--ranks", default="2,4", help="comma-separated rank counts")
     p.add_argument("--backends", default=",".join(BACKENDS), help="comma-separated: mpi, gloo, ccl")
     p.add_argument("--partitions", default="",

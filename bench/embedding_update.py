@@ -86,7 +86,7 @@ def row_adam(tables: dict, steps: list, lr: float, divisor: float) -> float:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--dataset", required=True, help="a typed dataset with featureless node types")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--fanouts", default="10,10")

@@ -180,7 +180,7 @@ NETS = ("none", "model", "namespaces")
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--partitions", required=True, help="comma-separated partition dirs, one per rank count")
     p.add_argument("--scenarios", default="vanilla,hybrid-twostep,hybrid-native",
                    help=f"comma-separated, from {', '.join(SCENARIOS)}")

@@ -74,7 +74,7 @@ def train(partition: Path, ranks: int, seed: int, args, log: Path, model: str) -
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--dataset", required=True, help="a typed dataset directory")
     p.add_argument("--ranks", type=int, default=2)
     p.add_argument("--seeds", default="0,1,2")

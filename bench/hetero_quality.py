@@ -22,7 +22,7 @@ from fastsample.data.graph import load_dataset
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--preset", default="hetero-small", choices=sorted(TYPED_PRESETS))
     p.add_argument("--epochs", type=int, default=60)
     p.add_argument("--seeds", default="0,1,2", help="model seeds (comma-separated)")

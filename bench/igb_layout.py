@@ -38,7 +38,7 @@ def _chunks(n: int):
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     p.add_argument("root", help="the directory to write (ROOT/SIZE/processed/ is made)")
     p.add_argument("--size", default="tiny", choices=("tiny", "small", "medium", "large", "full"),
                    help="the SIZE directory, and with large or full also journal and conference")

@@ -43,7 +43,7 @@ def run(args, mode: str) -> dict:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--partition", required=True, help="partition directory (hybrid), for P ranks")
     p.add_argument("--fanouts", default="15,10,5", help="sampled evaluation's fanouts; also sets the layers")
     p.add_argument("--batch-size", type=int, default=1000, help="seeds per rank per step of sampled evaluation")

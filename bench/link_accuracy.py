@@ -35,7 +35,7 @@ def run(args, seed: int, model: str | None) -> dict:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     p.add_argument("--data", required=True, help="a link-split partition")
     p.add_argument("--ranks", type=int, default=2)
     p.add_argument("--seeds", default="0,1,2")

@@ -86,7 +86,7 @@ def run(impl: str, python: str, threads: int, allocator: str, job: dict, tmp: st
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", default=str(DEFAULT_DATA),
                    help="dataset directory (default: the 'medium' preset, 500k nodes / ~10M edges, generated "
                    "into bench/out/graphs/medium if missing)")

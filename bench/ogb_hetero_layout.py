@@ -26,7 +26,7 @@ def _gz(path: Path, lines) -> None:
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     p.add_argument("dataset", help="a typed dataset directory")
     p.add_argument("out", help="the OGB-layout directory to write")
     p.add_argument("--featured", default="paper", help="comma-separated node types that keep their features")

@@ -83,7 +83,7 @@ def step(run, x, y):
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
+    ap = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog=__doc__.split("\n\n", 1)[1])
     ap.add_argument("--data", required=True, help="a typed dataset directory (python -m fastsample.data synth --preset hetero-small)")
     ap.add_argument("--fanouts", default="15,10,5", help="per layer, input layer first (default: MLPerf's 15,10,5)")

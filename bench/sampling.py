@@ -228,7 +228,7 @@ def scaling(args) -> dict:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--dataset", help="dataset directory (default: generate --nodes into --graph-cache)")
     p.add_argument("--nodes", type=int, default=2_400_000, help="nodes of the generated graph")
     p.add_argument("--graph-cache", default=str(HERE / "out" / "graphs"))

@@ -69,7 +69,7 @@ def compare(path, epochs: int = 200, seed: int = 0) -> dict:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("dataset", help="dataset directory")
     p.add_argument("--epochs", type=int, default=200)
     p.add_argument("--seed", type=int, default=0)

@@ -198,7 +198,7 @@ def _build(spec: Path, out: Path) -> tuple[float, float]:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("command", choices=("export", "roundtrip", "speed", "baseline"))
     p.add_argument("dataset")
     p.add_argument("tables", nargs="?", help="export: the folder to write")

@@ -23,7 +23,7 @@ TASKS = ("node-regression", "edge-class", "edge-regression")
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--work", help="where the graphs go (default: a temporary folder)")
     p.add_argument("--seeds", default="0", help="comma-separated training seeds")
     p.add_argument("--epochs", type=int, default=12)

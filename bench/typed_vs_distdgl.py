@@ -162,7 +162,7 @@ def median(rows, keys):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--ours", required=True, help="fastsample partition directory (python -m fastsample.partition)")
     ap.add_argument("--dgl", required=True, help="DistDGL partition config JSON (partition_typed.py)")
     ap.add_argument("--dgl-python", default=str(REPO / "bench/out/dgl-envs/dgl113/bin/python"),

@@ -27,7 +27,7 @@ def accuracy(model, loader, comm):
 
 
 def main(build, hidden, lr, weight_decay):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("data", help="partition directory (or a dataset directory for one process)")
     p.add_argument("--epochs", type=int, default=30, help="epochs to train")
     p.add_argument("--batch-size", type=int, default=32, help="seeds per rank per step")

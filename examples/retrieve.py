@@ -111,7 +111,7 @@ def test_mrr(export: Export, dataset) -> float:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("export", help="python -m fastsample.infer's --out of a link checkpoint, --format parquet")
     p.add_argument("--relation", metavar="SRC:REL:DST", help="the relation to retrieve along (untyped: omit)")
     p.add_argument("--source", help="the source node's id, as the tables had it")

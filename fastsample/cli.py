@@ -40,6 +40,7 @@ class Parser(argparse.ArgumentParser):
 
     def __init__(self, *args, **kw):
         kw.setdefault("formatter_class", HelpFormatter)
+        kw.setdefault("allow_abbrev", False)  # --epoch for --epochs would be taken silently
         super().__init__(*args, **kw)
 
     def error(self, message):

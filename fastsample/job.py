@@ -28,8 +28,7 @@ class JobShape:
                                       check=(fanouts_ok, FANOUTS_RULE))
     batch_size: int = option(1000, "training seeds per rank per step (small graphs such as Cora want ~32-64)",
                              resume=True, check=(positive, "must be positive"))
-    hidden: int = option(256, "width of the model's hidden layers (GraphSAGE's, the R-GCN's); with --task link also "
-                         "the encoder's outputs, the embeddings the scorer compares", resume=True,
+    hidden: int = option(256, "width of the model's hidden layers (GraphSAGE's, the R-GCN's)", resume=True,
                          check=(positive, "must be positive"))
     layers: int | None = option(None, "GNN layers (default: number of fanouts)", resume=True,
                                 check=(positive, "must be positive"))

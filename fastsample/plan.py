@@ -133,6 +133,16 @@ class PlanConfig(JobShape):
     """The settings of python -m fastsample.plan (its command line is generated from them):
     the graph and the cluster, and the job's shape as the trainer takes it (JobShape)."""
 
+    GROUPS = (  # --help's sections (fastsample/cli.py)
+        ("the graph", "From a dataset directory (--dataset), or given by size.",
+         ("dataset", "nodes", "edges", "feature_dim", "feature_dtype", "classes", "degree_exponent")),
+        ("the cluster", None, ("ranks", "ranks_per_machine", "memory")),
+        ("the job's shape", "As python -m fastsample.train takes it.",
+         ("mode", "fanouts", "batch_size", "hidden", "layers", "embed_dim", "cache_fraction", "cache_policy",
+          "prefetch", "allocator")),
+        ("output", None, ("json",)),
+    )
+
     dataset: str | None = cfg.option(None, "a dataset directory to plan for: its nodes, edges, features (per node "
                                      "type on a typed dataset, whose featureless types get the R-GCN's embedding "
                                      "tables) and classes, in place of the flags", metavar="DIR")

@@ -18,6 +18,7 @@ from fastsample.trainer.config import TrainConfig  # no torch: a bad flag is ref
 
 PROG = "python -m fastsample.train"
 PREEMPTED = 75  # EX_TEMPFAIL: stopped by a signal, state saved; rerun with --resume
+TARGET_MISSED = 5  # --target-val-acc not reached (MLPerf: the run failed)
 
 
 def build_parser() -> cli.Parser:
@@ -61,7 +62,7 @@ def _train(config: TrainConfig, comm) -> int:
     from fastsample.comm.agree import StartupError
     from fastsample.phases import blame, where
     from fastsample.trainer.checkpoint import ShardsNotSaved
-    from fastsample.trainer.trainer import NonFiniteLoss, Preempted, startup
+    from fastsample.trainer.trainer import NonFiniteLoss, Preempted, TargetMissed, startup
 
     try:
         trainer = startup(config, comm)
@@ -81,6 +82,10 @@ def _train(config: TrainConfig, comm) -> int:
         if comm.rank == 0:
             print(f"{PROG}: {e}", file=sys.stderr, flush=True)
         return PREEMPTED
+    except TargetMissed as e:  # likewise
+        if comm.rank == 0:
+            print(f"{PROG}: {e}", file=sys.stderr, flush=True)
+        return TARGET_MISSED
     except ShardsNotSaved as e:  # likewise: named by the rank that failed
         if comm.rank == 0:
             print(f"{PROG}: error: rank {e.rank}, in {where()}: {e}; the checkpoints before it are intact",

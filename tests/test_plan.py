@@ -28,6 +28,10 @@ def test_the_command_prints_a_plan_and_help_says_what_edges_are():
         assert part in proc.stdout, (part, proc.stdout)
     helped = run_module("fastsample.plan", "--help", timeout=60)
     assert helped.returncode == 0 and "stored directed edges" in helped.stdout and "E = 2M" in helped.stdout
+    # grouped as the trainer's is, and no word of a flag plan does not have
+    sections = [line for line in helped.stdout.splitlines() if line.endswith(":") and not line.startswith(" ")]
+    assert sections[:5] == ["options:", "the graph:", "the cluster:", "the job's shape:", "output:"], sections
+    assert "--task" not in helped.stdout
 
 
 def test_json_is_the_plan(capsys):

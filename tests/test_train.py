@@ -244,8 +244,7 @@ def test_start_up_line_names_precision_and_matmul(train_parts, tmp_path):
     # both runs in one process (helpers.train_many: the command's main() per run), each its own start-up line
     _, proc = train_many(train_parts / "p1", 1, {i: (tmp_path / f"{i}.jsonl", [*ARGS, "--epochs", "1", *flags])
                                                  for i, (flags, _) in enumerate(cases)}, output=True)
-    started = [line for line in proc.stdout.splitlines()
-               if line.startswith("fastsample.train: ") and " precision " in line]
+    started = [line for line in proc.stdout.splitlines() if line.startswith("  ") and " precision " in line]
     assert len(started) == len(cases), proc.stdout
     for line, (_, says) in zip(started, cases):
         assert says in line, proc.stdout

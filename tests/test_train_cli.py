@@ -40,6 +40,10 @@ ARGUMENT_ERRORS = [
     (["--no-such-flag"], "unrecognized arguments: --no-such-flag"),
     (["--net-model", "10"], "--net-model must be LATENCY_US,GBPS with GBPS > 0 (got 10.0)"),
     (["--net-model", "1,x"], "--net-model: expected LATENCY_US,GBPS, e.g. 10,25 (got '1,x')"),
+    # an abbreviation is not taken for the flag it begins (allow_abbrev=False)
+    (["--epoch", "3"], "unrecognized arguments: --epoch 3"),
+    # a flag that would do nothing for the chosen model
+    (["--heads", "8"], "--heads serves --model rgat (or a model of your own that reads config.heads), not --model sage"),
 ]
 STEP_EVALUATION_ERRORS = [
     (["--eval-every-steps", "2", "--prefetch", "1"], "--eval-every-steps does not run with --prefetch"),
@@ -64,6 +68,8 @@ def runs(p2, tmp_path_factory) -> tuple[dict, Path]:
         "checkpoint_dir": [*SMALL, "--epochs", "1", "--checkpoint-dir", root / "file" / "ckpt"],
         "resume": [*SMALL, "--epochs", "1", "--checkpoint-dir", root / "ckpt", "--resume"],
         "single step": [*SMALL, "--epochs", "1", "--batch-size", "5000", "--quiet"],
+        "target missed": [*SMALL, "--epochs", "1", "--target-val-acc", "1.0", "--quiet"],
+        "link without a split": [*SMALL, "--task", "link", "--epochs", "1"],
         "log to a file": [*SMALL, "--epochs", "3", "--log-json", root / "run.jsonl"],  # no --quiet: stderr is a file
     }
     results = run_commands(2, [("fastsample.train", ["--data", p2, *args]) for args in commands.values()],
@@ -182,9 +188,12 @@ def test_log_to_a_file_has_no_progress_bar_and_ends_with_a_summary(runs):
     assert proc.returncode == 0, proc.stderr
     assert "\r" not in proc.stdout + proc.stderr, "a progress bar was drawn into a file"
     lines = proc.stdout.splitlines()
-    assert "sampler native" in lines[0] or "sampler numba" in lines[0], lines[0]
-    assert "sampler auto" not in lines[0]
+    # two start-up lines: what is trained (task, model and its shape, fanouts, batch, lr), how it runs
+    assert lines[0].startswith("fastsample.train: ") and lines[1].startswith("  2 ranks x "), lines[:2]
     assert "task node (eval sampled every 1 epochs)" in lines[0], lines[0]  # how val/test are measured
+    assert "model sage (GraphSAGE, hidden 16, 2 layers), fanouts [4, 3], batch 40/rank (80 global), lr " in lines[0]
+    assert "sampler native" in lines[1] or "sampler numba" in lines[1], lines[1]
+    assert "sampler auto" not in lines[1] and "GFLOP/s" not in lines[1]
     epochs = [line for line in lines if line.startswith("epoch ")]
     assert len(epochs) == 3 and all("MiB (rank 0, this epoch)" in e for e in epochs), epochs
     assert all(" (sampled)  " in e for e in epochs), epochs
@@ -201,6 +210,34 @@ def test_single_step_epochs_are_warned_about(runs):
     proc = runs[0]["single step"]
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.count("warning: an epoch is a single step") == 1, proc.stderr
+
+
+@pytest.mark.mpi
+def test_a_missed_target_is_exit_status_5_with_one_line(runs):
+    # MLPerf counts a run that ends before its target as failed: jobs/mlperf_rgat.sh exits with it
+    proc = runs[0]["target missed"]
+    assert proc.returncode == 5, proc.stdout + proc.stderr
+    assert proc.stderr == "python -m fastsample.train: target val acc 1.0 not reached in epochs 0..0\n", proc.stderr
+    assert "target val acc 1.0 not reached" in proc.stdout.splitlines()[-1]
+
+
+@pytest.mark.mpi
+def test_link_on_a_partition_without_a_split_names_both_steps(runs, p2):
+    proc = runs[0]["link without a split"]
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr == (f"python -m fastsample.train: error: rank 0, in reading the data: {p2}: no edge split (make "
+                           "one: python -m fastsample.data link-split DATASET OUT, then partition OUT: python -m "
+                           "fastsample.partition OUT OUT-P --parts P, and train on that)\n"), proc.stderr
+
+
+@pytest.mark.parametrize("module, args, flag", [
+    ("fastsample.partition", ["G", "OUT", "--parts", "2", "--meth", "random"], "--meth random"),
+    ("fastsample.data", ["synth", "OUT", "--pres", "tiny"], "--pres tiny"),
+    ("fastsample.infer", ["--data", "D", "--checkpoint", "C", "--out", "O", "--batch", "8"], "--batch 8"),
+    ("fastsample.plan", ["--nodes", "1000", "--edg", "5"], "--edg 5")])
+def test_every_command_refuses_an_abbreviated_flag(module, args, flag):
+    proc = run_module(module, *args)
+    assert proc.returncode == 2 and f"unrecognized arguments: {flag}" in proc.stderr, proc.stderr
 
 
 def test_seconds_reads_well():

@@ -22,7 +22,7 @@ import argparse, json, os, resource, sys, time
 import numpy as np
 import torch
 
-ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+ap = argparse.ArgumentParser(allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 ap.add_argument("dataset")
 ap.add_argument("out")
 ap.add_argument("--parts", type=int, default=2)

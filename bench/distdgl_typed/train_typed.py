@@ -32,7 +32,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-p = argparse.ArgumentParser()
+p = argparse.ArgumentParser(allow_abbrev=False, )
 p.add_argument("--mode", choices=["dist"], default="dist")
 p.add_argument("--graph_name", default="typed")
 p.add_argument("--part_config", required=True)

@@ -102,7 +102,10 @@ def open_edge_split(part) -> EdgeSplit:
     """This share's edges: a partition part's link/ (its destinations' edges), or a dataset's."""
     meta = part.layout["dataset"].get("link")
     if meta is None:
-        raise ValueError(f"{part.path}: no edge split (make one: python -m fastsample.data link-split DATASET OUT)")
+        partitioned = (Path(part.path) / "partition.json").is_file()
+        raise ValueError(f"{part.path}: no edge split (make one: python -m fastsample.data link-split DATASET OUT"
+                         + (", then partition OUT: python -m fastsample.partition OUT OUT-P --parts P, and train on "
+                            "that)" if partitioned else ")"))
     if (Path(part.path) / "partition.json").is_file():
         return load_edge_split(Path(part.path) / f"part-{part.rank}", part.num_nodes, meta)
     return load_edge_split(part.path, part.num_nodes, meta, graph=part.graph)

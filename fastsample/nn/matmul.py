@@ -154,8 +154,8 @@ class Plan:
     def _run(self, op: str, *args: torch.Tensor) -> torch.Tensor:
         return _IMPL["bf16" if self.bf16 else self.engines[op], op](*args)
 
-    def describe(self) -> str:
-        """One line: the engines, and the measurement that chose them."""
+    def describe(self, figures: bool = True) -> str:
+        """One line: the engines, and (``figures``) the measurement that chose them."""
         if self.bf16:
             what = "bf16 products"
         else:
@@ -163,7 +163,7 @@ class Plan:
             what = "fp32 " + (names[0] if len(names) == 1 else ", ".join(f"{op} {self.engines[op]}" for op in OPS))
         if self.precision == "bf16" and not self.bf16:
             what += " (bf16 products do not pay on this CPU: bf16 narrows the features only)"
-        if self.measured:
+        if self.measured and figures:
             m = self.measured
             figures = "; ".join(f"{op} " + " ".join(f"{e} {m[f'{op} {e}']:.0f}" for e in ENGINES if f"{op} {e}" in m)
                                 for op in OPS)

@@ -87,7 +87,10 @@ class TrainConfig(JobShape):
 
     fanouts: tuple[int, ...] | None = option(None, **_per_task("fanouts"))
     batch_size: int | None = option(None, **_per_task("batch_size"))
-    hidden: int | None = option(None, **_per_task("hidden"))
+    hidden: int | None = option(None, **_per_task("hidden", JobShape.__dataclass_fields__["hidden"].metadata["help"]
+                                                  + "; with an edge task (link, edge-class, edge-regression) also "
+                                                  "the encoder's outputs, the embeddings its head compares",
+                                                  resume=True, check=(positive, "must be positive")))
 
     data: str = option(help="partition directory (python -m fastsample.partition); for one process, a dataset "
                        "directory also serves")
@@ -157,7 +160,8 @@ class TrainConfig(JobShape):
     target_val_acc: float | None = option(None, "stop at the first evaluation (--eval-every-steps or an epoch's) "
                                           "whose validation accuracy reaches this (MLPerf's R-GAT: 0.72), and "
                                           "report the time to it: from this run's first step, evaluations "
-                                          "included", check=(lambda v: 0 < v <= 1, "must be in (0, 1]"))
+                                          "included; a run that ends without reaching it exits with status 5",
+                                          check=(lambda v: 0 < v <= 1, "must be in (0, 1]"))
     precision: str = option("fp32", "fp32: everything in float32 (the paper's setting); bf16: features gathered, "
                             "sent and read by the first layer in 16 bits (bfloat16, or float16 where stored so), "
                             "and the model's matrix products in bfloat16 with fp32 accumulation where the CPU "
@@ -212,6 +216,9 @@ class TrainConfig(JobShape):
         if self.relation_fanouts is not None and len(self.relation_fanouts.split(";")) != len(self.fanouts):
             raise ConfigError("relation_fanouts", f"has {len(self.relation_fanouts.split(';'))} layers, --fanouts "
                               f"{len(self.fanouts)}")
+        if self.model == "sage" and self.heads != TrainConfig.__dataclass_fields__["heads"].default:
+            raise ConfigError("heads", "serves --model rgat (or a model of your own that reads config.heads), "
+                              "not --model sage")
         if self.model == "rgat" and self.hidden % self.heads:
             raise ConfigError("heads", f"{self.heads} does not divide --hidden {self.hidden} (each head gets "
                               "hidden / heads channels)")

@@ -43,11 +43,15 @@ from fastsample.trainer.config import TrainConfig, layer_fanouts
 from fastsample.trainer.metrics import TIMERS, EpochRecord, append_log, seconds
 from fastsample.trainer.report import ConsoleReporter, Reporter
 
-__all__ = ["Trainer", "NonFiniteLoss", "Preempted", "build_model", "startup"]
+__all__ = ["Trainer", "NonFiniteLoss", "Preempted", "TargetMissed", "build_model", "startup"]
 
 
 class NonFiniteLoss(RuntimeError):
     """A step's loss was NaN or infinite on some rank (raised on every rank alike)."""
+
+
+class TargetMissed(RuntimeError):
+    """The run ended without reaching --target-val-acc (raised on every rank alike)."""
 
 
 class Preempted(RuntimeError):
@@ -222,7 +226,7 @@ class Trainer:
         plan, source = matmul.plan_for(c.matmul, c.precision, shape) if self.rank == 0 else (None, None)
         plan, source = self.comm.broadcast_object((plan, source))
         matmul.use(plan)
-        self.matmul_note = f"{plan.describe()} ({source})"
+        self.matmul_note = f"{plan.describe(figures=False)} ({source})"
 
     def input(self, batch: Batch) -> torch.Tensor:
         """The input rows for the model: row tables as they are to a model that reads them
@@ -310,12 +314,16 @@ class Trainer:
         self.choose_matmul()
 
     def describe(self) -> str:
+        """The start-up lines: what is trained, and how the job runs."""
         c, comm = self.config, self.comm
-        return (f"fastsample.train: {self.shard.name} ({self.shard.num_nodes:,} nodes), {self.task.describe()}"
-                f"{comm.size} ranks x {torch.get_num_threads()} threads, mode {c.mode}, sampler "
-                f"{self.loaders['train'].sampler.name}, backend {comm.name}, fanouts {list(c.fanouts)}, batch "
-                f"{c.batch_size}/rank ({c.batch_size * comm.size} global), {self.steps_per_epoch} steps/epoch, "
-                f"epochs {self.start_epoch}..{c.epochs - 1}, precision {c.precision}, matmul {self.matmul_note}")
+        model = getattr(self.model, "encoder", self.model)
+        shape = f"hidden {c.hidden}, {c.layers} layers" + (f", {c.heads} heads" if c.model == "rgat" else "")
+        return (f"fastsample.train: {self.shard.name} ({self.shard.num_nodes:,} nodes), {self.task.describe()}model "
+                f"{c.model} ({type(model).__name__}, {shape}), fanouts {list(c.fanouts)}, batch {c.batch_size}/rank "
+                f"({c.batch_size * comm.size} global), lr {c.lr:g}, epochs {self.start_epoch}..{c.epochs - 1}\n"
+                f"  {comm.size} ranks x {torch.get_num_threads()} threads, mode {c.mode}, sampler "
+                f"{self.loaders['train'].sampler.name}, backend {comm.name}, {self.steps_per_epoch} steps/epoch, "
+                f"precision {c.precision}, matmul {self.matmul_note}")
 
     def run(self) -> list[EpochRecord]:
         c, lead = self.config, self.rank == 0
@@ -337,6 +345,9 @@ class Trainer:
             self._epochs(history)
         if lead:
             self.reporter.finished(history)
+        if c.target_val_acc is not None and not any(r.time_to_target_s is not None for r in history):
+            raise TargetMissed(f"target val acc {c.target_val_acc} not reached in epochs {self.start_epoch}.."
+                               f"{c.epochs - 1}")
         return history
 
     def _epochs(self, history: list) -> None:
