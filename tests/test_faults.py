@@ -187,11 +187,14 @@ def longer(tmp_path_factory):
     return root / "p2"
 
 
-SIGTERM_CASES = [("hybrid", "0", "mpiexec"), ("vanilla", "0", "one rank"), ("hybrid", "1", "one rank")]
+# the training controls (issue 54): a schedule, its warm-up and clipping continue exactly
+CONTROLS = ("--lr-schedule", "cosine", "--warmup-steps", "30", "--grad-clip", "0.5")
+SIGTERM_CASES = [("hybrid", "0", "mpiexec", ()), ("vanilla", "0", "one rank", ()), ("hybrid", "1", "one rank", ()),
+                 ("hybrid", "0", "one rank", CONTROLS)]
 
 
-def sigterm_args(mode: str, prefetch: str) -> list[str]:
-    return [*ARGS, "--epochs", "25", "--mode", mode, "--prefetch", prefetch]
+def sigterm_args(mode: str, prefetch: str, extra=()) -> list[str]:
+    return [*ARGS, "--epochs", "25", "--mode", mode, "--prefetch", prefetch, *extra]
 
 
 @pytest.fixture(scope="module")
@@ -199,19 +202,23 @@ def uninterrupted(longer, tmp_path_factory) -> dict:
     """The uninterrupted run of each SIGTERM_CASES (mode, prefetch), all in one launch
     (helpers.train_many); the stopped and the resumed runs start processes of their own."""
     root = tmp_path_factory.mktemp("uninterrupted")
-    return train_many(longer, 2, {(m, p): (root / f"{m}-{p}.jsonl", sigterm_args(m, p)) for m, p, _ in SIGTERM_CASES})
+    return train_many(longer, 2, {(m, p, x): (root / f"{m}-{p}-{len(x)}.jsonl", sigterm_args(m, p, x))
+                                  for m, p, _, x in SIGTERM_CASES})
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("mode, prefetch, target", SIGTERM_CASES)
-def test_sigterm_stops_at_a_step_and_resume_continues_bitwise(longer, uninterrupted, tmp_path, mode, prefetch, target):
+@pytest.mark.parametrize("mode, prefetch, target, extra", SIGTERM_CASES)
+def test_sigterm_stops_at_a_step_and_resume_continues_bitwise(longer, uninterrupted, tmp_path, mode, prefetch, target,
+                                                             extra):
     # a real SIGTERM to mpiexec (it forwards it to every rank) or to one rank alone: every
     # rank finishes the same step, a checkpoint resumes there, exit 75 with one line; the
     # resumed run's per-step losses continue the uninterrupted run's (same arguments) exactly
     from helpers import mpiexec_argv
 
-    args = sigterm_args(mode, prefetch)
-    full = uninterrupted[(mode, prefetch)]
+    args = sigterm_args(mode, prefetch, extra)
+    full = uninterrupted[(mode, prefetch, extra)]
+    if extra:  # the controls act: not the plain run's losses
+        assert full[0]["step_losses"] != uninterrupted[(mode, prefetch, ())][0]["step_losses"]
     ck, log = tmp_path / "ck", tmp_path / "a.jsonl"
     argv = mpiexec_argv(2, "-m", "fastsample.train", "--data", longer, *args, "--checkpoint-dir", ck, "--log-json", log)
     job = past_first_epoch(argv, log, timeout=120)

@@ -16,6 +16,7 @@ from fastsample.choices import COMM_BACKENDS, KERNELS, MATMUL_CHOICES, PRECISION
 from fastsample.options import ConfigError, option
 from fastsample.job import JobShape, positive
 from fastsample.tasks import TASKS, task_class, task_options
+from fastsample.trainer.schedule import SCHEDULES
 
 __all__ = ["TrainConfig", "layer_fanouts", "relation_fanouts_ok"]
 
@@ -67,7 +68,8 @@ class TrainConfig(JobShape):
     GROUPS = (  # --help's sections (fastsample/cli.py); a field in none is listed under "options"
         ("data and task", None, ("data", "task")),
         ("model", None, ("model", "hidden", "layers", "heads", "dropout")),
-        ("training", None, ("epochs", "batch_size", "lr", "weight_decay", "seed", "max_steps", "on_nan")),
+        ("training", None, ("epochs", "batch_size", "lr", "lr_schedule", "warmup_steps", "grad_clip", "weight_decay",
+                            "seed", "max_steps", "on_nan")),
         ("sampling and distribution", None, ("fanouts", "mode", "sampler", "backend", "stall_timeout")),
         ("typed data", "Typed (heterogeneous) data is detected from the dataset (its meta.json lists node types); "
          "there --model sage builds the R-GCN (fastsample/nn/rgcn.py), featureless node types get learnable "
@@ -138,6 +140,15 @@ class TrainConfig(JobShape):
     embed_lr: float = option(0.01, "typed data: the learning rate of the featureless types' embeddings (Adam, SparseAdam's rule, applied "
                              "at their owners: fastsample/distributed/row_adam.py)",
                              check=(positive, "must be positive"))
+    lr_schedule: str = option("none", "the learning rate over the run's steps (a function of the step alone, so "
+                              "a resume continues it): none; cosine (decays to 0 by the last step); step (x0.1 "
+                              "from half the steps, x0.01 from three quarters); the embeddings' --embed-lr is not "
+                              "scheduled", choices=SCHEDULES, resume=True)
+    warmup_steps: int = option(0, "ramp the learning rate up linearly over the first N steps", resume=True,
+                               check=(lambda v: v >= 0, "must be >= 0"))
+    grad_clip: float | None = option(None, "scale the gradients down to this global norm where it is larger (after "
+                                     "the all-reduce, so every rank clips alike)", metavar="NORM", resume=True,
+                                     check=(positive, "must be positive"))
     weight_decay: float = option(0.0, "Adam's L2 penalty", check=(lambda v: v >= 0, "must be >= 0"))
     epochs: int = option(10, "epochs to train (with --resume: in all)", check=(positive, "must be positive"))
     max_steps: int | None = option(None, "cap the steps per epoch (timing runs on large graphs); default: a full "

@@ -42,6 +42,7 @@ from fastsample.trainer.checkpoint import Checkpoints
 from fastsample.trainer.config import TrainConfig, layer_fanouts
 from fastsample.trainer.metrics import TIMERS, EpochRecord, append_log, seconds
 from fastsample.trainer.report import ConsoleReporter, Reporter
+from fastsample.trainer.schedule import lr_factor
 
 __all__ = ["Trainer", "NonFiniteLoss", "Preempted", "TargetMissed", "build_model", "startup"]
 
@@ -207,6 +208,7 @@ class Trainer:
         elif not isinstance(optimizer, torch.optim.Optimizer):
             optimizer = optimizer(self.model.parameters())
         self.optimizer = optimizer
+        self.base_lrs = [g["lr"] for g in optimizer.param_groups]  # what --lr-schedule scales (before a resume)
 
     def choose_matmul(self) -> None:
         """The product engines (fastsample/nn/matmul.py) of a model that says its widest product
@@ -269,6 +271,9 @@ class Trainer:
         update = not len(bad) or self.config.on_nan == "continue"
         if update:
             with phase("optimizer"):
+                self._schedule(epoch * self.steps_per_epoch + step)
+                if self.config.grad_clip is not None:  # the gradients are the all-reduced ones: alike on every rank
+                    torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.grad_clip)
                 self.optimizer.step()
         t3 = time.perf_counter()
         if update and self.embeddings is not None:  # collective: the rows' gradients to their owners, updated there
@@ -280,6 +285,15 @@ class Trainer:
                         ("compute_s", t1 - t0), ("allreduce_s", t2 - t1), ("optimizer_s", t3 - t2)):
             timers[key] += dt
         return tuple(float(v) for v in totals[:3])
+
+    def _schedule(self, step: int) -> None:
+        """The learning rates at global ``step`` (--lr-schedule, --warmup-steps; trainer/schedule.py)."""
+        c = self.config
+        if c.lr_schedule == "none" and not c.warmup_steps:
+            return
+        factor = lr_factor(c.lr_schedule, c.warmup_steps, step, c.epochs * self.steps_per_epoch)
+        for group, base in zip(self.optimizer.param_groups, self.base_lrs):
+            group["lr"] = base * factor
 
     def _kept(self) -> str:
         """Which checkpoint a stopped run leaves to resume from."""
