@@ -44,6 +44,7 @@ ARGUMENT_ERRORS = [
     (["--epoch", "3"], "unrecognized arguments: --epoch 3"),
     # a flag that would do nothing for the chosen model
     (["--heads", "8"], "--heads serves --model rgat (or a model of your own that reads config.heads), not --model sage"),
+    (["--early-stop", "2", "--eval-every", "0"], "--early-stop needs an evaluation every few epochs (--eval-every N > 0)"),
 ]
 STEP_EVALUATION_ERRORS = [
     (["--eval-every-steps", "2", "--prefetch", "1"], "--eval-every-steps does not run with --prefetch"),
@@ -70,6 +71,8 @@ def runs(p2, tmp_path_factory) -> tuple[dict, Path]:
         "single step": [*SMALL, "--epochs", "1", "--batch-size", "5000", "--quiet"],
         "target missed": [*SMALL, "--epochs", "1", "--target-val-acc", "1.0", "--quiet"],
         "link without a split": [*SMALL, "--task", "link", "--epochs", "1"],
+        "early stop": [*SMALL, "--epochs", "40", "--early-stop", "2", "--keep-checkpoints", "1", "--quiet",
+                       "--checkpoint-dir", root / "es-ck", "--log-json", root / "es.jsonl"],
         "log to a file": [*SMALL, "--epochs", "3", "--log-json", root / "run.jsonl"],  # no --quiet: stderr is a file
     }
     results = run_commands(2, [("fastsample.train", ["--data", p2, *args]) for args in commands.values()],
@@ -219,6 +222,21 @@ def test_a_missed_target_is_exit_status_5_with_one_line(runs):
     assert proc.returncode == 5, proc.stdout + proc.stderr
     assert proc.stderr == "python -m fastsample.train: target val acc 1.0 not reached in epochs 0..0\n", proc.stderr
     assert "target val acc 1.0 not reached" in proc.stdout.splitlines()[-1]
+
+
+@pytest.mark.mpi
+def test_early_stopping_ends_after_patience_and_keeps_the_best_epochs_checkpoint(runs):
+    proc, root = runs[0]["early stop"], runs[1]
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    records = [json.loads(line) for line in open(root / "es.jsonl")]
+    scores = [r["val_acc"] for r in records]
+    best = scores.index(max(scores))  # the first epoch at the best score: a tie is no improvement
+    assert len(records) < 40 and records[-1]["epoch"] == best + 2, scores  # two evaluations without a better one
+    assert [r["stopped_early"] for r in records] == [False] * (len(records) - 1) + [True]
+    # the newest (--keep-checkpoints 1) and the best epoch's
+    assert sorted(f.name for f in (root / "es-ck").iterdir()) == sorted({f"epoch-{best}.pt", f"epoch-{best + 2}.pt"})
+    assert proc.stdout.splitlines()[-1].endswith(f"; stopped early: no better val_acc for the last 2 epochs, "
+                                                 f"epoch {best}'s checkpoint kept"), proc.stdout
 
 
 @pytest.mark.mpi

@@ -229,6 +229,8 @@ class Checkpoints:
 
     def __init__(self, directory: str | Path, config):
         self.dir, self.config = Path(directory), config
+        self.kept: set[str] = set()  # checkpoints pruning leaves (--early-stop's best epoch)
+        self.progress: dict = {}  # the run's own state, saved with each checkpoint and read back by resume()
         key = str(self.dir.resolve())
         self._hold = None
         if _take_over(key):  # start-up locked the directory in this process (rank 0): hold it while we live
@@ -271,7 +273,8 @@ class Checkpoints:
         if rank == 0:
             try:
                 _write(path, {"epoch": epoch, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                              "config": to_dict(self.config), **({} if step is None else {"step": step}), **shards})
+                              "config": to_dict(self.config), **({} if step is None else {"step": step}), **shards,
+                              **({"progress": self.progress} if self.progress else {})})
             except DiskFull:
                 self.release()  # the job ends here (the command line aborts it): no lock file left behind
                 raise
@@ -285,6 +288,8 @@ class Checkpoints:
         if not keep:
             return
         for path in self.found()[keep:]:
+            if path.name in self.kept:
+                continue
             for f in [path, *self.dir.glob(f"{path.name.removesuffix('.pt')}.embed-*-of-*.pt")]:
                 f.unlink(missing_ok=True)
 
@@ -335,6 +340,7 @@ class Checkpoints:
                 f"{k} ({show(getattr(saved, k))} there, {show(getattr(self.config, k))} here)" for k in differ))
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
+        self.progress = dict(state.get("progress", {}))
         if sharded:
             load_shard(path, embeddings, rank, num_parts, state=shard)
         start, step = (state["epoch"], int(state["step"])) if "step" in state else (state["epoch"] + 1, 0)

@@ -80,7 +80,8 @@ class TrainConfig(JobShape):
          "(link evaluation is always exact, layer-wise, in batches of --eval-batch-size edges). --exclude also "
          "serves the edge tasks (--task edge-class, edge-regression).",
          ("negatives", "negative_sampler", "exclude", "scorer", "hits")),
-        ("evaluation", None, ("eval_every", "eval", "eval_batch_size", "eval_every_steps", "target_val_acc")),
+        ("evaluation", None, ("eval_every", "eval", "eval_batch_size", "eval_every_steps", "target_val_acc",
+                              "early_stop")),
         ("performance", None,
          ("precision", "matmul", "cache_fraction", "cache_policy", "prefetch", "threads", "allocator", "device",
           "net_model")),
@@ -173,6 +174,10 @@ class TrainConfig(JobShape):
                                           "report the time to it: from this run's first step, evaluations "
                                           "included; a run that ends without reaching it exits with status 5",
                                           check=(lambda v: 0 < v <= 1, "must be in (0, 1]"))
+    early_stop: int | None = option(None, "end the run once the validation score (the task's: val_acc, val_auc, "
+                                    "...) has not improved for N evaluations in a row (--eval-every); with "
+                                    "--checkpoint-dir the best epoch's checkpoint is kept", metavar="PATIENCE",
+                                    check=(positive, "must be positive"))
     precision: str = option("fp32", "fp32: everything in float32 (the paper's setting); bf16: features gathered, "
                             "sent and read by the first layer in 16 bits (bfloat16, or float16 where stored so), "
                             "and the model's matrix products in bfloat16 with fp32 accumulation where the CPU "
@@ -239,5 +244,7 @@ class TrainConfig(JobShape):
         if self.target_val_acc is not None and not (self.eval_every_steps or self.eval_every):
             raise ConfigError("target_val_acc", "needs an evaluation to stop at (--eval-every-steps N, or "
                               "--eval-every N > 0)")
+        if self.early_stop is not None and not self.eval_every:
+            raise ConfigError("early_stop", "needs an evaluation every few epochs (--eval-every N > 0)")
         if self.resume and not self.checkpoint_dir:
             raise ConfigError("resume", "needs a checkpoint_dir (--checkpoint-dir)")

@@ -80,6 +80,7 @@ class EpochRecord:
     # --target-val-acc: the target, and where the run reached it (None: not in this epoch)
     target_val_acc: float | None = None
     time_to_target_s: float | None = None
+    stopped_early: bool = False  # --early-stop ended the run after this epoch
 
     @property
     def partial(self) -> bool:
@@ -164,8 +165,11 @@ def summary(history: list[EpochRecord]) -> str:
     if not evaluated:
         return f"done: {span}, mean epoch {mean}, no evaluation (--eval-every 0){_target(history)}"
     best = max(evaluated, key=lambda r: r.score)  # the first epoch that reached it
+    early = (f"; stopped early: no better {task_class(best.task).score} for the last "
+             f"{history[-1].epoch - best.epoch} epochs, epoch {best.epoch}'s checkpoint kept" if history[-1].stopped_early
+             else "")
     return (f"done: {span}, best {task_class(best.task).best_text(best.metrics, best.epoch)}, mean epoch {mean}"
-            f"{_target(history)}")
+            f"{_target(history)}{early}")
 
 
 def _target(history: list[EpochRecord]) -> str:

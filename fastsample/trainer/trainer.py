@@ -167,6 +167,10 @@ class Trainer:
         if config.resume:
             self.start_epoch, self.start_step, self.resumed = self.checkpoints.resume(
                 self.model, self.optimizer, self.device, self.embeddings, self.rank, comm.size)
+        # --early-stop's best score, its epoch, and the evaluations since (saved with every checkpoint)
+        self.early = dict(self.checkpoints.progress.get("early_stop", {})) if self.checkpoints is not None else {}
+        if self.early:
+            self.checkpoints.kept = {f"epoch-{self.early['epoch']}.pt"}
 
     def request_stop(self, signum: int) -> None:
         """Stop after the current step on every rank, saving where to resume (Preempted).
@@ -377,6 +381,7 @@ class Trainer:
                     record.add(self.task.evaluate(self, epoch))
                 record.time_to_target_s = self._time_to_target(record.score)
                 reached = record.time_to_target_s is not None
+                record.stopped_early = self._patience_ran_out(record)
             if self.checkpoints is not None:  # collective with embeddings: each rank saves its shard
                 self.checkpoints.save(epoch, self.model, self.optimizer, self.comm, self.embeddings,
                                       **({} if record.complete else {"step": first + len(record.step_losses)}))
@@ -385,10 +390,25 @@ class Trainer:
                 self.reporter.epoch(record)
                 if c.log_json:
                     append_log(c.log_json, record)
-            if reached:
+            if reached or record.stopped_early:
                 break
             if self.stop_agreed and epoch + 1 < c.epochs:  # asked at an epoch's last step: it is saved whole
                 self._preempted(epoch + 1, 0, None)
+
+    def _patience_ran_out(self, record: EpochRecord) -> bool:
+        """--early-stop: whether ``record``'s evaluation is the N-th in a row without a better
+        score (the same on every rank: the score is all-reduced). Keeps the best epoch's
+        checkpoint from pruning."""
+        if self.config.early_stop is None or record.score is None:
+            return False
+        if not self.early or record.score > self.early["best"]:
+            self.early = {"best": record.score, "epoch": record.epoch, "stale": 0}
+        else:
+            self.early["stale"] += 1
+        if self.checkpoints is not None:
+            self.checkpoints.progress["early_stop"] = self.early
+            self.checkpoints.kept = {f"epoch-{self.early['epoch']}.pt"}
+        return self.early["stale"] >= self.config.early_stop
 
     def _time_to_target(self, score: float | None) -> float | None:
         """Seconds since the run's first step if the validation ``score`` reaches --target-val-acc,
