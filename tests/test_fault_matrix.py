@@ -220,7 +220,7 @@ def test_infer(data, full, tmp_path, phase, kind):
 
 @pytest.mark.parametrize("ranks, phase", [(2, "gather1"), (2, "allreduce"), (4, "gather2")])
 def test_a_stopped_rank_is_named_by_every_live_rank_within_the_watchdog_time(data, tmp_path, ranks, phase):
-    limit = 5
+    limit = 3
     batch = ["--batch-size", "20"] if ranks == 4 else []  # 4 steps an epoch either way
     lines, err = faulted(ranks, "fastsample.train", ["--data", data / f"p{ranks}", *ARGS, *batch, "--stall-timeout",
                                                      limit, "--checkpoint-dir", tmp_path / "ck"],

@@ -42,7 +42,7 @@ from fastsample.comm.base import Communicator
 from fastsample.comm.mpi import abort
 
 FLOOR_S = 300.0
-GRACE_S = 3.0
+GRACE_S = 2.0
 SIGNAL_GRACE_S = 2.0
 POLL_S = 0.5
 STALLED = 4  # the job's exit status when the watchdog ended it
