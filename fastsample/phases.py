@@ -42,7 +42,6 @@ NAMES = {
     "log": "writing the log",
     "evaluation": "evaluation",
     "layerwise": "layer-wise inference",
-    "infer": "inference",
     "output": "writing the output",
 }
 if faults.phase is not None and faults.phase not in NAMES:

@@ -7,7 +7,7 @@ forwards SIGTERM and SIGINT to it; Slurm's go to both) are passed on. When the c
 killed by a signal, the parent reads the phase it was in from the board they share
 (fastsample/phases.py), prints
 
-    python -m fastsample.train: error: rank 1: killed by SIGKILL in gather round 1 (the ids) (epoch 1, step 3) (...)
+    python -m fastsample.train: error: rank 1: killed by SIGKILL in gather round 1 (epoch 1, step 3) (...)
 
 and exits 128 + the signal, so the launcher ends the job as it would have. The child dies
 with the parent (PR_SET_PDEATHSIG), so a launcher killing the parent kills the rank.

@@ -47,3 +47,30 @@ def test_a_backend_that_cannot_start_is_one_comm_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "fastsample.comm.mpi", None)  # as when mpi4py finds no MPI library
     with pytest.raises(CommError, match=r"backend 'mpi' cannot start here \((ModuleNotFound|Import)Error"):
         create("mpi")
+
+
+def test_an_aborting_rank_releases_only_the_mpi_librarys_segments(tmp_path):
+    # comm/mpi.py's abort and the supervisor unlink the MPI segments a dying rank maps
+    # (else they pile up in /dev/shm); a file of the user's there (a dataset on a ramdisk) stays
+    import mmap
+    import os
+    from pathlib import Path
+
+    from fastsample.comm.mpi import shared_memory
+
+    shm = Path("/dev/shm")
+    if not shm.is_dir():
+        pytest.skip("no /dev/shm here")
+    mine, mpi = shm / f"user-data-{os.getpid()}.npy", shm / f"mpich_shm_test{os.getpid()}_0"
+    maps = []
+    try:
+        for path in (mine, mpi):
+            path.write_bytes(b"\0" * 4096)
+            with open(path, "r+b") as f:
+                maps.append(mmap.mmap(f.fileno(), 4096))
+        assert shared_memory() == {str(mpi)}
+    finally:
+        for m in maps:
+            m.close()
+        mine.unlink(missing_ok=True)
+        mpi.unlink(missing_ok=True)

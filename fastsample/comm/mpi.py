@@ -14,16 +14,21 @@ from fastsample.comm.base import Communicator
 ABORT_GRACE_S = 1.0
 
 
+# The MPI libraries' own segments in /dev/shm (MPICH, Open MPI's vader and sm, PSM2, UCX);
+# nothing else there is ours to remove (a dataset may live on /dev/shm).
+_MPI_SEGMENTS = ("mpich_shm_", "vader_segment.", "sm_segment.", "psm2_shm.", "ucx_shm_posix_")
+
+
 def shared_memory(pid="self") -> set[str]:
-    """The shared-memory files process ``pid`` maps (/dev/shm/...: the MPI library's
-    segments). A rank that dies or aborts leaves them behind, and a later job whose segment
-    name hashes alike (Slurm's job ids restart with a fresh controller) fails to start."""
+    """The MPI library's shared-memory segments process ``pid`` maps. A rank that dies or
+    aborts leaves them in /dev/shm, and a later job whose segment name hashes alike (Slurm's
+    job ids restart with a fresh controller) fails to start."""
     try:
         with open(f"/proc/{pid}/maps") as f:
-            return {line.split(None, 5)[5].strip() for line in f
-                    if "/dev/shm/" in line and len(line.split(None, 5)) == 6}
+            paths = {line.split(None, 5)[5].strip() for line in f if len(line.split(None, 5)) == 6}
     except OSError:
         return set()
+    return {p for p in paths if os.path.dirname(p) == "/dev/shm" and os.path.basename(p).startswith(_MPI_SEGMENTS)}
 
 
 def release(paths) -> None:
