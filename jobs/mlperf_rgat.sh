@@ -59,7 +59,7 @@ print(max(1, round(0.05 * math.ceil(max(p['train'] for p in parts) / $BATCH))))"
 
 THREADS=()
 if [ -n "${SLURM_JOB_ID:-}" ]; then
-  LAUNCH=(srun --mpi=pmi2)
+  LAUNCH=(srun --mpi=pmi2 --kill-on-bad-exit=1)  # a rank that fails ends the job at once
   if [ -n "${SLURM_CPUS_PER_TASK:-}" ]; then  # one thread pool per rank, sized to its task's cores
     export OMP_NUM_THREADS=$SLURM_CPUS_PER_TASK NUMBA_NUM_THREADS=$SLURM_CPUS_PER_TASK
     THREADS=(--threads "$SLURM_CPUS_PER_TASK")
