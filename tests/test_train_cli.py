@@ -71,6 +71,7 @@ def runs(p2, tmp_path_factory) -> tuple[dict, Path]:
         "single step": [*SMALL, "--epochs", "1", "--batch-size", "5000", "--quiet"],
         "target missed": [*SMALL, "--epochs", "1", "--target-val-acc", "1.0", "--quiet"],
         "link without a split": [*SMALL, "--task", "link", "--epochs", "1"],
+        "progress lines": [*SMALL, "--epochs", "2", "--progress-every", "0.001", "--eval-every", "0"],
         "early stop": [*SMALL, "--epochs", "40", "--early-stop", "2", "--keep-checkpoints", "1", "--quiet",
                        "--checkpoint-dir", root / "es-ck", "--log-json", root / "es.jsonl"],
         "log to a file": [*SMALL, "--epochs", "3", "--log-json", root / "run.jsonl"],  # no --quiet: stderr is a file
@@ -237,6 +238,20 @@ def test_early_stopping_ends_after_patience_and_keeps_the_best_epochs_checkpoint
     assert sorted(f.name for f in (root / "es-ck").iterdir()) == sorted({f"epoch-{best}.pt", f"epoch-{best + 2}.pt"})
     assert proc.stdout.splitlines()[-1].endswith(f"; stopped early: no better val_acc for the last 2 epochs, "
                                                  f"epoch {best}'s checkpoint kept"), proc.stdout
+
+
+@pytest.mark.mpi
+def test_progress_into_a_pipe_is_timed_lines_from_rank_0(runs):
+    # under mpiexec rank 0's stderr is a pipe: no bar, a line every --progress-every seconds
+    # (none before the first interval, so a short run says nothing)
+    proc = runs[0]["progress lines"]
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stderr.splitlines()
+    steps = int(re.search(r"(\d+) steps/epoch", proc.stdout).group(1))
+    assert "\r" not in proc.stderr and len(lines) == 2 * (steps - 1), proc.stderr  # every step but each epoch's first
+    for line in lines:
+        assert re.fullmatch(r"epoch [01] step \d+/\d+  \d+\.\d\d steps/s  ETA [\d.]+m?s  loss \d\.\d{4}", line), line
+    assert not runs[0]["log to a file"].stderr  # the default interval, 60 s: nothing in a short run
 
 
 @pytest.mark.mpi

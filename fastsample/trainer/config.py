@@ -85,7 +85,8 @@ class TrainConfig(JobShape):
         ("performance", None,
          ("precision", "matmul", "cache_fraction", "cache_policy", "prefetch", "threads", "allocator", "device",
           "net_model")),
-        ("checkpoints, logs and output", None, ("checkpoint_dir", "resume", "keep_checkpoints", "log_json", "quiet")),
+        ("checkpoints, logs and output", None, ("checkpoint_dir", "resume", "keep_checkpoints", "log_json", "progress",
+                                                "progress_every", "quiet")),
     )
 
     fanouts: tuple[int, ...] | None = option(None, **_per_task("fanouts"))
@@ -214,7 +215,14 @@ class TrainConfig(JobShape):
                                  "or all cores; where a node's ranks x threads exceed its cores, idle threads sleep: "
                                  "OMP_WAIT_POLICY=PASSIVE unless set)", shared=False,
                                  check=(positive, "must be positive"))
-    quiet: bool = option(False, "no progress bar (it is shown only when stderr is a terminal anyway)", shared=False)
+    progress: str | None = option(None, "rank 0's progress within an epoch: bar (redrawn in place: a terminal's), "
+                                  "lines (one every --progress-every seconds: step, steps/s, ETA, loss; what a "
+                                  "file, a Slurm log or mpiexec's forwarding shows well), none; default: bar where "
+                                  "rank 0's stderr is a terminal, else lines", choices=("bar", "lines", "none"),
+                                  shared=False)
+    progress_every: float = option(60.0, "seconds between progress lines (--progress lines)", shared=False,
+                                   metavar="SECONDS", check=(positive, "must be positive"))
+    quiet: bool = option(False, "no progress at all (--progress none)", shared=False)
 
     def __post_init__(self):
         try:

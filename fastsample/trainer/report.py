@@ -11,10 +11,11 @@ class ignores everything.
 from __future__ import annotations
 
 import sys
+import time
 
 from tqdm import tqdm
 
-from fastsample.trainer.metrics import EpochRecord, report_line, summary
+from fastsample.trainer.metrics import EpochRecord, report_line, seconds, summary
 
 __all__ = ["Reporter", "ConsoleReporter"]
 
@@ -46,11 +47,16 @@ class ConsoleReporter(Reporter):
     """The command line's lines: stdout for reports, stderr for the bar and warnings.
 
     Args:
-        quiet: no progress bar; prefetch: the epoch lines say how long the loop waited.
+        quiet: no progress; prefetch: the epoch lines say how long the loop waited;
+        progress: "bar", "lines" or "none" (default: a bar on a terminal, else lines);
+        every: seconds between progress lines.
     """
 
-    def __init__(self, quiet: bool = False, prefetch: bool = False):
-        self.quiet, self.prefetch, self.bar = quiet, prefetch, None
+    def __init__(self, quiet: bool = False, prefetch: bool = False, progress: str | None = None,
+                 every: float = 60.0):
+        self.prefetch, self.bar, self.every = prefetch, None, every
+        self.progress = "none" if quiet else progress or ("bar" if sys.stderr.isatty() else "lines")
+        self.since = None  # lines: (the epoch, when its first step here ended, that step, the last line's time)
 
     def started(self, description: str) -> None:
         print(description, flush=True)
@@ -62,13 +68,29 @@ class ConsoleReporter(Reporter):
         print(text, file=sys.stderr, flush=True)
 
     def step(self, epoch: int, step: int, steps: int, loss: float) -> None:
-        # a bar only on a terminal: in a file (a Slurm log) its redraws are noise
-        if self.quiet or not sys.stderr.isatty():
+        if self.progress == "lines":
+            self._line(epoch, step, steps, loss)
+        if self.progress != "bar":
             return
         if self.bar is None:
             self.bar = tqdm(total=steps, desc=f"epoch {epoch}", leave=False)
         self.bar.update()
         self.bar.set_postfix(loss=f"{loss:.4f}")
+
+    def _line(self, epoch: int, step: int, steps: int, loss: float) -> None:
+        """A line every ``every`` seconds (none before the first interval: short runs stay quiet)."""
+        now = time.monotonic()
+        if self.since is None or self.since[0] != epoch:
+            self.since = (epoch, now, step, now)
+            return
+        _, t0, first, last = self.since
+        if now - last < self.every:
+            return
+        rate = (step - first) / max(now - t0, 1e-9)
+        eta = (steps - 1 - step) / rate if rate > 0 else float("nan")
+        print(f"epoch {epoch} step {step + 1}/{steps}  {rate:.2f} steps/s  ETA {seconds(eta)}  loss {loss:.4f}",
+              file=sys.stderr, flush=True)
+        self.since = (epoch, t0, first, now)
 
     def epoch(self, record: EpochRecord) -> None:
         if self.bar is not None:

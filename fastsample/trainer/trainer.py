@@ -154,7 +154,8 @@ class Trainer:
                  reporter: Reporter | None = None):
         self.config, self.comm, self.rank = config, comm, comm.rank
         self.device = torch.device(config.device)
-        self.reporter = reporter if reporter is not None else ConsoleReporter(config.quiet, bool(config.prefetch))
+        self.reporter = reporter if reporter is not None else ConsoleReporter(config.quiet, bool(config.prefetch),
+                                                                                 config.progress, config.progress_every)
         self.task = task_for(config)
         with phase("read"):
             self._open_data()
