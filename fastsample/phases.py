@@ -59,8 +59,7 @@ def share(buffer) -> None:
     """Keep the board in ``buffer`` (8 int64 of memory shared with a supervisor)."""
     global board
     board = np.frombuffer(buffer, dtype=np.int64, count=8)
-    board[:] = 0
-    board[EPOCH] = board[STEP] = -1
+    reset()
 
 
 @contextlib.contextmanager

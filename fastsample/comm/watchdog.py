@@ -178,54 +178,34 @@ class Watched(Communicator):
     def _dup(self):
         return Watched(self.inner.dup(), self.dog)
 
-    def _exchange_counts(self, send_counts):
+    def _watch(self, collective, *args):
+        """``collective(*args)``, noted with the watchdog while it runs."""
         slot = self.dog.enter()
         try:
-            return self.inner._exchange_counts(send_counts)
+            return collective(*args)
         finally:
             self.dog.since[slot] = 0.0
+
+    def _exchange_counts(self, send_counts):
+        return self._watch(self.inner._exchange_counts, send_counts)
 
     def _all_to_all_v(self, send, send_elems, recv, recv_elems):
-        slot = self.dog.enter()
-        try:
-            self.inner._all_to_all_v(send, send_elems, recv, recv_elems)
-        finally:
-            self.dog.since[slot] = 0.0
+        self._watch(self.inner._all_to_all_v, send, send_elems, recv, recv_elems)
 
     def all_reduce(self, array: np.ndarray, op: str = "sum") -> None:
-        slot = self.dog.enter()
-        try:
-            self.inner.all_reduce(array, op)
-        finally:
-            self.dog.since[slot] = 0.0
+        self._watch(self.inner.all_reduce, array, op)
 
     def broadcast_object(self, obj, root: int = 0):
-        slot = self.dog.enter()
-        try:
-            return self.inner.broadcast_object(obj, root)
-        finally:
-            self.dog.since[slot] = 0.0
+        return self._watch(self.inner.broadcast_object, obj, root)
 
     def allgather_object(self, obj) -> list:
-        slot = self.dog.enter()
-        try:
-            return self.inner.allgather_object(obj)
-        finally:
-            self.dog.since[slot] = 0.0
+        return self._watch(self.inner.allgather_object, obj)
 
     def barrier(self) -> None:
-        slot = self.dog.enter()
-        try:
-            self.inner.barrier()
-        finally:
-            self.dog.since[slot] = 0.0
+        self._watch(self.inner.barrier)
 
     def any_failed(self, failed: bool, wait_s: float | None = None):
-        slot = self.dog.enter()
-        try:
-            return self.inner.any_failed(failed, wait_s)
-        finally:
-            self.dog.since[slot] = 0.0
+        return self._watch(self.inner.any_failed, failed, wait_s)
 
     def abort(self, code: int = 1) -> None:
         self.inner.abort(code)

@@ -9,6 +9,9 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fastsample import faults
+from fastsample.atomic import DiskFull
+from fastsample.phases import phase
 from fastsample.tasks import task_class
 
 __all__ = ["EpochRecord", "TIMERS", "seconds", "report_line", "summary", "append_log", "read_log"]
@@ -186,10 +189,6 @@ def _target(history: list[EpochRecord]) -> str:
 def append_log(path: str | Path, record: EpochRecord) -> None:
     """Append the record as one JSON line, whole or not at all: a write that fails (a full
     disk: DiskFull) cuts the file back to the lines before it."""
-    from fastsample import faults
-    from fastsample.atomic import DiskFull
-    from fastsample.phases import phase
-
     line = (record.to_json() + "\n").encode()
     with phase("log"), open(path, "ab", buffering=0) as f:
         size = f.seek(0, 2)
