@@ -29,6 +29,7 @@ import zipfile
 from pathlib import Path
 
 from timing import cpu_model
+from fastsample.trainer.runlog import read_records
 
 REPO = Path(__file__).resolve().parents[1]
 PHASES = ("epoch_s", "sample_s", "gather_s", "compute_s", "allreduce_s", "optimizer_s", "embed_grads_s",
@@ -93,7 +94,7 @@ def run(side: str, tree: Path | None, ranks: int, args: list[str], log: Path, ti
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout)
     if done.returncode:
         sys.exit(f"before_after: the {side} run failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    return [json.loads(line) for line in log.read_text().splitlines()]
+    return read_records(log)
 
 
 def main(argv=None) -> None:

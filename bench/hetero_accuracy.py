@@ -18,7 +18,6 @@ at the best validation epoch, per seed and the mean. --models picks among:
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 import tempfile
@@ -29,6 +28,7 @@ import numpy as np
 from fastsample.data.graph import CSCGraph, load_dataset, write_dataset
 from fastsample.launcher import find_mpiexec
 from fastsample.partition import partition_dataset
+from fastsample.trainer.runlog import read_records
 
 
 def untyped(ds, path: Path, edges: bool) -> None:
@@ -68,7 +68,7 @@ def train(partition: Path, ranks: int, seed: int, args, log: Path, model: str) -
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{proc.stdout}{proc.stderr}")
-    records = [json.loads(line) for line in log.read_text().splitlines()]
+    records = read_records(log)
     best = max(records, key=lambda r: r["val_acc"])  # the first epoch that reached it
     return best["test_acc"]
 

@@ -9,13 +9,13 @@ and the mean.
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 from fastsample.launcher import find_mpiexec
+from fastsample.trainer.runlog import read_records
 
 HERE = Path(__file__).resolve().parent
 
@@ -30,7 +30,7 @@ def run(args, seed: int, model: str | None) -> dict:
         if model:
             cmd += ["--model", model]
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-        records = [json.loads(line) for line in log.read_text().splitlines()]
+        records = read_records(log)
     return max(records, key=lambda r: r["val_auc"])  # the first epoch that reached it
 
 

@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 
 from fastsample.launcher import find_mpiexec
+from fastsample.trainer.runlog import read_records
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -122,7 +123,7 @@ def train_records(partition, ranks: int, log, *args, timeout=300) -> list[dict]:
     argv = ["-m", "fastsample.train", "--data", partition, "--log-json", log, *args]
     proc = run_module(*argv[1:], timeout=timeout) if ranks == 1 else mpiexec(ranks, *argv, timeout=timeout)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    return [json.loads(line) for line in open(log)]
+    return read_records(log)
 
 
 def train_many(partition, ranks: int, runs: dict, *, timeout=600, output=False):
@@ -133,7 +134,7 @@ def train_many(partition, ranks: int, runs: dict, *, timeout=600, output=False):
     records}, as train_records would; with `output`, ({name: records}, the finished launch)."""
     proc = run_many(ranks, [("fastsample.train", ["--data", r[2] if len(r) > 2 else partition, "--log-json", r[0],
                                                   *r[1]]) for r in runs.values()], timeout=timeout)
-    records = {name: [json.loads(line) for line in open(r[0])] for name, r in runs.items()}
+    records = {name: read_records(r[0]) for name, r in runs.items()}
     return (records, proc) if output else records
 
 

@@ -2,13 +2,13 @@
 and the same models under the trainer (--model), where modes and resume keep their
 contracts."""
 
-import json
 
 import pytest
 
 from conftest import REPO, mpiexec, run_module
 from fastsample.partition import partition_dataset
 from helpers import train_many
+from fastsample.trainer.runlog import read_records
 
 pytest.importorskip("torch_geometric", reason="the pyg extra is not installed (pip install '.[pyg]')")
 pytestmark = pytest.mark.mpi
@@ -41,7 +41,7 @@ TRAIN = ["--model", REPO / "examples" / "pyg_sage.py:build", "--batch-size", "64
 def _train(cora2, log, *extra):
     proc = mpiexec(2, "-m", "fastsample.train", "--data", cora2, *TRAIN, "--log-json", log, *extra, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    return [r["step_losses"] for r in map(json.loads, open(log))]
+    return [r["step_losses"] for r in read_records(log)]
 
 
 @pytest.mark.slow

@@ -16,6 +16,7 @@ from conftest import run_module
 from fastsample.data.graph import load_dataset
 from fastsample.data.synth_typed import TYPED_PRESETS, write_typed_synthetic
 from helpers import REPO, run_commands
+from fastsample.trainer.runlog import read_records
 
 
 def _retrieve():
@@ -64,7 +65,7 @@ def test_a_link_export_is_keyed_by_the_tables_ids_and_reproduces_the_test_mrr(ta
         assert table.column("embeddings").type.list_size == 32
     head = np.load(out / "head.npz")
     assert sorted(head) == ["mlp.0.bias", "mlp.0.weight", "mlp.2.bias", "mlp.2.weight"]
-    trained = json.loads(log.read_text().splitlines()[-1])["test_mrr"]
+    trained = read_records(log)[-1]["test_mrr"]
     retrieve = _retrieve()
     export = retrieve.Export(out)
     assert abs(retrieve.test_mrr(export, root / "link") - trained) < 1e-6

@@ -7,7 +7,6 @@ and --resume continues from the last complete checkpoint with exactly the per-st
 of the uninterrupted run (the resumes of a group share one launch).
 """
 
-import json
 import shutil
 import time
 from pathlib import Path
@@ -18,6 +17,7 @@ from fastsample.data.synth import SynthConfig, write_synthetic
 from fastsample.phases import NAMES
 from fastsample.partition import partition_dataset
 from helpers import mpiexec, train_many
+from fastsample.trainer.runlog import read_records
 
 pytestmark = pytest.mark.mpi
 
@@ -159,8 +159,8 @@ def test_every_phase_and_kind_ends_the_job_with_one_line_and_resumes_bitwise(dat
         kept = complete(ck)
         assert kept, name
         if log.exists():  # every line whole
-            assert [json.loads(line)["epoch"] for line in log.read_text().splitlines()] == \
-                list(range(len(log.read_text().splitlines())))
+            epochs = [r["epoch"] for r in read_records(log)]
+            assert epochs == list(range(len(epochs)))
         newest = max(int(n.split("-")[1].split(".")[0]) for n in kept if ".embed-" not in n)
         return name, part, (tmp_path / f"{name}.resumed.jsonl", [*[a for a in args if a != "--resume"],
                                                                   "--checkpoint-dir", ck, "--resume"], part), \

@@ -3,7 +3,6 @@ checkpoint, checkpoints that pile up, a loss that turns NaN. Each ends in one cl
 and leaves no half-written file or stray temporary behind."""
 
 import contextlib
-import json
 import math
 import os
 import shutil
@@ -20,6 +19,7 @@ from conftest import run_module
 from fastsample.data.synth import SynthConfig, write_synthetic
 from fastsample.partition import load_partition, partition_dataset
 from helpers import REPO, mpiexec, run_commands, train_many, train_records
+from fastsample.trainer.runlog import read_records, read_runs
 
 ARGS = ["--fanouts", "4,3", "--batch-size", "40", "--hidden", "16", "--threads", "1", "--quiet"]
 
@@ -75,7 +75,7 @@ def test_resume_skips_a_truncated_newest_checkpoint_and_says_so(p2, tmp_path):
                    "--resume", "--log-json", tmp_path / "b.jsonl")
     assert proc.returncode == 0, proc.stderr
     assert f"resume: from {ck / 'epoch-1.pt'}; skipped {newest}: unreadable, truncated or corrupt" in proc.stderr
-    resumed = [json.loads(line) for line in open(tmp_path / "b.jsonl")]
+    resumed = read_records(tmp_path / "b.jsonl")
     assert [r["step_losses"] for r in resumed] == [r["step_losses"] for r in full[2:]]
     assert stray(ck) == []
 
@@ -112,7 +112,7 @@ def test_a_nan_loss_stops_every_rank_with_one_line_or_is_skipped(p2, tmp_path):
     assert len(lines) == 1 and "python -m fastsample.train: error: non-finite loss at epoch 0, step " in lines[0]
     assert "stopped before updating, no checkpoint was written yet (--on-nan skip or continue" in lines[0]
     assert skipping.returncode == 0, skipping.stdout + skipping.stderr
-    skipped = [json.loads(line) for line in open(tmp_path / "skip.jsonl")]
+    skipped = read_records(tmp_path / "skip.jsonl")
     steps = [x for r in skipped for x in r["step_losses"]]
     first_nan = next(i for i, x in enumerate(steps) if math.isnan(x))
     # no update from a NaN step: the weights stay finite, so later steps are finite again
@@ -171,7 +171,8 @@ def past_first_epoch(argv, log: Path, timeout: float) -> subprocess.Popen:
     signal now lands mid-run); it must still be running."""
     job = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + timeout
-    while (not log.exists() or not log.read_text()) and job.poll() is None and time.time() < deadline:
+    while (not log.exists() or '"step_losses"' not in log.read_text()) and job.poll() is None and \
+            time.time() < deadline:  # an epoch's record (the run's header comes first)
         time.sleep(0.02)
     time.sleep(0.2)
     assert job.poll() is None, "the run ended before the signal"
@@ -231,10 +232,16 @@ def test_sigterm_stops_at_a_step_and_resume_continues_bitwise(longer, uninterrup
     assert len(lines) == 1 and lines[0].startswith("python -m fastsample.train: stopped by ") and \
         "run the same command with --resume to continue from there" in lines[0], err
     assert "stopped by SIGTERM before epoch" in lines[0] or "stopped by a signal to another rank" in lines[0]
-    resumed = train_records(longer, 2, tmp_path / "b.jsonl", *args, "--checkpoint-dir", ck, "--resume")
-    first = [json.loads(line) for line in log.read_text().splitlines()]
+    first = read_records(log)
+    resumed = train_records(longer, 2, log, *args, "--checkpoint-dir", ck, "--resume")[len(first):]
     steps = lambda records: [x for r in records for x in r["step_losses"]]
     assert steps(first + resumed) == steps(full)
+    # into the same --log-json, the resumed part goes on as the same run
+    (run,) = read_runs(log)
+    assert len(run.records) == len(first + resumed) and len(run.headers) == 2 and run.headers[0]["resumed"] is None
+    assert run.headers[1]["run_id"] == run.run_id and run.headers[1]["resumed"] == (
+        {"epoch": first[-1]["epoch"] + 1, "step": 0} if first[-1]["complete"] else
+        {"epoch": first[-1]["epoch"], "step": first[-1]["first_step"] + first[-1]["steps"]})
     assert stray(ck) == [] and len(list(ck.iterdir())) <= 3
     # the two parts of the cut epoch say which steps they cover, and count rounds per step run
     cut, rest = first[-1], resumed[0]
@@ -374,15 +381,16 @@ def test_sigterm_on_typed_data_resumes_bitwise_embeddings_included(typed, typed_
     assert job.returncode == 75, out + err
     lines = [line for line in err.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("python -m fastsample.train: stopped by SIGTERM before epoch "), err
-    first = [json.loads(line) for line in log.read_text().splitlines()]
+    first = read_records(log)
     assert len(first) < epochs
     resumed = train_records(typed / task, 2, tmp_path / "b.jsonl", *args, "--checkpoint-dir", ck, "--resume")
     steps = lambda records: [x for r in records for x in r["step_losses"]]
     assert steps(first + resumed) == steps(full)
     last = f"epoch-{epochs - 1}"
     names = [f"{last}.pt", f"{last}.embed-0-of-2.pt", f"{last}.embed-1-of-2.pt"]
-    # tokens name one save's shards, and the configs hold the runs' paths: all else is equal
-    load = lambda f: {k: v for k, v in torch.load(f, weights_only=True).items() if k not in ("config", "shards")}
+    # tokens name one save's shards, the configs hold the runs' paths, progress their run ids: all else is equal
+    load = lambda f: {k: v for k, v in torch.load(f, weights_only=True).items()
+                      if k not in ("config", "shards", "progress")}
     assert all(same_state(load(ck / n), load(full_ck / n)) for n in names)
     assert load(ck / names[1])["optimizer"]["exp_avg"], "the shard holds the embeddings' Adam moments"
     assert stray(ck) == []
@@ -543,7 +551,7 @@ def test_a_second_job_on_one_checkpoint_dir_fails_at_once_and_the_first_stands(p
             os.kill(pid, signal.SIGCONT)
     out, err = job.communicate(timeout=120)
     assert job.returncode == 0, out + err
-    assert [(r["epoch"], r["complete"]) for r in map(json.loads, open(log))] == [(e, True) for e in range(4)]
+    assert [(r["epoch"], r["complete"]) for r in read_records(log)] == [(e, True) for e in range(4)]
     assert not (tmp_path / "b.jsonl").exists()
     assert sorted(f.name for f in ck.iterdir()) == ["epoch-1.pt", "epoch-2.pt", "epoch-3.pt"]
     assert all(torch.load(f, weights_only=True)["config"]["log_json"] == str(log) for f in ck.iterdir())  # the first's

@@ -15,6 +15,7 @@ import pytest
 
 from conftest import REPO
 from fastsample.data.synth import SynthConfig, write_synthetic
+from fastsample.trainer.runlog import read_records
 
 DAEMONS = ("slurmctld", "slurmd", "munged", "sbatch", "sinfo", "runuser")
 
@@ -201,7 +202,7 @@ def test_a_preempted_job_requeues_and_finishes_with_the_uninterrupted_losses(slu
     out = REPO / "logs" / f"fastsample-train-{job}.out"
     try:
         deadline = time.time() + 300
-        while (not log.exists() or not log.read_text()) and time.time() < deadline:
+        while (not log.exists() or '"step_losses"' not in log.read_text()) and time.time() < deadline:
             time.sleep(0.05)  # an epoch is done: the signal lands mid-run
         subprocess.run(["scancel", "--signal=USR1", job], env=env, check=True)
         # the uninterrupted run, while the preempted job waits cred_expire s to be requeued
@@ -212,7 +213,7 @@ def test_a_preempted_job_requeues_and_finishes_with_the_uninterrupted_losses(slu
         shown = subprocess.run(["scontrol", "show", "job", job], env=env, capture_output=True, text=True).stdout
         assert "JobState=COMPLETED" in shown and "Restarts=1" in shown, f"{shown}\n{text}"
         assert "preempted; requeueing job" in text and "resuming (restart 1)" in text, text
-        records = [json.loads(line) for line in log.read_text().splitlines()]
+        records = read_records(log)
         steps = lambda rs: [x for r in rs for x in r["step_losses"]]
         assert steps(records) == steps(full), text
     finally:

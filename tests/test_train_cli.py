@@ -1,7 +1,6 @@
 """What a user of python -m fastsample.train sees: one message per error, outputs checked
 before any work, safe checkpoints, logs that read well in a file."""
 
-import json
 import os
 import re
 import subprocess
@@ -17,6 +16,7 @@ from fastsample.partition import partition_dataset
 from fastsample.train import build_parser
 from fastsample.trainer.metrics import seconds
 from helpers import train_many
+from fastsample.trainer.runlog import read_records, read_runs
 
 SMALL = ["--fanouts", "4,3", "--batch-size", "40", "--hidden", "16", "--threads", "1"]
 
@@ -75,6 +75,8 @@ def runs(p2, tmp_path_factory) -> tuple[dict, Path]:
         "early stop": [*SMALL, "--epochs", "40", "--early-stop", "2", "--keep-checkpoints", "1", "--quiet",
                        "--checkpoint-dir", root / "es-ck", "--log-json", root / "es.jsonl"],
         "log to a file": [*SMALL, "--epochs", "3", "--log-json", root / "run.jsonl"],  # no --quiet: stderr is a file
+        "log again": [*SMALL, "--epochs", "2", "--lr", "0.02", "--log-json", root / "run.jsonl"],  # into the same file
+        "log not a log": [*SMALL, "--epochs", "1", "--log-json", root / "file"],
     }
     results = run_commands(2, [("fastsample.train", ["--data", p2, *args]) for args in commands.values()],
                            root / "out", timeout=300)
@@ -169,7 +171,7 @@ def test_checkpoint_carrying_a_pickled_callable_is_refused(p2, tmp_path):
     proc = train2("--data", p2, *SMALL, "--epochs", "1", "--quiet", "--checkpoint-dir", ckpt)
     assert proc.returncode == 0, proc.stderr
     state = torch.load(ckpt / "epoch-0.pt", weights_only=True)  # what we write loads safely
-    assert set(state) == {"epoch", "model", "optimizer", "config"}
+    assert set(state) == {"epoch", "model", "optimizer", "config", "progress"}  # progress: the run id
 
     class Payload:
         def __reduce__(self):
@@ -202,11 +204,35 @@ def test_log_to_a_file_has_no_progress_bar_and_ends_with_a_summary(runs):
     assert len(epochs) == 3 and all("MiB (rank 0, this epoch)" in e for e in epochs), epochs
     assert all(" (sampled)  " in e for e in epochs), epochs
     assert all(" 0.0s" not in e and "(sample 0.0 " not in e for e in epochs), epochs
-    records = [json.loads(line) for line in open(log)]
+    records = read_records(log)[:3]  # the first run's ("log again" appends a second)
     best = max(records, key=lambda r: r["val_acc"])
     mean = seconds(sum(r["epoch_s"] for r in records) / 3)
     assert lines[-1] == (f"done: epochs 0..2, best val {best['val_acc']:.4f} at epoch {best['epoch']} "
                          f"(test there {best['test_acc']:.4f}), mean epoch {mean}"), lines[-1]
+
+
+@pytest.mark.mpi
+def test_two_runs_into_one_log_read_back_as_two_runs_with_their_settings(runs):
+    # each run opens with a header (its id, resolved settings, data, host, versions); a
+    # second run appends after the first, and says so
+    again, log = runs[0]["log again"], runs[1] / "run.jsonl"
+    assert again.returncode == 0, again.stdout + again.stderr
+    first, second = read_runs(log)
+    assert first.run_id != second.run_id
+    assert [len(first.records), len(second.records)] == [3, 2]
+    assert [r.epoch for r in second.records] == [0, 1]
+    assert (first.config["epochs"], second.config["epochs"], second.config["lr"]) == (3, 2, 0.02)
+    assert isinstance(first.config["lr"], float) and first.config["lr"] != 0.02  # resolved: the task's default
+    assert first.config["fanouts"] == [4, 3] and first.config["data"] == second.config["data"]
+    head = second.header
+    assert head["data"]["kind"] == "partition" and len(head["data"]["digest"]) == 16 and head["data"]["nodes"] == 1500
+    assert head["data"]["digest"] == first.header["data"]["digest"]
+    assert head["job"]["ranks"] == 2 and head["host"]["cpu"] and head["versions"]["torch"] == torch.__version__
+    assert head["versions"]["mpi"] and (head["git"] is None or len(head["git"]["commit"]) == 40)
+    assert f"fastsample.train: log: run {second.run_id} appended in {log}, after 1 other run(s)" in again.stdout
+    # and a file that is not a log is refused at start-up
+    bad = runs[0]["log not a log"]
+    assert bad.returncode == 2 and "holds something else than a --log-json file's runs" in bad.stderr, bad.stderr
 
 
 @pytest.mark.mpi
@@ -229,7 +255,7 @@ def test_a_missed_target_is_exit_status_5_with_one_line(runs):
 def test_early_stopping_ends_after_patience_and_keeps_the_best_epochs_checkpoint(runs):
     proc, root = runs[0]["early stop"], runs[1]
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    records = [json.loads(line) for line in open(root / "es.jsonl")]
+    records = read_records(root / "es.jsonl")
     scores = [r["val_acc"] for r in records]
     best = scores.index(max(scores))  # the first epoch at the best score: a tie is no improvement
     assert len(records) < 40 and records[-1]["epoch"] == best + 2, scores  # two evaluations without a better one
@@ -335,7 +361,7 @@ def test_step_evaluations_stop_at_the_target_and_say_the_time_to_it(p2, tmp_path
     proc = train2("--data", p2, *common, "--eval-every-steps", 2, "--target-val-acc", target,
                   "--log-json", tmp_path / "target.jsonl")
     assert proc.returncode == 0, proc.stderr
-    records = [json.loads(line) for line in open(tmp_path / "target.jsonl")]
+    records = read_records(tmp_path / "target.jsonl")
     got = [e["val_acc"] for r in records for e in r["step_evals"]]
     assert got == accs[:reach + 1]  # it stopped at the first evaluation reaching the target
     assert records[-1]["time_to_target_s"] > 0 and records[-1]["val_acc"] == accs[reach]

@@ -17,6 +17,7 @@ import json
 import platform
 import sys
 from pathlib import Path
+from fastsample.trainer.runlog import read_records
 
 HERE = Path(__file__).resolve().parent
 FILE = HERE / "data" / "trainer_reference.json"
@@ -73,7 +74,7 @@ def run(root: Path, name: str, mpiexec) -> dict:
     proc = mpiexec(ranks, *args)
     if proc.returncode != 0:
         raise AssertionError(f"{name}: exited {proc.returncode}\n{proc.stdout}{proc.stderr}")
-    records = [json.loads(line) for line in open(log)]
+    records = read_records(log)
     return {k: [r[k] for r in records] for k in KEYS}
 
 

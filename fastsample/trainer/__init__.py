@@ -13,7 +13,7 @@ import importlib
 # Loaded on first use, so the command line parses (and refuses a bad flag) before torch loads.
 _LAZY = {
     "TrainConfig": "config", "Trainer": "trainer", "startup": "trainer", "build_model": "trainer",
-    "EpochRecord": "metrics", "read_log": "metrics", "Checkpoints": "checkpoint", "CheckpointError": "checkpoint",
+    "EpochRecord": "metrics", "read_log": "runlog", "read_runs": "runlog", "read_records": "runlog", "Run": "runlog", "Checkpoints": "checkpoint", "CheckpointError": "checkpoint",
     "load_checkpoint": "checkpoint", "Reporter": "report", "ConsoleReporter": "report",
 }
 __all__ = list(_LAZY)

@@ -1,20 +1,15 @@
 """What an epoch measured: EpochRecord (the trainer's JSON log line, bench/epoch.py's input),
-its one-line report, the run's closing summary, and the JSON log itself."""
+its one-line report and the run's closing summary (the --log-json file: runlog.py)."""
 
 from __future__ import annotations
 
 import dataclasses
-import errno
 import json
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from fastsample import faults
-from fastsample.atomic import DiskFull
-from fastsample.phases import phase
 from fastsample.tasks import task_class
 
-__all__ = ["EpochRecord", "TIMERS", "seconds", "report_line", "summary", "append_log", "read_log"]
+__all__ = ["EpochRecord", "TIMERS", "seconds", "report_line", "summary"]
 
 TIMERS = ("sample_s", "gather_s", "wait_s", "compute_s", "allreduce_s", "optimizer_s", "embed_grads_s",
           "embed_update_s")
@@ -184,25 +179,3 @@ def _target(history: list[EpochRecord]) -> str:
     if hit is None:
         return f"; target val acc {wanted} not reached"
     return f"; time to target (val acc {wanted}): {hit.time_to_target_s:.1f}s, at epoch {hit.epoch}"
-
-
-def append_log(path: str | Path, record: EpochRecord) -> None:
-    """Append the record as one JSON line, whole or not at all: a write that fails (a full
-    disk: DiskFull) cuts the file back to the lines before it."""
-    line = (record.to_json() + "\n").encode()
-    with phase("log"), open(path, "ab", buffering=0) as f:
-        size = f.seek(0, 2)
-        try:
-            f.write(line[: len(line) // 2])
-            faults.written(path)
-            f.write(line[len(line) // 2:])
-        except OSError as e:
-            f.truncate(size)
-            if e.errno in (errno.ENOSPC, errno.EDQUOT):
-                raise DiskFull(Path(path).parent, what=f"{Path(path).name} (its last line was not written)") from None
-            raise
-
-
-def read_log(path: str | Path) -> list[EpochRecord]:
-    """The records of a --log-json file, in order."""
-    return [EpochRecord.from_json(line) for line in Path(path).read_text().splitlines() if line.strip()]

@@ -40,7 +40,9 @@ from fastsample.sampling import fanout_matrix, layer_key, set_num_threads
 from fastsample.tasks import task_for
 from fastsample.trainer.checkpoint import Checkpoints
 from fastsample.trainer.config import TrainConfig, layer_fanouts
-from fastsample.trainer.metrics import TIMERS, EpochRecord, append_log, seconds
+from fastsample.trainer.metrics import TIMERS, EpochRecord, seconds
+from fastsample.trainer import runlog
+from fastsample.trainer.runlog import append_log
 from fastsample.trainer.report import ConsoleReporter, Reporter
 from fastsample.trainer.schedule import lr_factor
 
@@ -113,6 +115,11 @@ def check_outputs(config: TrainConfig) -> bool:
             raise ConfigError("log_json", f"{log}: directory {log.parent} does not exist")
         if log.is_dir() or not os.access(log if log.exists() else log.parent, os.W_OK):
             raise ConfigError("log_json", f"{log}: cannot write there")
+        if log.is_file():  # this run goes after the runs there: they must be a log's
+            try:
+                runlog.read_runs(log)
+            except (ValueError, KeyError, TypeError) as e:
+                raise ConfigError("log_json", f"{log}: holds something else than a --log-json file's runs ({e})") from None
     if config.checkpoint_dir:
         ckpt = Path(config.checkpoint_dir)
         if config.resume and not ckpt.is_dir():  # read, never created
@@ -172,6 +179,11 @@ class Trainer:
         self.early = dict(self.checkpoints.progress.get("early_stop", {})) if self.checkpoints is not None else {}
         if self.early:
             self.checkpoints.kept = {f"epoch-{self.early['epoch']}.pt"}
+        # the run's identity in the --log-json file: a resumed run goes on under its own
+        progress = self.checkpoints.progress if self.checkpoints is not None else {}
+        self.run_id = progress.get("run_id") if self.resumed else None
+        self.run_id = self.run_id or runlog.new_run_id()
+        progress["run_id"] = self.run_id
 
     def request_stop(self, signum: int) -> None:
         """Stop after the current step on every rank, saving where to resume (Preempted).
@@ -358,6 +370,8 @@ class Trainer:
             warning = self.task.warn_single_step(self)
             if warning:
                 self.reporter.warn(warning)
+            if c.log_json:
+                self._log_header()
         history = []
         self.t_first_step = time.perf_counter()  # --target-val-acc's clock
         with phase("train"):
@@ -368,6 +382,24 @@ class Trainer:
             raise TargetMissed(f"target val acc {c.target_val_acc} not reached in epochs {self.start_epoch}.."
                                f"{c.epochs - 1}")
         return history
+
+    def _log_header(self) -> None:
+        """Open this run in the --log-json file (runlog.py): its header record; a file that
+        already holds runs gets this one after them (said on the console)."""
+        c = self.config
+        log = Path(c.log_json)
+        before = sum(1 for r in runlog.read_runs(log) if r.run_id != self.run_id) if log.is_file() else 0
+        job = {"ranks": self.comm.size, "threads": torch.get_num_threads(), "backend": self.comm.name,
+               "sampler": self.loaders["train"].sampler.name, "steps_per_epoch": self.steps_per_epoch,
+               "matmul": self.matmul_note, "device": str(self.device),
+               "model_class": type(getattr(self.model, "encoder", self.model)).__name__,
+               "parameters": sum(p.numel() for p in self.model.parameters())}
+        resumed = {"epoch": self.start_epoch, "step": self.start_step} if self.resumed else None
+        runlog.append_line(log, runlog.header(self.run_id, c, runlog.data_identity(
+            c.data, self.shard.name, self.shard.num_nodes), job, resumed))
+        if before:
+            self.reporter.note(f"fastsample.train: log: run {self.run_id} "
+                               f"{'resumed' if resumed else 'appended'} in {log}, after {before} other run(s)")
 
     def _epochs(self, history: list) -> None:
         c, lead = self.config, self.rank == 0
