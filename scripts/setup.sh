@@ -12,5 +12,5 @@ PYTHON=${PYTHON:-python3}
 if [ -z "${FASTSAMPLE_CCL_ROOT:-}" ] && [ -f .venv/include/oneapi/ccl.hpp ]; then
   export FASTSAMPLE_CCL_ROOT=$PWD/.venv
 fi
-.venv/bin/python -m pip install -q -e ".[test,bench,pyg,kaminpar]"
+.venv/bin/python -m pip install -q -e ".[test,bench,report,tensorboard,pyg,kaminpar]"
 .venv/bin/python -c "import fastsample, torch; print('fastsample installed; torch', torch.__version__)"

@@ -67,6 +67,7 @@ def runs(p2, tmp_path_factory) -> tuple[dict, Path]:
     commands |= {
         "log_json": [*SMALL, "--epochs", "1", "--log-json", root / "nodir" / "x.jsonl"],
         "checkpoint_dir": [*SMALL, "--epochs", "1", "--checkpoint-dir", root / "file" / "ckpt"],
+        "tensorboard": [*SMALL, "--epochs", "1", "--tensorboard", root / "file" / "tb"],
         "resume": [*SMALL, "--epochs", "1", "--checkpoint-dir", root / "ckpt", "--resume"],
         "single step": [*SMALL, "--epochs", "1", "--batch-size", "5000", "--quiet"],
         "target missed": [*SMALL, "--epochs", "1", "--target-val-acc", "1.0", "--quiet"],
@@ -153,6 +154,9 @@ def test_checkpoint_dir_that_cannot_be_created_fails_at_start_up(runs):
     proc, tmp_path = runs[0]["checkpoint_dir"], runs[1]
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert f"--checkpoint-dir {tmp_path / 'file' / 'ckpt'}: cannot create it" in proc.stderr
+    proc = runs[0]["tensorboard"]
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert f"--tensorboard {tmp_path / 'file' / 'tb'}: cannot create it" in proc.stderr
 
 
 @pytest.mark.mpi

@@ -85,8 +85,8 @@ class TrainConfig(JobShape):
         ("performance", None,
          ("precision", "matmul", "cache_fraction", "cache_policy", "prefetch", "threads", "allocator", "device",
           "net_model")),
-        ("checkpoints, logs and output", None, ("checkpoint_dir", "resume", "keep_checkpoints", "log_json", "progress",
-                                                "progress_every", "quiet")),
+        ("checkpoints, logs and output", None, ("checkpoint_dir", "resume", "keep_checkpoints", "log_json",
+                                                "tensorboard", "progress", "progress_every", "quiet")),
     )
 
     fanouts: tuple[int, ...] | None = option(None, **_per_task("fanouts"))
@@ -203,8 +203,14 @@ class TrainConfig(JobShape):
                          "from that step; its loss is logged as it was), or continue (update anyway)",
                          choices=("stop", "skip", "continue"))
     stall_timeout: float | None = stall_option()
-    log_json: str | None = option(None, "rank 0 appends one JSON object per epoch to this file (its directory must "
-                                  "exist)", shared=False)
+    log_json: str | None = option(None, "rank 0 appends this run to this file (its directory must exist): a header "
+                                  "record (run id, resolved settings, data, host, versions), then one JSON object "
+                                  "per epoch; a file holding earlier runs keeps them (python -m fastsample.report "
+                                  "draws and compares them)", shared=False)
+    tensorboard: str | None = option(None, "rank 0 writes TensorBoard scalars (the loss per step; per epoch the "
+                                     "loss, the task's measures and the time per phase) into DIR/RUN_ID "
+                                     "(tensorboard --logdir DIR; needs pip install 'fastsample[tensorboard]')",
+                                     shared=False, metavar="DIR")
     net_model: tuple[float, ...] | None = option(None, "add a modelled network's cost to every collective "
                                                  "(benchmarks on one machine; see fastsample/comm/netmodel.py), "
                                                  "e.g. 10,25", metavar="LATENCY_US,GBPS",

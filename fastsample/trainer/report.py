@@ -15,9 +15,9 @@ import time
 
 from tqdm import tqdm
 
-from fastsample.trainer.metrics import EpochRecord, report_line, seconds, summary
+from fastsample.trainer.metrics import TIMERS, EpochRecord, report_line, seconds, summary
 
-__all__ = ["Reporter", "ConsoleReporter"]
+__all__ = ["Reporter", "ConsoleReporter", "TensorBoardReporter", "Reporters"]
 
 
 class Reporter:
@@ -101,3 +101,79 @@ class ConsoleReporter(Reporter):
     def finished(self, history: list[EpochRecord]) -> None:
         if history:
             print(summary(history), flush=True)
+
+
+class Reporters(Reporter):
+    """Several reporters, each told everything in turn (the console's and --tensorboard's)."""
+
+    def __init__(self, *reporters: Reporter):
+        self.reporters = reporters
+
+    def started(self, description):
+        for r in self.reporters:
+            r.started(description)
+
+    def note(self, text):
+        for r in self.reporters:
+            r.note(text)
+
+    def warn(self, text):
+        for r in self.reporters:
+            r.warn(text)
+
+    def step(self, epoch, step, steps, loss):
+        for r in self.reporters:
+            r.step(epoch, step, steps, loss)
+
+    def epoch(self, record):
+        for r in self.reporters:
+            r.epoch(record)
+
+    def finished(self, history):
+        for r in self.reporters:
+            r.finished(history)
+
+
+class TensorBoardReporter(Reporter):
+    """--tensorboard DIR: scalars through torch.utils.tensorboard into DIR/RUN_ID (one
+    directory per run, as TensorBoard lists runs): train/loss_step at the global step (the
+    step losses of the --log-json record, in double precision); per epoch, at the epoch's
+    number: train/loss, train/METRIC, each measure of the task (val/..., test/...), time/PHASE
+    and comm/sent_MiB. A resumed run writes on in its directory from the step it resumes at
+    (purge_step: what the stopped run had logged past it is dropped)."""
+
+    def __init__(self, directory: str, run_id: str, first_step: int = 0):
+        self.path, self.first_step, self.writer = f"{directory}/{run_id}", first_step, None
+
+    def _writer(self):
+        if self.writer is None:  # made on the first report: rank 0's alone
+            from torch.utils.tensorboard import SummaryWriter
+
+            self.writer = SummaryWriter(self.path, purge_step=self.first_step or None)
+        return self.writer
+
+    def started(self, description: str) -> None:
+        self._writer().add_text("settings", description.replace("\n", "  \n"))
+
+    def step(self, epoch: int, step: int, steps: int, loss: float) -> None:
+        self._writer().add_scalar("train/loss_step", loss, epoch * steps + step, new_style=True,
+                                  double_precision=True)
+
+    def epoch(self, record: EpochRecord) -> None:
+        w, e = self._writer(), record.epoch
+        w.add_scalar("train/loss", record.loss, e)
+        w.add_scalar(f"train/{record.train_metric}", record.train_acc, e)
+        for key, value in record.metrics.items():
+            if isinstance(value, (int, float)):
+                split, _, name = key.partition("_")
+                w.add_scalar(f"{split}/{name}", value, e)
+        for key in ("epoch_s", *TIMERS):
+            value = getattr(record, key)
+            if value is not None:
+                w.add_scalar(f"time/{key.removesuffix('_s')}", value, e)
+        w.add_scalar("comm/sent_MiB", record.bytes_sent / 2**20, e)
+        w.flush()
+
+    def finished(self, history: list[EpochRecord]) -> None:
+        if self.writer is not None:
+            self.writer.close()

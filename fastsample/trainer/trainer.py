@@ -14,6 +14,7 @@ components of their own.
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import os
 import signal
@@ -43,7 +44,7 @@ from fastsample.trainer.config import TrainConfig, layer_fanouts
 from fastsample.trainer.metrics import TIMERS, EpochRecord, seconds
 from fastsample.trainer import runlog
 from fastsample.trainer.runlog import append_log
-from fastsample.trainer.report import ConsoleReporter, Reporter
+from fastsample.trainer.report import ConsoleReporter, Reporter, Reporters, TensorBoardReporter
 from fastsample.trainer.schedule import lr_factor
 
 __all__ = ["Trainer", "NonFiniteLoss", "Preempted", "TargetMissed", "build_model", "startup"]
@@ -103,7 +104,7 @@ def typed_schema(shard) -> dict | None:
 
 
 def check_outputs(config: TrainConfig) -> bool:
-    """Rank 0 writes the log and the checkpoints: check both places before any work, so a
+    """Rank 0 writes the log, the TensorBoard events and the checkpoints: check those places before any work, so a
     bad path is a start-up error (a ConfigError naming the setting), not a crash after the
     first epoch. Then lock the checkpoint directory (checkpoint.lock_directory): a second
     job writing it fails here (fastsample.atomic.Busy naming the first's process), and this
@@ -120,6 +121,17 @@ def check_outputs(config: TrainConfig) -> bool:
                 runlog.read_runs(log)
             except (ValueError, KeyError, TypeError) as e:
                 raise ConfigError("log_json", f"{log}: holds something else than a --log-json file's runs ({e})") from None
+    if config.tensorboard:
+        board = Path(config.tensorboard)
+        if importlib.util.find_spec("tensorboard") is None:
+            raise ConfigError("tensorboard", f"{board}: needs the tensorboard package (pip install "
+                                             "'fastsample[tensorboard]', or pip install tensorboard)")
+        try:
+            board.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise ConfigError("tensorboard", f"{board}: cannot create it ({e.strerror})") from None
+        if not os.access(board, os.W_OK):
+            raise ConfigError("tensorboard", f"{board}: cannot write there")
     if config.checkpoint_dir:
         ckpt = Path(config.checkpoint_dir)
         if config.resume and not ckpt.is_dir():  # read, never created
@@ -184,6 +196,9 @@ class Trainer:
         self.run_id = progress.get("run_id") if self.resumed else None
         self.run_id = self.run_id or runlog.new_run_id()
         progress["run_id"] = self.run_id
+        if config.tensorboard:  # beside the console's (or the caller's) reports
+            self.reporter = Reporters(self.reporter, TensorBoardReporter(
+                config.tensorboard, self.run_id, self.start_epoch * self.steps_per_epoch + self.start_step))
 
     def request_stop(self, signum: int) -> None:
         """Stop after the current step on every rank, saving where to resume (Preempted).

@@ -1,0 +1,80 @@
+"""Watching and comparing runs: python -m fastsample.report on --log-json files, and
+--tensorboard's event files read back with TensorBoard's own reader."""
+
+import pytest
+
+from conftest import run_module
+from fastsample.data.synth import SynthConfig, write_synthetic
+from fastsample.partition import partition_dataset
+from fastsample.trainer.runlog import read_records, read_runs
+from helpers import train_many
+
+SMALL = ["--fanouts", "4,3", "--batch-size", "40", "--hidden", "16", "--threads", "1", "--quiet"]
+
+
+@pytest.fixture(scope="module")
+def two_logs(tmp_path_factory):
+    """Two logs: a.jsonl holds two runs (the second with another lr), b.jsonl one with
+    --tensorboard; all in one launch."""
+    root = tmp_path_factory.mktemp("report")
+    write_synthetic(root / "g", SynthConfig(num_nodes=1500, avg_degree=6, num_classes=4, feature_dim=8,
+                                            train_frac=0.1, seed=3), progress=False)
+    partition_dataset(root / "g", root / "p2", 2, progress=False)
+    a, b = root / "a.jsonl", root / "b.jsonl"
+    train_many(root / "p2", 2, {"a1": (a, [*SMALL, "--epochs", "3"]),
+                                "a2": (a, [*SMALL, "--epochs", "3", "--lr", "0.03"]),
+                                "b": (b, [*SMALL, "--epochs", "2", "--fanouts", "5,5", "--tensorboard", root / "tb"])})
+    return root
+
+
+@pytest.mark.mpi
+def test_report_draws_the_runs_and_tabulates_what_differs(two_logs):
+    out = two_logs / "rep"
+    proc = run_module("fastsample.report", two_logs / "a.jsonl", two_logs / "b.jsonl", "--out", out)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    figure = (out / "curves.png").read_bytes()
+    assert figure.startswith(b"\x89PNG\r\n\x1a\n") and len(figure) > 10_000
+    table = (out / "runs.md").read_text()
+    assert table in proc.stdout
+    rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]] for line in table.splitlines()[2:]}
+    runs = [r for log in ("a.jsonl", "b.jsonl") for r in read_runs(two_logs / log)]
+    assert rows["run id"] == [r.run_id for r in runs]
+    assert rows["lr"][1] == "0.03" and rows["lr"][0] == rows["lr"][2] != "0.03"  # what differs, each run's value
+    assert rows["fanouts"] == ["4,3", "4,3", "5,5"] and rows["epochs"] == ["0..2", "0..2", "0..1"]
+    assert "seed" not in rows and "log_json" not in rows and "tensorboard" not in rows  # alike, or where output went
+    best = max(runs[1].records, key=lambda r: r.score)
+    assert rows["best val_acc"][1] == f"{best.score:.4f} (epoch {best.epoch})"
+    assert rows["test there"][1] == f"{best.metrics['test_acc']:.4f}"
+    # one run chosen by the end of its id; svg on request
+    proc = run_module("fastsample.report", two_logs / "a.jsonl", "--out", out / "one", "--run", runs[1].run_id[-6:],
+                      "--format", "svg")
+    assert proc.returncode == 0, proc.stderr
+    assert (out / "one" / "curves.svg").read_text().lstrip().startswith("<?xml")
+    assert (out / "one" / "runs.md").read_text().splitlines()[0].count("|") == 3  # one run's column
+
+
+def test_report_on_a_file_that_is_not_a_log_is_one_line(tmp_path):
+    bad = tmp_path / "notes.txt"
+    bad.write_text("epoch 1 went well\n")
+    proc = run_module("fastsample.report", bad, "--out", tmp_path / "rep")
+    assert proc.returncode == 2 and proc.stderr == \
+        f"python -m fastsample.report: error: {bad}, line 1: not a JSON record (Expecting value)\n", proc.stderr
+    assert not (tmp_path / "rep").exists()
+
+
+@pytest.mark.mpi
+def test_tensorboard_events_hold_the_logs_step_losses(two_logs):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.util import tensor_util
+
+    (run,) = read_runs(two_logs / "b.jsonl")
+    events = EventAccumulator(str(two_logs / "tb" / run.run_id), size_guidance={"tensors": 0, "scalars": 0})
+    events.Reload()
+    steps = events.Tensors("train/loss_step")
+    logged = [x for r in read_records(two_logs / "b.jsonl") for x in r["step_losses"]]
+    assert [tensor_util.make_ndarray(e.tensor_proto).item() for e in steps] == logged  # bitwise: doubles
+    assert [e.step for e in steps] == list(range(len(logged)))
+    per_epoch = {tag: [(e.step, e.value) for e in events.Scalars(tag)] for tag in events.Tags()["scalars"]}
+    assert [s for s, _ in per_epoch["val/acc"]] == [0, 1]
+    assert [v for _, v in per_epoch["val/acc"]] == pytest.approx([r.metrics["val_acc"] for r in run.records])
+    assert {"train/loss", "train/acc", "test/acc", "time/epoch", "time/gather", "comm/sent_MiB"} <= set(per_epoch)
