@@ -179,10 +179,26 @@ def create_comm(prog: str, backend: str):
         return None
 
 
-def progress(quiet: bool) -> bool:
-    """Whether a command draws progress bars: not with --quiet, and only on a terminal (in a
-    file, a Slurm log, their redraws are noise)."""
-    return not quiet and sys.stderr.isatty()
+def progress(args) -> bool:
+    """Set the process's progress display from a command's --progress, --progress-every and
+    --quiet (fastsample/progress.py: a bar where the user watches a terminal, else timed
+    lines); returns whether any is shown."""
+    from fastsample import progress as shown
+
+    return shown.configure(args.progress, args.progress_every, args.quiet) != "none"
+
+
+def progress_flags(p) -> None:
+    """--progress and --progress-every on a hand-written parser (the configs' commands get
+    them as fields: PROGRESS_FIELDS)."""
+    p.add_argument("--progress", choices=("bar", "lines", "none"), default=None, help=PROGRESS_HELP)
+    p.add_argument("--progress-every", type=float, default=60.0, metavar="SECONDS", help=PROGRESS_EVERY_HELP)
+
+
+PROGRESS_HELP = ("progress on long work: bar (redrawn in place: a terminal's), lines (one every --progress-every "
+                 "seconds with the count, rate and ETA: what a file, a Slurm log or mpiexec's forwarding shows well), "
+                 "none; default: bar where the user watches a terminal (mpiexec's counts), else lines")
+PROGRESS_EVERY_HELP = "seconds between progress lines (--progress lines)"
 
 
 def fail(prog: str, error: Exception) -> int:

@@ -79,7 +79,10 @@ class InferConfig:
     threads: int | None = cfg.option(None, "threads per rank (default: OMP_NUM_THREADS or all cores)", shared=False,
                                      check=(lambda v: v > 0, "must be positive"))
     overwrite: bool = cfg.option(False, "replace an existing --out directory")
-    quiet: bool = cfg.option(False, "no progress bar (drawn only on a terminal anyway)", shared=False)
+    progress: str | None = cfg.option(None, cli.PROGRESS_HELP, choices=("bar", "lines", "none"), shared=False)
+    progress_every: float = cfg.option(60.0, cli.PROGRESS_EVERY_HELP, metavar="SECONDS", shared=False,
+                                       check=(lambda v: v > 0, "must be positive"))
+    quiet: bool = cfg.option(False, "no progress (--progress none)", shared=False)
 
     def __post_init__(self):
         cfg.validate(self)
@@ -171,7 +174,7 @@ def _infer(args, comm) -> int:
         def write():
             from fastsample import export
 
-            h = layerwise(model, part, comm, args.batch_size, progress=not args.quiet, inputs=inputs,
+            h = layerwise(model, part, comm, args.batch_size, progress=cli.progress(args), inputs=inputs,
                           every_type=plan["every_type"], layers=layers)
             h = h if isinstance(h, dict) else {names[part.target_index]: h}
             files = {}

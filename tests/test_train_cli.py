@@ -304,7 +304,8 @@ def test_every_command_refuses_an_abbreviated_flag(module, args, flag):
 
 
 def test_seconds_reads_well():
-    assert [seconds(t) for t in (0.00321, 0.0456, 0.64, 1.0, 12.345)] == ["3.2ms", "46ms", "640ms", "1.00s", "12.35s"]
+    assert [seconds(t) for t in (0.00321, 0.0456, 0.64, 1.0, 12.345, 125.2, float("nan"))] == \
+        ["3.2ms", "46ms", "640ms", "1.00s", "12.35s", "2m05s", "?"]
 
 
 def test_a_resumed_part_of_an_epoch_says_its_steps_and_is_not_a_mean_epoch():

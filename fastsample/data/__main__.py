@@ -210,7 +210,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     for cmd in (s, pl, og, ig, ls, tg, tb):
         cmd.add_argument("--overwrite", action="store_true", help="replace an existing directory")
-        cmd.add_argument("--quiet", action="store_true", help="no progress bars")
+        cmd.add_argument("--quiet", action="store_true", help="no progress (--progress none)")
+        cli.progress_flags(cmd)
 
     info = sub.add_parser("info", help="validate a dataset directory and summarise it")
     info.add_argument("dataset", help="dataset directory")
@@ -241,7 +242,7 @@ def _synth(args) -> None:
             raise DatasetError(f"{', '.join(shaped)}: shape the untyped presets only; --preset {args.preset} is "
                                "typed (its parameters: fastsample/data/synth_typed.py)")
         write_typed_synthetic(args.out, TYPED_PRESETS[args.preset], overwrite=args.overwrite,
-                              progress=cli.progress(args.quiet))
+                              progress=cli.progress(args))
         return
     cfg = replace(PRESETS[args.preset], **{k: v for k, v in given.items() if v is not None})
     try:
@@ -250,7 +251,7 @@ def _synth(args) -> None:
         raise _in_flags(e, {field: f"--{flag}" for flag, (field, _, _) in SYNTH_FLAGS.items()}) from e
     if args.threads is not None and args.threads < 1:
         raise DatasetError(f"--threads must be >= 1 (got {args.threads})")
-    write_synthetic(args.out, cfg, overwrite=args.overwrite, progress=cli.progress(args.quiet), threads=args.threads)
+    write_synthetic(args.out, cfg, overwrite=args.overwrite, progress=cli.progress(args), threads=args.threads)
 
 
 def _ogb(args):
@@ -274,7 +275,7 @@ def _igb(args) -> None:
         layout = load_igb(args.root, args.size, args.labels, args.validation_frac, args.test_rest, args.seed)
     except DatasetError as e:
         raise _in_flags(e, {"validation_frac": "--validation-frac"}) from e
-    layout.write(args.out, name=f"igbh-{args.size}", overwrite=args.overwrite, progress=cli.progress(args.quiet),
+    layout.write(args.out, name=f"igbh-{args.size}", overwrite=args.overwrite, progress=cli.progress(args),
                  feature_dtype=args.feature_dtype, reverse_relations=True,
                  source={"loader": "igb", "root": str(args.root), "processed": str(layout.folder), "size": args.size,
                          "labels": args.labels, "labelled_papers": layout.labelled, "seed": args.seed,
@@ -355,7 +356,7 @@ def main(argv=None) -> int:
             from fastsample.data.ogb import OgbNpz
 
             dataset = _ogb(args)  # the npz layout streams for minutes: it shows progress
-            bars = {"progress": cli.progress(args.quiet)} if isinstance(dataset, OgbNpz) else {}
+            bars = {"progress": cli.progress(args)} if isinstance(dataset, OgbNpz) else {}
             # a typed graph's reverse relations are edge types of their own: as a whole it
             # is not stored "symmetric" (the partitioner then builds its own adjacency)
             shape = ({"reverse_relations": not args.directed} if getattr(dataset, "typed", False)
@@ -373,7 +374,7 @@ def main(argv=None) -> int:
             from fastsample.data.tables import build_tables
 
             build_tables(args.spec, args.out, on_unknown=args.on_unknown, overwrite=args.overwrite,
-                         progress=cli.progress(args.quiet))
+                         progress=cli.progress(args))
         path = args.dataset if args.command == "info" else args.out
         from fastsample.data.summary import check_features, format_check, format_summary, summarize
 

@@ -61,7 +61,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from tqdm import tqdm
+from fastsample.progress import progress_bar
 
 from fastsample.data.edges import edges_to_csc_file, typed_range_count
 from fastsample.data.npz import NpyMember, has_npy_header, open_npy, raw_array
@@ -192,7 +192,7 @@ class IgbLayout:
         # ranges sized for the densest type (papers take most pairs): each within the budget
         ranges = typed_range_count(offsets, [into[t] for t in self.node_types])
         with DatasetWriter(path, overwrite=overwrite) as writer:
-            with tqdm(total=sum(into.values()), desc="typed edges", unit="e", unit_scale=True,
+            with progress_bar(total=sum(into.values()), desc="typed edges", unit="e", unit_scale=True,
                       disable=not progress) as bar:
                 indptr = edges_to_csc_file(self._edges(offsets), n, writer.tmp / "indices.npy", symmetric=False,
                                            self_loops=True, ranges=ranges, progress=bar.update,
@@ -203,7 +203,7 @@ class IgbLayout:
             for t in self.node_types:
                 feat = self.features[t]
                 dtype = np.dtype(feature_dtype or (np.float16 if feat.dtype == np.float16 else np.float32))
-                with tqdm(total=self.counts[t], desc=f"{t} features", unit="row", unit_scale=True,
+                with progress_bar(total=self.counts[t], desc=f"{t} features", unit="row", unit_scale=True,
                           disable=not progress) as bar:
                     writer.write_blocks(f"features/{t}", feat.shape, dtype, feat.blocks(0), bar.update)
             writer.save("labels", self.labels)

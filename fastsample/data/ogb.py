@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from tqdm import tqdm
+from fastsample.progress import progress_bar
 
 from fastsample.data.edges import edges_to_csc, edges_to_csc_file
 from fastsample.data.npz import NpyMember, open_npz
@@ -209,7 +209,7 @@ class OgbNpz:
         num_edges = self.edge_index.shape[1]
         ids = id_dtype(n)
         with DatasetWriter(path, overwrite=overwrite) as writer:
-            with tqdm(total=num_edges, desc="edges", unit="e", unit_scale=True, disable=not progress) as bar:
+            with progress_bar(total=num_edges, desc="edges", unit="e", unit_scale=True, disable=not progress) as bar:
                 indptr = edges_to_csc_file(self._edges(), n, writer.tmp / "indices.npy", symmetric=self.symmetric,
                                            expected_edges=(2 if self.symmetric else 1) * num_edges,
                                            progress=bar.update)
@@ -217,7 +217,7 @@ class OgbNpz:
             del indptr
             # float16 stays float16 (half the disk); any other float width becomes float32
             dtype = np.dtype(np.float16 if self.node_feat.dtype == np.float16 else np.float32)
-            with tqdm(total=n, desc="features", unit="row", unit_scale=True, disable=not progress) as bar:
+            with progress_bar(total=n, desc="features", unit="row", unit_scale=True, disable=not progress) as bar:
                 writer.write_blocks("features", self.node_feat.shape, dtype, self.node_feat.blocks(0), bar.update)
             writer.save("labels", self.labels)
             for key, arr in (("train", self.train), ("val", self.val), ("test", self.test)):

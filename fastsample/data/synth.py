@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass
 
 import numba
 import numpy as np
-from tqdm import tqdm
+from fastsample.progress import progress_bar
 
 from fastsample.data.edges import edges_to_csc_file
 from fastsample.data.graph import FEATURE_DTYPES, DatasetError, DatasetWriter, id_dtype, offset_dtype
@@ -221,7 +221,7 @@ def write_synthetic(out, cfg: SynthConfig, overwrite: bool = False, progress: bo
         edges = EdgeStream(cfg)
         rng = edges.after  # the rest (centroids, features, splits) continues the stream
         labels = edges.labels()
-        with tqdm(total=edges.num_pairs, desc="edges", unit="e", unit_scale=True, disable=not progress) as bar:
+        with progress_bar(total=edges.num_pairs, desc="edges", unit="e", unit_scale=True, disable=not progress) as bar:
             indptr = edges_to_csc_file(edges.chunks(), cfg.num_nodes, writer.tmp / "indices.npy", symmetric=True,
                                        expected_edges=2 * edges.num_pairs, progress=bar.update)
         del edges
@@ -232,7 +232,7 @@ def write_synthetic(out, cfg: SynthConfig, overwrite: bool = False, progress: bo
         centroids *= cfg.signal
         features = writer.create("features", (cfg.num_nodes, cfg.feature_dim), np.dtype(cfg.feature_dtype))
         step = max(1, CHUNK // cfg.feature_dim)
-        for begin in tqdm(range(0, cfg.num_nodes, step), desc="features", disable=not progress):
+        for begin in progress_bar(range(0, cfg.num_nodes, step), desc="features", disable=not progress):
             end = min(cfg.num_nodes, begin + step)
             block = rng.standard_normal((end - begin, cfg.feature_dim), dtype=np.float32)
             block += centroids[labels[begin:end]]

@@ -39,7 +39,7 @@ import time
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from tqdm import tqdm
+from fastsample.progress import progress_bar
 
 from fastsample.data.edges import edges_to_csc_file
 from fastsample.data.graph import FEATURE_DTYPES, DatasetError, DatasetWriter, id_dtype, offset_dtype
@@ -193,7 +193,7 @@ def write_typed_synthetic(path, cfg: TypedSynthConfig, *, overwrite: bool = Fals
     n = int(offsets[-1])
     ids = id_dtype(n)
     with DatasetWriter(path, overwrite=overwrite) as out:
-        with tqdm(total=8, desc="typed edges", unit="relation", disable=not progress) as bar:
+        with progress_bar(total=8, desc="typed edges", unit="relation", disable=not progress) as bar:
             indptr = edges_to_csc_file(relations(), n, out.tmp / "indices.npy", symmetric=False,
                                        expected_edges=edges_expected, progress=lambda _: bar.update(),
                                        types_path=out.tmp / "type_per_edge.npy", num_types=len(EDGE_TYPES))
@@ -205,7 +205,7 @@ def write_typed_synthetic(path, cfg: TypedSynthConfig, *, overwrite: bool = Fals
             rows = out.create(f"features/{t}", (counts[t], cfg.feature_dim), np.dtype(cfg.feature_dtype))
             scale = cfg.paper_signal if t == "paper" else cfg.signal if t != "institute" else 0.0
             step = max(1, CHUNK // cfg.feature_dim)
-            for a in tqdm(range(0, counts[t], step), desc=f"{t} features", disable=not progress):
+            for a in progress_bar(range(0, counts[t], step), desc=f"{t} features", disable=not progress):
                 b = min(counts[t], a + step)
                 x = rng.standard_normal((b - a, cfg.feature_dim), dtype=np.float32)
                 if t != "institute":  # one feature space: the papers' centroids

@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from tqdm import tqdm
+from fastsample.progress import progress_bar
 
 from fastsample.data.edge_labels import FOLDER as EDGE_LABELS
 from fastsample.data.edges import edges_to_csc_file, typed_range_count
@@ -104,7 +104,7 @@ def build_tables(spec, out, *, on_unknown: str = "error", overwrite: bool = Fals
 
 
 def _bar(progress: bool, desc: str, total=None):
-    return tqdm(total=total, desc=desc, unit="row", unit_scale=True, disable=not progress, leave=False)
+    return progress_bar(total=total, desc=desc, unit="row", unit_scale=True, disable=not progress, leave=False)
 
 
 class _NodePass:

@@ -23,11 +23,10 @@ Featureless types start from ``inputs`` (the trainer's embedding shards).
 from __future__ import annotations
 
 import math
-import sys
 
 import numpy as np
 import torch
-from tqdm import tqdm
+from fastsample.progress import progress_bar
 
 from fastsample.comm import Communicator
 from fastsample.comm.local import LocalCommunicator
@@ -109,8 +108,8 @@ def layerwise(model, data, comm: Communicator | None = None, batch_size: int = 4
     was_training = model.training
     model.eval()
     device = torch.device(device)
-    bar = tqdm(total=sum(steps), desc="layer-wise inference", leave=False,
-               disable=not progress or comm.rank != 0 or not sys.stderr.isatty())
+    bar = progress_bar(total=sum(steps), desc="layer-wise inference", unit="batch", leave=False,
+                       disable=not progress or comm.rank != 0)
     try:
         for i in range(layers):
             gather = FeatureGather(comm, runs, h)

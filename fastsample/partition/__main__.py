@@ -46,7 +46,10 @@ class PartitionConfig:
                            choices=PARTITION_MODES)
     seed: int = cfg.option(0, "seed of METIS / the random assignment")
     overwrite: bool = cfg.option(False, "replace an existing directory")
-    quiet: bool = cfg.option(False, "no progress output")
+    progress: str | None = cfg.option(None, cli.PROGRESS_HELP, choices=("bar", "lines", "none"))
+    progress_every: float = cfg.option(60.0, cli.PROGRESS_EVERY_HELP, metavar="SECONDS",
+                                       check=(lambda v: v > 0, "must be positive"))
+    quiet: bool = cfg.option(False, "no progress output (--progress none, and no stage lines)")
     json: bool = cfg.option(False, "print partition.json instead of the report")
 
     def __post_init__(self):
@@ -97,7 +100,7 @@ def main(argv=None) -> int:
         if not 1 <= args.parts <= num_nodes:  # the flag's words (the library names the parameter)
             raise PartitionError(f"--parts must be in 1..{num_nodes} (the node count), got {args.parts}")
         meta = partition_dataset(args.dataset, args.out, args.parts, args.method, args.mode, args.seed,
-                                 overwrite=args.overwrite, progress=cli.progress(args.quiet))
+                                 overwrite=args.overwrite, progress=cli.progress(args))
     except (DatasetError, PartitionError, ValueError, FileExistsError, DiskFull) as e:
         return cli.fail(prog, e)
     return cli.report(meta, format_report(meta), args.json)

@@ -48,6 +48,7 @@ from fastsample.data.edge_labels import load_edge_labels
 from fastsample.data.edge_splits import load_edge_split
 from fastsample.data.graph import (NODE, SPLITS, CSCGraph, Dataset, DatasetError, unwrap_one_type, describe_types,
                               expect_array, load_dataset, open_array, open_types, read_json, validate_csc)
+from fastsample.progress import progress_bar
 from fastsample.partition.assign import (edge_cut, is_symmetric, metis_parts, node_weights, random_parts,
                                          symmetric_adjacency, symmetric_edges)
 from fastsample.partition.balance import TOLERANCE, balance, caps
@@ -276,7 +277,7 @@ def partition_dataset(dataset, out, parts: int, method: str = "auto", mode: str 
         edge_sets = {"link": (_relabelled_edge_split(dataset, ds, new_of_old), ("", "_neg")),
                      "edge_labels": (_relabelled_edge_labels(dataset, ds, new_of_old), ("", "_labels"))}
         stats = []
-        for k in tqdm(range(parts), desc="writing parts", disable=not progress):
+        for k in progress_bar(range(parts), desc="writing parts", disable=not progress):
             lo, hi = int(offsets[k]), int(offsets[k + 1])
             pk = tmp / f"part-{k}"
             pk.mkdir()

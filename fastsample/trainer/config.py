@@ -224,7 +224,7 @@ class TrainConfig(JobShape):
     progress: str | None = option(None, "rank 0's progress within an epoch: bar (redrawn in place: a terminal's), "
                                   "lines (one every --progress-every seconds: step, steps/s, ETA, loss; what a "
                                   "file, a Slurm log or mpiexec's forwarding shows well), none; default: bar where "
-                                  "rank 0's stderr is a terminal, else lines", choices=("bar", "lines", "none"),
+                                  "the user watches a terminal (mpiexec's counts), else lines", choices=("bar", "lines", "none"),
                                   shared=False)
     progress_every: float = option(60.0, "seconds between progress lines (--progress lines)", shared=False,
                                    metavar="SECONDS", check=(positive, "must be positive"))

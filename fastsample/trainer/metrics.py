@@ -7,6 +7,7 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 
+from fastsample.progress import seconds  # re-exported: one home for how a duration reads
 from fastsample.tasks import task_class
 
 __all__ = ["EpochRecord", "TIMERS", "seconds", "report_line", "summary"]
@@ -110,11 +111,6 @@ class EpochRecord:
     def score(self) -> float | None:
         """What the best epoch is chosen by: its task's score (validation accuracy, ROC-AUC, ...)."""
         return self.metrics.get(task_class(self.task).score)
-
-
-def seconds(t: float) -> str:
-    """A duration with sensible precision: 3.2ms, 640ms, 12.34s."""
-    return f"{t * 1e3:.1f}ms" if t < 0.01 else f"{t * 1e3:.0f}ms" if t < 1 else f"{t:.2f}s"
 
 
 def report_line(r: EpochRecord, prefetch: bool = False) -> str:

@@ -2,8 +2,8 @@
 start-up notes and warnings, each step's loss, each epoch's record and the run's end.
 
 The default, ConsoleReporter, prints what ``python -m fastsample.train`` shows: the
-settings line, a progress bar (only on a terminal, so Slurm logs stay clean), one line per
-epoch and a closing summary. A caller driving the Trainer from its own code passes its own
+settings lines, progress within an epoch (a bar where the user watches a terminal, else a
+timed line: fastsample/progress.py), one line per epoch and a closing summary. A caller driving the Trainer from its own code passes its own
 (``startup(..., reporter=...)``): a subclass of Reporter overrides what it wants; the base
 class ignores everything.
 """
@@ -15,6 +15,7 @@ import time
 
 from tqdm import tqdm
 
+from fastsample import progress as shown
 from fastsample.trainer.metrics import TIMERS, EpochRecord, report_line, seconds, summary
 
 __all__ = ["Reporter", "ConsoleReporter", "TensorBoardReporter", "Reporters"]
@@ -48,14 +49,15 @@ class ConsoleReporter(Reporter):
 
     Args:
         quiet: no progress; prefetch: the epoch lines say how long the loop waited;
-        progress: "bar", "lines" or "none" (default: a bar on a terminal, else lines);
+        progress: "bar", "lines" or "none" (default: a bar where the user watches a terminal,
+        else lines: fastsample/progress.py);
         every: seconds between progress lines.
     """
 
     def __init__(self, quiet: bool = False, prefetch: bool = False, progress: str | None = None,
                  every: float = 60.0):
         self.prefetch, self.bar, self.every = prefetch, None, every
-        self.progress = "none" if quiet else progress or ("bar" if sys.stderr.isatty() else "lines")
+        self.progress = shown.configure(progress, every, quiet)  # layer-wise evaluation's bar follows it too
         self.since = None  # lines: (the epoch, when its first step here ended, that step, the last line's time)
 
     def started(self, description: str) -> None:
@@ -73,7 +75,7 @@ class ConsoleReporter(Reporter):
         if self.progress != "bar":
             return
         if self.bar is None:
-            self.bar = tqdm(total=steps, desc=f"epoch {epoch}", leave=False)
+            self.bar = shown.progress_bar(total=steps, desc=f"epoch {epoch}", leave=False)
         self.bar.update()
         self.bar.set_postfix(loss=f"{loss:.4f}")
 
