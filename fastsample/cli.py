@@ -118,6 +118,18 @@ def parse(cls, parser, argv=None) -> Any:
         parser.error(flag_message(e))
 
 
+def given(parser, argv) -> set[str]:
+    """The fields whose flags ``argv`` names (whatever their values)."""
+    out = set()
+    for token in map(str, argv):
+        if token == "--":
+            break
+        action = parser._option_string_actions.get(token.split("=", 1)[0]) if token.startswith("--") else None
+        if action is not None:
+            out.add(action.dest)
+    return out
+
+
 def settle_threads(prog: str, threads: int | None) -> None:
     """Before torch loads: where this node's ranks x threads exceed its cores, idle OpenMP
     threads are made to sleep (launcher.sleep_idle_threads_if_oversubscribed); rank 0 says so."""

@@ -14,6 +14,7 @@ import sys
 import traceback
 
 from fastsample import cli, phases
+from fastsample.options import ConfigError
 from fastsample.trainer.config import TrainConfig  # no torch: a bad flag is refused before torch loads
 
 PROG = "python -m fastsample.train"
@@ -29,6 +30,10 @@ def parse_args(argv=None) -> TrainConfig:
     """The command line as a checked TrainConfig; a bad setting exits 2 with one line naming its flag."""
     parser = build_parser()
     config = cli.parse(TrainConfig, parser, argv)
+    try:  # a flag typed that would do nothing, though its value is the default (--scorer mlp on a node task)
+        config.refuse_inert(cli.given(parser, sys.argv[1:] if argv is None else argv))
+    except ConfigError as e:
+        parser.error(cli.flag_message(e))
     cli.settle_threads(PROG, config.threads)
     import torch
 

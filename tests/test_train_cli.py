@@ -44,6 +44,10 @@ ARGUMENT_ERRORS = [
     (["--epoch", "3"], "unrecognized arguments: --epoch 3"),
     # a flag that would do nothing for the chosen model
     (["--heads", "8"], "--heads serves --model rgat (or a model of your own that reads config.heads), not --model sage"),
+    # ... though its value is the default: the flag was typed, so its user expects it to act
+    (["--heads", "4"], "--heads serves --model rgat (or a model of your own that reads config.heads), not --model sage"),
+    (["--scorer", "mlp"], "--scorer serves --task link only, not --task node"),
+    (["--exclude=auto"], "--exclude serves --task link, edge-class and edge-regression only, not --task node"),
     (["--early-stop", "2", "--eval-every", "0"], "--early-stop needs an evaluation every few epochs (--eval-every N > 0)"),
 ]
 STEP_EVALUATION_ERRORS = [
@@ -268,6 +272,23 @@ def test_early_stopping_ends_after_patience_and_keeps_the_best_epochs_checkpoint
     assert sorted(f.name for f in (root / "es-ck").iterdir()) == sorted({f"epoch-{best}.pt", f"epoch-{best + 2}.pt"})
     assert proc.stdout.splitlines()[-1].endswith(f"; stopped early: no better val_acc for the last 2 epochs, "
                                                  f"epoch {best}'s checkpoint kept"), proc.stdout
+
+
+@pytest.mark.mpi
+def test_early_stopping_resumed_mid_patience_stops_where_the_whole_run_did(runs, p2):
+    # the patience counter is saved with each checkpoint: a run cut one evaluation after its
+    # best epoch and resumed stops one epoch later, as the whole run did, with the same scores
+    root = runs[1]
+    whole = read_records(root / "es.jsonl")
+    best = [r["val_acc"] for r in whole].index(max(r["val_acc"] for r in whole))
+    args = [*SMALL, "--early-stop", "2", "--keep-checkpoints", "1", "--quiet", "--checkpoint-dir", root / "es2-ck"]
+    log = root / "es2.jsonl"
+    cut = train_many(p2, 2, {"cut": (log, [*args, "--epochs", str(best + 2)])})["cut"]
+    assert not cut[-1]["stopped_early"] and len(cut) == best + 2
+    resumed = train_many(p2, 2, {"resumed": (log, [*args, "--epochs", "40", "--resume"])})["resumed"][len(cut):]
+    assert [r["epoch"] for r in resumed] == [best + 2] and resumed[0]["stopped_early"]
+    assert [r["val_acc"] for r in cut + resumed] == [r["val_acc"] for r in whole]
+    assert sorted(f.name for f in (root / "es2-ck").iterdir()) == sorted({f"epoch-{best}.pt", f"epoch-{best + 2}.pt"})
 
 
 @pytest.mark.mpi

@@ -230,6 +230,20 @@ class TrainConfig(JobShape):
                                    metavar="SECONDS", check=(positive, "must be positive"))
     quiet: bool = option(False, "no progress at all (--progress none)", shared=False)
 
+    def refuse_inert(self, given: set[str] = frozenset()) -> None:
+        """A setting that would do nothing here is refused (ConfigError): another task's option,
+        or --heads for GraphSAGE, where set to other than its default, or ``given`` (the
+        fields a command line named: python -m fastsample.train passes them, so that
+        --scorer mlp on a node task is refused though mlp is the default)."""
+        named = lambda name: name in given or getattr(self, name) != TrainConfig.__dataclass_fields__[name].default
+        for name, serves in task_options().items():
+            if self.task not in serves and named(name):
+                tasks = serves[0] if len(serves) == 1 else f"{', '.join(serves[:-1])} and {serves[-1]}"
+                raise ConfigError(name, f"serves --task {tasks} only, not --task {self.task}")
+        if self.model == "sage" and named("heads"):
+            raise ConfigError("heads", "serves --model rgat (or a model of your own that reads config.heads), "
+                              "not --model sage")
+
     def __post_init__(self):
         try:
             task = task_class(self.task)
@@ -239,16 +253,11 @@ class TrainConfig(JobShape):
             if getattr(self, name) is None:
                 object.__setattr__(self, name, value)
         super().__post_init__()
-        for name, serves in task_options().items():  # another task's option, set: it would do nothing
-            if self.task not in serves and getattr(self, name) != TrainConfig.__dataclass_fields__[name].default:
-                raise ConfigError(name, f"serves --task {' and '.join(serves)} only, not --task {self.task}")
+        self.refuse_inert()
         task.check(self)
         if self.relation_fanouts is not None and len(self.relation_fanouts.split(";")) != len(self.fanouts):
             raise ConfigError("relation_fanouts", f"has {len(self.relation_fanouts.split(';'))} layers, --fanouts "
                               f"{len(self.fanouts)}")
-        if self.model == "sage" and self.heads != TrainConfig.__dataclass_fields__["heads"].default:
-            raise ConfigError("heads", "serves --model rgat (or a model of your own that reads config.heads), "
-                              "not --model sage")
         if self.model == "rgat" and self.hidden % self.heads:
             raise ConfigError("heads", f"{self.heads} does not divide --hidden {self.hidden} (each head gets "
                               "hidden / heads channels)")
