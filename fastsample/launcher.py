@@ -21,6 +21,21 @@ def launched() -> bool:
     return any(os.environ.get(v, "").isdigit() for v in _RANK_VARIABLES) or "SLURM_STEP_ID" in os.environ
 
 
+def say(text: str) -> None:
+    """``text`` and a newline on stderr in one write: every rank of a job writes into its
+    launcher's stderr, and a line written in pieces (print writes the text, then the
+    newline) can be cut by another rank's line printed at the same moment."""
+    try:
+        fd = sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):  # replaced by a stream without a file (a test's)
+        print(text, file=sys.stderr, flush=True)
+        return
+    sys.stderr.flush()
+    data = (text + "\n").encode(errors="replace")
+    while data:
+        data = data[os.write(fd, data):]
+
+
 def launch_rank() -> int:
     """This process's rank as its launcher set it, before MPI is initialised (0 alone).
 

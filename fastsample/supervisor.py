@@ -19,11 +19,10 @@ import ctypes
 import mmap
 import os
 import signal
-import sys
 
 from fastsample import phases
 from fastsample.comm.mpi import release, shared_memory
-from fastsample.launcher import launch_rank, launched
+from fastsample.launcher import launch_rank, launched, say
 
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2, signal.SIGHUP, signal.SIGQUIT)
 _HINTS = {signal.SIGKILL: "kill -9, a launcher or scheduler ending it, or the kernel's out-of-memory killer: "
@@ -73,8 +72,8 @@ def supervised(main, prog: str) -> int:
         except ValueError:
             name = f"signal {sig}"
         hint = _HINTS.get(sig)
-        print(f"{prog}: error: rank {launch_rank()}: killed by {name} in {phases.where()}"
-              + (f" ({hint})" if hint else ""), file=sys.stderr, flush=True)
+        say(f"{prog}: error: rank {launch_rank()}: killed by {name} in {phases.where()}"
+            + (f" ({hint})" if hint else ""))
         return 128 + sig
 
 

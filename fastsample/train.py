@@ -14,6 +14,7 @@ import sys
 import traceback
 
 from fastsample import cli, phases
+from fastsample.launcher import say
 from fastsample.options import ConfigError
 from fastsample.trainer.config import TrainConfig  # no torch: a bad flag is refused before torch loads
 
@@ -104,7 +105,7 @@ def _train(config: TrainConfig, comm) -> int:
         else:
             sys.stderr.write(traceback.format_exc())
             why = cli.describe(e)
-        print(f"{PROG}: error: {blame(comm.rank)}: {why}", file=sys.stderr, flush=True)
+        say(f"{PROG}: error: {blame(comm.rank)}: {why}")
         if comm.size > 1:
             comm.abort(1)
         return 1

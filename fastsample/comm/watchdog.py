@@ -31,7 +31,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import sys
 import threading
 import time
 
@@ -40,6 +39,7 @@ import numpy as np
 from fastsample import phases
 from fastsample.comm.base import Communicator
 from fastsample.comm.mpi import abort
+from fastsample.launcher import say
 
 FLOOR_S = 300.0
 GRACE_S = 2.0
@@ -111,10 +111,9 @@ class Watchdog:
                 asked = True  # once: the peers that answer now will reach the step's end
                 silent = [r for r in self._ask(heard) if r not in heard]
                 if silent:
-                    print(f"{self.prog}: rank {self.rank}: stopping at once: the step cannot end, rank"
-                          f"{'s' if len(silent) > 1 else ''} {', '.join(map(str, silent))} do"
-                          f"{'' if len(silent) > 1 else 'es'} not answer (ended or stopped)", file=sys.stderr,
-                          flush=True)
+                    say(f"{self.prog}: rank {self.rank}: stopping at once: the step cannot end, rank"
+                        f"{'s' if len(silent) > 1 else ''} {', '.join(map(str, silent))} do"
+                        f"{'' if len(silent) > 1 else 'es'} not answer (ended or stopped)")
                     abort(self.side, STALLED)
 
     def _signalled(self) -> bool:
@@ -162,8 +161,8 @@ class Watchdog:
                       + "; ".join(f"rank {r} in {phases.where(s['board'])}" for r, s in sorted(heard.items())) + ")"]
         setting = f"--stall-timeout {limit:g}" if self.fixed is not None else \
             f"--stall-timeout default: 10x the slowest step, at least {FLOOR_S:g} s"
-        print(f"{self.prog}: error: rank {self.rank}: stalled {waited:.0f} s in {phases.where(mine['board'])}, "
-              f"waiting for {', '.join(blamed)}; ending the job ({setting})", file=sys.stderr, flush=True)
+        say(f"{self.prog}: error: rank {self.rank}: stalled {waited:.0f} s in {phases.where(mine['board'])}, "
+            f"waiting for {', '.join(blamed)}; ending the job ({setting})")
         abort(self.side, STALLED)
 
 
