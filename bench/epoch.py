@@ -61,7 +61,8 @@ from pathlib import Path
 
 from fastsample.launcher import find_mpiexec
 from fastsample.nn.matmul import cpu_summary
-from fastsample.trainer.metrics import TIMERS, read_log
+from fastsample.trainer.metrics import TIMERS
+from fastsample.trainer.runlog import read_log
 
 HERE = Path(__file__).resolve().parent
 # scenario -> (mode, sampler, more flags); vanilla's sampler is its owner side's choice

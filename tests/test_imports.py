@@ -21,7 +21,8 @@ LAYERS = [
     # 0: facts and schemas that depend on nothing of ours
     ["fastsample.choices", "fastsample.options", "fastsample.atomic", "fastsample.allocator", "fastsample.bf16", "fastsample.rows",
      "fastsample.native", "fastsample.launcher", "fastsample.sampling.mfg", "fastsample.sampling.rng",
-     "fastsample.sampling.nodemap", "fastsample.comm.base", "fastsample.faults", "fastsample.phases"],
+     "fastsample.sampling.nodemap", "fastsample.comm.base", "fastsample.faults", "fastsample.phases",
+     "fastsample.progress"],
     # 1: the dataset record and the job's settings
     ["fastsample.data.graph", "fastsample.data.edge_splits", "fastsample.job"],
     # 2: making datasets; sampling; collectives
@@ -39,11 +40,11 @@ LAYERS = [
     ["fastsample.trainer"],
     # 8: command lines
     ["fastsample.cli", "fastsample.data.__main__", "fastsample.partition.__main__", "fastsample.supervisor"],
-    ["fastsample.train", "fastsample.infer", "fastsample.plan"],
+    ["fastsample.train", "fastsample.infer", "fastsample.plan", "fastsample.report"],
     # 9: the package's lazy front door (its imports are strings, not statements)
     ["fastsample"],
 ]
-CLI = {"fastsample.cli", "fastsample.train", "fastsample.infer", "fastsample.plan", "fastsample.data.__main__",
+CLI = {"fastsample.cli", "fastsample.train", "fastsample.infer", "fastsample.plan", "fastsample.report", "fastsample.data.__main__",
        "fastsample.partition.__main__"}
 
 

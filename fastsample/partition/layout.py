@@ -193,25 +193,28 @@ def _mkdir(path: Path) -> Path:
     return path
 
 
-def _relabelled_edge_split(dataset, ds, new_of_old: np.ndarray) -> dict | None:
-    """The dataset's edge split (link prediction) in new ids, checked first:
-    {split: (edges (E, 2), and for val/test their negatives)}; None without one."""
-    if "link" not in ds.meta:
+def _edge_sets(dataset, ds) -> dict:
+    """The dataset's edge split (link prediction) and labelled edges (edge tasks), read and
+    checked before any partitioning work (a bad file is its error, at once):
+    {name: (loaded or None, its arrays' suffixes)}."""
+    split = labelled = None
+    if "link" in ds.meta:
+        split = load_edge_split(dataset, ds.graph.num_nodes, ds.meta["link"], graph=ds.graph)
+    if "edge_labels" in ds.meta:
+        labelled = load_edge_labels(dataset, ds.graph.num_nodes, ds.meta["edge_labels"], graph=ds.graph)
+    return {"link": (split, ("", "_neg")), "edge_labels": (labelled, ("", "_labels"))}
+
+
+def _relabelled(name: str, loaded, new_of_old: np.ndarray) -> dict | None:
+    """An edge set in new ids: {split: (edges (E, 2), and the split's negatives (link) or
+    labels (edge_labels))}; None without it."""
+    if loaded is None:
         return None
-    split = load_edge_split(dataset, ds.graph.num_nodes, ds.meta["link"], graph=ds.graph)
     new = lambda a: new_of_old[np.asarray(a, dtype=np.int64)]
-    return {"train": (new(split.train),), "val": (new(split.val), new(split.val_neg)),
-            "test": (new(split.test), new(split.test_neg))}
-
-
-def _relabelled_edge_labels(dataset, ds, new_of_old: np.ndarray) -> dict | None:
-    """The dataset's labelled edges (edge tasks) in new ids, checked first: {split: (edges
-    (E, 2), labels)}; None without them."""
-    if "edge_labels" not in ds.meta:
-        return None
-    labelled = load_edge_labels(dataset, ds.graph.num_nodes, ds.meta["edge_labels"], graph=ds.graph)
-    return {s: (new_of_old[np.asarray(labelled.edges[s], dtype=np.int64)], np.asarray(labelled.labels[s]))
-            for s in labelled.edges}
+    if name == "link":
+        return {"train": (new(loaded.train),), "val": (new(loaded.val), new(loaded.val_neg)),
+                "test": (new(loaded.test), new(loaded.test_neg))}
+    return {s: (new(loaded.edges[s]), np.asarray(loaded.labels[s])) for s in loaded.edges}
 
 
 def partition_dataset(dataset, out, parts: int, method: str = "auto", mode: str = "both",
@@ -238,6 +241,7 @@ def partition_dataset(dataset, out, parts: int, method: str = "auto", mode: str 
     n = ds.graph.num_nodes
     if not 1 <= parts <= n:
         raise PartitionError(f"parts must be in 1..{n} (the node count), got {parts}")
+    edge_sets = _edge_sets(dataset, ds)
     method = _resolve_method(method, ds, parts, progress)
     T = len(ds.graph.node_types)
     _check_space(ds, Path(out), mode)
@@ -274,8 +278,7 @@ def partition_dataset(dataset, out, parts: int, method: str = "auto", mode: str 
         topo_bytes = graph.indptr.nbytes + sum(a.nbytes for a in graph.edge_arrays().values())
         split_new = {s: np.sort(new_of_old[np.asarray(getattr(ds, s))]) for s in SPLITS}
         # each edge set with the suffixes of its aligned arrays' files
-        edge_sets = {"link": (_relabelled_edge_split(dataset, ds, new_of_old), ("", "_neg")),
-                     "edge_labels": (_relabelled_edge_labels(dataset, ds, new_of_old), ("", "_labels"))}
+        edge_sets = {k: (_relabelled(k, loaded, new_of_old), suffixes) for k, (loaded, suffixes) in edge_sets.items()}
         stats = []
         for k in progress_bar(range(parts), desc="writing parts", disable=not progress):
             lo, hi = int(offsets[k]), int(offsets[k + 1])

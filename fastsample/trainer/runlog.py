@@ -92,12 +92,16 @@ def _cpu() -> str:
 
 
 def _versions() -> dict:
+    from importlib.metadata import PackageNotFoundError, version
+
     import numpy
     import torch
 
-    import fastsample
-
-    out = {"python": platform.python_version(), "fastsample": fastsample.__version__, "torch": torch.__version__,
+    try:
+        ours = version("fastsample")
+    except PackageNotFoundError:  # run from a source tree that is not installed
+        ours = None
+    out = {"python": platform.python_version(), "fastsample": ours, "torch": torch.__version__,
            "numpy": numpy.__version__}
     if "mpi4py.MPI" in sys.modules:  # the MPI library the job runs on (not imported here: a gloo job has none)
         mpi = sys.modules["mpi4py.MPI"]
