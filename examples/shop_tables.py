@@ -1,4 +1,4 @@
-"""A small shop as Parquet tables, the way users hold their graphs: the README's "Your own
+"""A small shop as Parquet tables, the way users hold their graphs: docs/datasets.md's "Your own
 data" walk-through starts from it.
 
     python examples/shop_tables.py data/shop-tables

@@ -61,7 +61,7 @@ modelled as independent draws proportional to degree, so after T picks the expec
 of distinct nodes is sum_v 1 - (1 - d_v/E)^T (duplicates, and hubs saturating, are what
 bring it below T). Community structure adds some overlap that independent draws miss: the
 inputs come out up to 7 % high on the 100k-2.4M-node synthetic graphs, +0.2 % at 4M nodes.
-Calibration against the real sampler: tests/test_plan.py and README.md.
+Calibration against the real sampler: tests/test_plan.py and docs/cluster.md ("Calibration").
 
 Typed graphs (--dataset of a typed dataset): the feature shard is each node type's rows
 over P at its own width and dtype; the topology adds a byte (two past 256 edge types) per
@@ -102,7 +102,7 @@ __all__ = ["PlanConfig", "LayerSizes", "expected_mfgs", "plan", "format_plan", "
 
 PROG = "python -m fastsample.plan"
 
-# Measured on this project's machines (README.md, "Planning memory"):
+# Measured on this project's machines (docs/cluster.md, "Planning memory"):
 RUNTIME_BYTES = 280 * 2**20  # a rank's own memory before its data: Python, torch, MPI, fastsample, start-up
 LIBRARY_BYTES = 140 * 2**20  # the shared libraries' pages, once per machine
 # the heap a process keeps / the logical peak of (the compute phase, the gather phase), by --allocator
@@ -503,7 +503,7 @@ examples:
       --ranks 16 --ranks-per-machine 4 --memory 256G
 
 Figures are expected values (the MFGs' sizes vary from step to step by a few per cent);
-fastsample/plan.py says what each counts and README.md how they compare with measurements.
+fastsample/plan.py says what each counts and docs/cluster.md how they compare with measurements.
 """
 
 

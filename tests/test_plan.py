@@ -150,7 +150,7 @@ def test_fits_or_not_against_the_memory():
 # The calibration: the planner's expected MFG sizes against the fused sampler on a graph
 # from the synthetic generator (the small preset's size and degree; the generator's degree
 # law is the one the planner models). On the 100k to 4M-node synthetic graphs the model is
-# within 7.2 % per layer (README.md, "Planning memory"); on this graph the worst layer is
+# within 7.2 % per layer (docs/cluster.md, "Planning memory"); on this graph the worst layer is
 # 5.8 % off (fanout 25 at the seeds: the generator merges duplicate edges, so hubs have
 # fewer and the rest a little more than the model gives them), and the mean over 12 steps
 # moves by < 1 % with the seed. 10 % allows that and still fails a model that ignores

@@ -1,5 +1,8 @@
 """The README as a new user meets it: its set-up command, then later commands of its own,
-each in a fresh shell that inherits nothing but what the README says to do (issue 37)."""
+each in a fresh shell that inherits nothing but what the README says to do (issue 37).
+
+Every bash block of the README (and of docs/) runs, page by page, in tests/test_docs.py;
+here: the set-up a reader starts from, and what the README claims of its Cora link command."""
 
 import re
 import shutil
@@ -27,28 +30,15 @@ def block_with(text: str) -> list[str]:
     raise AssertionError(f"README.md has no bash block with {text!r}")
 
 
-@pytest.mark.mpi
 @pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
-def test_the_readme_setup_then_its_commands_from_fresh_shells(tmp_path):
+def test_the_readme_setup_from_a_fresh_shell(tmp_path):
     activate = block_with(". .venv/bin/activate")
     assert activate == [". .venv/bin/activate"], activate
-    quickstart = block_with("make demo")
-    assert quickstart[0].startswith("make demo") and "make setup alone creates it" in README
+    assert block_with("make demo") == ["make demo"] and "make setup alone creates it" in README
     proc = fresh_shell("make setup", REPO, tmp_path)  # up to date: a no-op; else it installs, as for a user
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    typed = block_with("synth --preset hetero-small data/hetero ")
-    infer = block_with("python -m fastsample.infer --data data/hetero-2 --checkpoint ckpt-hetero/epoch-9.pt")
-    commands = [*typed, *infer]
-    assert len(commands) >= 4 and commands[-2].startswith("mpiexec -n 2 python -m fastsample.train") and \
-        commands[-1].startswith("mpiexec -n 2 python -m fastsample.infer"), commands
-    work = tmp_path / "work"
-    work.mkdir()
-    for command in commands:
-        if "fastsample.train" in command:  # the README's run, shortened
-            command += " --max-steps 1 --eval-every 0"
-        proc = fresh_shell(f"{activate[0]} && cd {work} && {command}", REPO, tmp_path)
-        assert proc.returncode == 0, f"{command}\n{proc.stdout}\n{proc.stderr}"
-    assert (work / "data" / "hetero-emb" / "index.json").is_file()
+    proc = fresh_shell(f"{activate[0]} && python -c 'import fastsample' && mpiexec --version", REPO, tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 @pytest.mark.mpi
@@ -59,7 +49,7 @@ def test_the_readme_link_command_reproduces_across_kernels_modes_and_prefetch(pl
     from helpers import train_many
 
     setup = block_with("python -m fastsample.data link-split data/cora data/cora-link")
-    train = next(c for c in setup if c.startswith("mpiexec -n 2 python -m fastsample.train"))
+    train = next(c for c in setup if c.startswith("mpiexec -n 2 python -m fastsample.train --data data/cora-link-2"))
     flags = train.split("python -m fastsample.train", 1)[1].split()
     assert flags[:4] == ["--data", "data/cora-link-2", "--task", "link"] and "--matmul" in flags, flags
     run_module("fastsample.data", "planetoid", planetoid_dir, "--name", "cora", tmp_path / "cora", "--quiet",
@@ -76,21 +66,3 @@ def test_the_readme_link_command_reproduces_across_kernels_modes_and_prefetch(pl
     fields = lambda records: [(r["step_losses"], r["val_auc"], r["test_mrr"]) for r in records]
     assert fields(runs[0]) == fields(runs[1])
     assert runs[0][-1]["loss"] < runs[0][0]["step_losses"][0]  # it learns
-
-
-@pytest.mark.mpi
-@pytest.mark.slow
-def test_the_readme_own_data_walk_through_from_fresh_shells(tmp_path):
-    # tables in (a generated Parquet fixture), a node and a link run, ids out, retrieval
-    activate = block_with(". .venv/bin/activate")[0]
-    commands = block_with("python examples/shop_tables.py")
-    assert commands[0].startswith("python examples/shop_tables.py") and len(commands) == 9 and \
-        commands[-1].startswith("python examples/retrieve.py"), commands
-    work = tmp_path / "work"
-    work.mkdir()
-    for command in commands:
-        command = command.replace("examples/", f"{REPO}/examples/")
-        proc = fresh_shell(f"{activate} && cd {work} && {command}", REPO, tmp_path)
-        assert proc.returncode == 0, f"{command}\n{proc.stdout}\n{proc.stderr}"
-    assert proc.stdout.startswith("test mrr ") and len(proc.stdout.splitlines()) == 6, proc.stdout
-    assert (work / "data" / "shop" / "id_maps" / "user.parquet").is_file()

@@ -2,7 +2,7 @@
 (fastsample._ccl, native/ccl/module.cpp) of the oneCCL runtime wheels on PyPI; Intel's
 PyTorch bindings (oneccl_bind_pt) are not needed.
 
-Install: ``scripts/install-ccl.sh`` (README, "oneCCL"). The data collectives (the
+Install: ``scripts/install-ccl.sh`` (docs/cluster.md, "Backends"). The data collectives (the
 gather's all-to-all, the gradient all-reduce) run on oneCCL; start-up agreement, object
 collectives and abort stay on MPI, which also bootstraps oneCCL: rank 0 creates the main
 key-value store and MPI broadcasts its address.

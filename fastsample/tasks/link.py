@@ -30,7 +30,7 @@ class LinkTask(Task):
             "and --negatives drawn destinations, evaluated exactly (layer-wise embeddings) by ROC-AUC, MRR and "
             "Hits@K against the split's fixed negatives")
     seeds = "edges"
-    # what reached test ROC-AUC 0.93 on Cora (README)
+    # what reached test ROC-AUC 0.93 on Cora (docs/tasks.md, "Link prediction, measured")
     defaults = dict(fanouts=(10, 10), batch_size=256, hidden=128, lr=0.005)
     options = ("negatives", "negative_sampler", "exclude", "scorer", "hits")
     train_metric = "pair-acc"
