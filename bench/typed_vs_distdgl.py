@@ -9,7 +9,18 @@ typed dataset, each partitioned by its own system's partitioner:
               bench/distdgl_typed/partition_typed.py DATASET DGL_DIR --parts 2, METIS)
 
 and prints the settings, the CPU, per-phase medians of the measured epochs (epoch 0 of every
-run is warm-up) for both, and the epoch ratio DistDGL / fastsample. With --cache-fraction F
+run is warm-up) for both, and the epoch ratio DistDGL / fastsample.
+
+DistDGL runs in two environments (--distdgl, default both), each a column of its own:
+  like     like for like, the headline: every process of both sides gets the allocator
+           tuning fastsample gives itself (GLIBC_TUNABLES=glibc.malloc.mmap_max=0:
+           glibc.malloc.trim_threshold=2147483647: freed memory kept, no page faults per
+           step) and DistDGL's /dev/shm (its graph and features) is a tmpfs with huge pages
+           (huge=always), as fastsample's feature shards are read into huge pages
+  shipped  as DistDGL is shipped and run: glibc's defaults, 4 KiB tmpfs pages
+fastsample runs the same in both (its tuning is its own, applied at start-up; the like
+environment is exported to it too). What each DistDGL machine ran with (its GLIBC_TUNABLES,
+its /dev/shm mount) is in results.json ("distdgl_environment"). With --cache-fraction F
 every round runs fastsample a second time with its hot-feature cache (--cache-fraction F:
 the same losses bitwise, fewer rows fetched), reported as a column of its own. The work is the same on
 both sides: fanouts per relation (an int fanout is per relation on both), batch per rank,
@@ -45,6 +56,11 @@ from timing import cpu_model
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
+sys.path.insert(0, str(REPO))
+from fastsample.allocator import TUNABLES  # noqa: E402  (the string fastsample's own tuning amounts to)
+from fastsample.trainer.runlog import read_records  # noqa: E402
+
+ENVIRONMENTS = {"like": "like for like", "shipped": "as shipped"}
 PHASES = [  # (label, fastsample's record keys summed, DistDGL's keys summed)
     ("sample", ["sample_s"], ["sample_s"]),
     ("gather / fetch (features, embedding rows, labels)", ["gather_s"], ["fetch_s"]),
@@ -157,6 +173,18 @@ def run(cmd: list, log: Path, env=None, lock=None, quiet_s: float = 0.0) -> tupl
     return wall, fc.seconds
 
 
+def side_env(base: dict, setting: str) -> dict:
+    """The environment of a setting's processes (both sides' alike): "like" adds the allocator
+    tuning (GLIBC_TUNABLES: every DistDGL server and trainer inherits it) and huge pages for
+    DistDGL's /dev/shm (SHM_HUGE, read by distdgl_typed/shm.sh); "shipped" has neither."""
+    env = {k: v for k, v in base.items() if k not in ("GLIBC_TUNABLES", "SHM_HUGE")}
+    if setting == "like":
+        env |= {"GLIBC_TUNABLES": TUNABLES, "SHM_HUGE": "always"}
+    elif setting != "shipped":
+        raise ValueError(f"unknown setting {setting!r} (like, shipped)")
+    return env
+
+
 def median(rows, keys):
     return statistics.median(sum(r[k] or 0.0 for k in keys) for r in rows)
 
@@ -192,7 +220,12 @@ def main():
                          "(3x for a DistDGL run, which lasts ~3x longer) (default 5)")
     ap.add_argument("--retries", type=int, default=2, help="repeats of a disturbed run at most (default 2)")
     ap.add_argument("--out", required=True, help="directory for the logs and results.json")
+    ap.add_argument("--distdgl", default="like,shipped",
+                    help="DistDGL's environments, each a column: like (for like: fastsample's allocator tuning and "
+                         "huge pages given to DistDGL too), shipped (glibc's defaults, 4 KiB pages) (default: both)")
     a = ap.parse_args()
+    if not a.distdgl or any(e.strip() not in ENVIRONMENTS for e in a.distdgl.split(",")):
+        die(f"--distdgl {a.distdgl!r}: a comma-separated list of {', '.join(ENVIRONMENTS)}")
 
     ours, dgl_cfg = Path(a.ours).resolve(), Path(a.dgl).resolve()
     if not (ours / "partition.json").exists():
@@ -222,24 +255,26 @@ def main():
                 "batch per rank": a.batch_size, "hidden": a.hidden, "dropout": a.dropout, "lr": a.lr,
                 "embed_lr": a.embed_lr, "embed_dim": a.embed_dim, "epochs per run": a.epochs,
                 "rounds": a.rounds, "cache_fraction (second fastsample run)": a.cache_fraction or None,
-                "cpu": cpu_model(), "fastsample source": source_state()}
+                "cpu": cpu_model(), "fastsample source": source_state(),
+                "distdgl environments": [e.strip() for e in a.distdgl.split(",")]}
     print("settings: " + json.dumps(settings), flush=True)
 
-    env = dict(os.environ, OMP_NUM_THREADS=str(a.threads), PY=a.dgl_python)
+    base = dict(os.environ, OMP_NUM_THREADS=str(a.threads), PY=a.dgl_python)
     lock = a.lock or None
     variants = {"fastsample": []}  # name: extra arguments
     if a.cache_fraction:
         variants[f"fastsample, cache {a.cache_fraction:g}"] = ["--cache-fraction", str(a.cache_fraction)]
-    rec = {**{v: [] for v in variants}, "distdgl": []}
+    dgl_names = {setting: f"DistDGL 1.1.3 {ENVIRONMENTS[setting]}" for setting in settings["distdgl environments"]}
+    rec = {**{v: [] for v in variants}, **{n: [] for n in dgl_names.values()}}
     walls = {k: [] for k in rec}
     foreign_cpu = {k: [] for k in rec}
+    environment = {n: [] for n in dgl_names.values()}  # per run: each DistDGL machine's env*.txt
     sources = [settings["fastsample source"]]
     discarded = []
     for r in range(a.rounds):
         for v, (name, extra) in enumerate(variants.items()):
             tag = f"fastsample-{r}" + (f"-{v}" if v else "")
             log_json = out / f"{tag}.jsonl"
-            log_json.unlink(missing_ok=True)
             cmd = [a.mpiexec, "-n", str(a.ranks), a.python, "-m", "fastsample.train", "--data", str(ours),
                    "--fanouts", a.fanouts, "--layers", str(layers), "--batch-size", str(a.batch_size),
                    "--hidden", str(a.hidden), "--dropout", str(a.dropout), "--lr", str(a.lr), "--embed-lr",
@@ -247,13 +282,13 @@ def main():
                    "--epochs", str(a.epochs), "--eval-every", "0", "--log-json", str(log_json), "--quiet", *extra]
             for attempt in range(a.retries + 1):
                 log_json.unlink(missing_ok=True)
-                w, foreign = run(cmd, out / f"{tag}.log", env, lock, a.quiet_wait)
+                w, foreign = run(cmd, out / f"{tag}.log", side_env(base, "like"), lock, a.quiet_wait)
                 if foreign <= a.max_foreign_cpu or attempt == a.retries:
                     break
                 discarded.append({"system": name, "round": r, "foreign_cpu_s": foreign, "log": log_json.read_text()})
                 print(f"round {r}: {name} run discarded: {foreign:.1f} CPU s by other processes meanwhile "
                       f"(> --max-foreign-cpu {a.max_foreign_cpu}); again", flush=True)
-            rows = [json.loads(line) for line in log_json.read_text().splitlines() if line.strip()]
+            rows = read_records(log_json)
             sources.append(source_state())
             rec[name] += [x for x in rows if x["epoch"] > 0]
             walls[name].append(w)
@@ -261,66 +296,75 @@ def main():
             print(f"round {r}: {name} epochs " + ", ".join(f"{x['epoch_s']:.2f}" for x in rows) + f" s (run {w:.0f} s, "
                   f"{foreign:.1f} CPU s by other processes meanwhile)", flush=True)
 
-        logdir = out / f"distdgl-{r}"
-        cmd = ["bash", str(HERE / "distdgl_typed/run_distdgl.sh"), str(dgl_cfg), str(logdir), str(a.threads),
-               str(a.epochs), str(a.timeout), "--batch_size", str(a.batch_size), "--fanouts", a.fanouts,
-               "--hidden", str(a.hidden), "--dropout", str(a.dropout), "--lr", str(a.lr), "--embed_lr",
-               str(a.embed_lr), "--embed_dim", str(a.embed_dim)]
-        for attempt in range(a.retries + 1):
-            w, foreign = run(cmd, out / f"distdgl-{r}.log", env, lock, a.quiet_wait)
-            if foreign <= a.max_foreign_cpu * 3 or attempt == a.retries:  # a DistDGL run is ~3x longer
-                break
-            discarded.append({"system": "distdgl", "round": r, "foreign_cpu_s": foreign,
-                              "log": (logdir / "results.jsonl").read_text()})
-            print(f"round {r}: DistDGL run discarded: {foreign:.1f} CPU s by other processes meanwhile "
-                  f"(> 3 x --max-foreign-cpu); again", flush=True)
-        res = [json.loads(line) for line in (logdir / "results.jsonl").read_text().splitlines() if line.strip()]
-        r0 = next(x for x in res if x["summary"]["rank"] == 0)["epochs"]
-        rec["distdgl"] += [x for x in r0 if not x["warmup"]]
-        walls["distdgl"].append(w)
-        foreign_cpu["distdgl"].append(foreign)
-        print(f"round {r}: DistDGL epochs " + ", ".join(f"{x['epoch_s']:.2f}" for x in r0) + f" s (run {w:.0f} s, "
-              f"{foreign:.1f} CPU s by other processes meanwhile; "
-              f"{r0[-1]['batches']} steps, {r0[-1]['avg_input_nodes']} input nodes and "
-              f"{r0[-1]['avg_sampled_edges']} sampled edges per step)", flush=True)
+        for setting, name in dgl_names.items():
+            logdir = out / f"distdgl-{setting}-{r}"
+            cmd = ["bash", str(HERE / "distdgl_typed/run_distdgl.sh"), str(dgl_cfg), str(logdir), str(a.threads),
+                   str(a.epochs), str(a.timeout), "--batch_size", str(a.batch_size), "--fanouts", a.fanouts,
+                   "--hidden", str(a.hidden), "--dropout", str(a.dropout), "--lr", str(a.lr), "--embed_lr",
+                   str(a.embed_lr), "--embed_dim", str(a.embed_dim)]
+            for attempt in range(a.retries + 1):
+                w, foreign = run(cmd, out / f"distdgl-{setting}-{r}.log", side_env(base, setting), lock, a.quiet_wait)
+                if foreign <= a.max_foreign_cpu * 3 or attempt == a.retries:  # a DistDGL run is ~3x longer
+                    break
+                discarded.append({"system": name, "round": r, "foreign_cpu_s": foreign,
+                                  "log": (logdir / "results.jsonl").read_text()})
+                print(f"round {r}: {name} run discarded: {foreign:.1f} CPU s by other processes meanwhile "
+                      f"(> 3 x --max-foreign-cpu); again", flush=True)
+            res = [json.loads(line) for line in (logdir / "results.jsonl").read_text().splitlines() if line.strip()]
+            r0 = next(x for x in res if x["summary"]["rank"] == 0)["epochs"]
+            rec[name] += [x for x in r0 if not x["warmup"]]
+            walls[name].append(w)
+            foreign_cpu[name].append(foreign)
+            environment[name].append({f.stem: f.read_text().strip() for f in sorted(logdir.glob("env*.txt"))})
+            print(f"round {r}: {name} epochs " + ", ".join(f"{x['epoch_s']:.2f}" for x in r0) + f" s (run {w:.0f} s, "
+                  f"{foreign:.1f} CPU s by other processes meanwhile; "
+                  f"{r0[-1]['batches']} steps, {r0[-1]['avg_input_nodes']} input nodes and "
+                  f"{r0[-1]['avg_sampled_edges']} sampled edges per step)", flush=True)
 
     medians = {}
     for name, rows in rec.items():
-        side = [kd if name == "distdgl" else kf for _, kf, kd in PHASES]  # each phase's record keys
+        dgl = name in environment
+        side = [kd if dgl else kf for _, kf, kd in PHASES]  # each phase's record keys
         m = {label: median(rows, keys) for (label, _, _), keys in zip(PHASES, side)}
         # per epoch, then the median: the phases' medians need not sum to the epoch's
         m["other (epoch minus the phases)"] = statistics.median(
             x["epoch_s"] - sum(x[k] or 0.0 for keys in side for k in keys) for x in rows)
         m["epoch"] = median(rows, ["epoch_s"])
+        if dgl:
+            m["epoch_max_over_trainers"] = median(rows, ["epoch_s_max_over_trainers"])
         medians[name] = m
-    ed, edmax = medians["distdgl"]["epoch"], median(rec["distdgl"], ["epoch_s_max_over_trainers"])
-    medians["distdgl"]["epoch_max_over_trainers"] = edmax
-    ratios = {name: ed / medians[name]["epoch"] for name in variants}
+    # {DistDGL column: {fastsample column: DistDGL's epoch / fastsample's}}
+    ratios = {d: {n: medians[d]["epoch"] / medians[n]["epoch"] for n in variants} for d in environment}
     print("\nmedians of measured epochs, rank 0, seconds ("
           + ", ".join(f"{name}: {len(rec[name])}" for name in rec) + f"); CPU {settings['cpu']}")
-    print("| phase | " + " | ".join(variants) + " | DistDGL 1.1.3 | " + " | ".join(f"DistDGL / {n}" for n in variants)
-          + " |\n|---|" + "---:|" * (2 * len(variants) + 1))
+    pairs = [(d, n) for d in environment for n in variants]
+    print("| phase | " + " | ".join(rec) + " | " + " | ".join(f"{d} / {n}" for d, n in pairs)
+          + " |\n|---|" + "---:|" * (len(rec) + len(pairs)))
     for label in medians["fastsample"]:
         if label == "epoch":
             continue
-        d = medians["distdgl"][label]
-        print(f"| {label} | " + " | ".join(f"{medians[n][label]:.3f}" for n in variants) + f" | {d:.3f} | "
-              + " | ".join(f"{d / medians[n][label]:.1f}x" if medians[n][label] > 0.0005 else "" for n in variants) + " |")
-    print("| **epoch** | " + " | ".join(f"**{medians[n]['epoch']:.2f}**" for n in variants)
-          + f" | **{ed:.2f}** (slowest trainer {edmax:.2f}) | " + " | ".join(f"**{ratios[n]:.2f}x**" for n in variants) + " |")
-    result = {"settings": settings, "median": medians,
-              "ratio": ratios["fastsample"], "ratios": ratios, "epochs": rec, "run_walls_s": walls,
-              "foreign_cpu_s": foreign_cpu, "fastsample_source": sources,
-              "discarded_runs": discarded}
+        print(f"| {label} | " + " | ".join(f"{medians[n][label]:.3f}" for n in rec) + " | "
+              + " | ".join(f"{medians[d][label] / medians[n][label]:.1f}x" if medians[n][label] > 0.0005 else ""
+                           for d, n in pairs) + " |")
+    print("| **epoch** | " + " | ".join(f"**{medians[n]['epoch']:.2f}**" + (
+        f" (slowest trainer {medians[n]['epoch_max_over_trainers']:.2f})" if n in environment else "") for n in rec)
+          + " | " + " | ".join(f"**{ratios[d][n]:.2f}x**" for d, n in pairs) + " |")
+    headline = dgl_names.get("like", next(iter(environment)))
+    result = {"settings": settings, "median": medians, "ratio": ratios[headline]["fastsample"], "headline": headline,
+              "ratios": ratios, "epochs": rec, "run_walls_s": walls, "foreign_cpu_s": foreign_cpu,
+              "distdgl_environment": environment, "fastsample_environment": {
+                  k: side_env(base, "like").get(k) for k in ("GLIBC_TUNABLES", "OMP_NUM_THREADS")},
+              "fastsample_source": sources, "discarded_runs": discarded}
     if len(set(sources)) > 1:
         print(f"warning: fastsample's sources changed during the runs: {sources}")
     (out / "results.json").write_text(json.dumps(result, indent=1))
     print("CPU seconds used by other processes during the kept runs: "
           + "; ".join(f"{name} " + ", ".join(f"{x:.1f}" for x in xs) for name, xs in foreign_cpu.items())
           + f"; {len(discarded)} disturbed runs discarded")
-    print("\nepoch ratio DistDGL / " + ", ".join(f"{name}: {ratios[name]:.2f}x" for name in variants)
-          + f"  (results: {out / 'results.json'})")
-
+    for name, runs in environment.items():
+        print(f"{name}: " + "; ".join(f"{k}: {v}" for k, v in runs[0].items()).replace("\n", ", "))
+    print("\nepoch ratio " + "; ".join(f"{d} / {n}: {ratios[d][n]:.2f}x" for d, n in pairs)
+          + f"  (headline: {headline}; results: {out / 'results.json'})")
 
 if __name__ == "__main__":
     main()

@@ -11,7 +11,9 @@ M=$1; NM=$2; PART_CONFIG=$3; IP_CONFIG=$4; LOGDIR=$5; TMO=$6; THREADS=$7; EPOCHS
 HERE=$(cd "$(dirname "$0")" && pwd)
 PY=${PY:?set PY to a python that has torch 2.13 and dgl 1.1.3}
 
-mount -t tmpfs -o size=${SHM_SIZE:-8g} tmpfs /dev/shm || { echo "cannot mount private /dev/shm"; exit 3; }
+. "$HERE/shm.sh" || exit 3  # the private /dev/shm (SHM_HUGE=always: 2 MiB pages, like fastsample's resident shards)
+# what this machine's processes run with, for the result file (typed_vs_distdgl.py reads it)
+{ echo "GLIBC_TUNABLES=${GLIBC_TUNABLES:-}"; grep ' /dev/shm ' /proc/mounts | tail -1; } > "$LOGDIR/env$M.txt"
 
 common_env=(DGL_DIST_MODE=distributed DGL_NUM_SERVER=1 DGL_IP_CONFIG="$IP_CONFIG"
             DGL_GRAPH_FORMAT=csc GLOO_SOCKET_IFNAME=lo OMP_NUM_THREADS="$THREADS" PYTHONUNBUFFERED=1)

@@ -9,7 +9,7 @@ PART_CONFIG=$(readlink -f "$1"); LOGDIR=$2; THREADS=${3:-1}; EPOCHS=${4:-3}; TMO
 shift $(( $# < 5 ? $# : 5 ))
 HERE=$(cd "$(dirname "$0")" && pwd)
 PY=${PY:?set PY to a python that has torch 2.13 and dgl 1.1.3}
-mkdir -p "$LOGDIR"; LOGDIR=$(readlink -f "$LOGDIR"); rm -f "$LOGDIR"/*.log "$LOGDIR"/rc.txt "$LOGDIR"/results.jsonl
+mkdir -p "$LOGDIR"; LOGDIR=$(readlink -f "$LOGDIR"); rm -f "$LOGDIR"/*.log "$LOGDIR"/rc.txt "$LOGDIR"/results.jsonl "$LOGDIR"/env*.txt
 NM=$("$PY" -c "import json,sys; print(json.load(open(sys.argv[1]))['num_parts'])" "$PART_CONFIG")
 IP_CONFIG=$LOGDIR/ip_config.txt
 : > "$IP_CONFIG"
