@@ -188,6 +188,12 @@ def test_the_mlperf_job_script_runs_to_its_target(tmp_path):
     last = proc.stdout.strip().splitlines()[-1]
     assert "time to target (val acc 0.5): " in last, proc.stdout
     assert "evaluation every 1 steps" in proc.stdout  # 600 training papers a rank: 2 steps an epoch
+    # a target missed is a failed run: the documented exit status 5 (its data and partition are made)
+    env |= {"FASTSAMPLE_TARGET": "1.0", "FASTSAMPLE_EPOCHS": "1"}
+    proc = subprocess.run(["bash", str(REPO / "jobs" / "mlperf_rgat.sh"), "--threads", "1", "--quiet"], cwd=REPO,
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 5, proc.stdout + proc.stderr
+    assert proc.stdout.strip().splitlines()[-1].endswith("; target val acc 1.0 not reached"), proc.stdout
 
 
 @pytest.mark.parametrize("model", ["rgat", "rgcn"])
