@@ -103,6 +103,16 @@ def typed_schema(shard) -> dict | None:
     return types["target_type"] and {"edge_types": types["edge_types"], "target_type": types["target_type"]}
 
 
+def _writable_directory(setting: str, path: Path) -> None:
+    """``path`` made if missing, and writable, else a ConfigError naming ``setting``."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ConfigError(setting, f"{path}: cannot create it ({e.strerror})") from None
+    if not os.access(path, os.W_OK):
+        raise ConfigError(setting, f"{path}: cannot write there")
+
+
 def check_outputs(config: TrainConfig) -> bool:
     """Rank 0 writes the log, the TensorBoard events and the checkpoints: check those places before any work, so a
     bad path is a start-up error (a ConfigError naming the setting), not a crash after the
@@ -126,23 +136,13 @@ def check_outputs(config: TrainConfig) -> bool:
         if importlib.util.find_spec("tensorboard") is None:
             raise ConfigError("tensorboard", f"{board}: needs the tensorboard package (pip install "
                                              "'fastsample[tensorboard]', or pip install tensorboard)")
-        try:
-            board.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise ConfigError("tensorboard", f"{board}: cannot create it ({e.strerror})") from None
-        if not os.access(board, os.W_OK):
-            raise ConfigError("tensorboard", f"{board}: cannot write there")
+        _writable_directory("tensorboard", board)
     if config.checkpoint_dir:
         ckpt = Path(config.checkpoint_dir)
         if config.resume and not ckpt.is_dir():  # read, never created
             raise ConfigError("resume", f": checkpoint directory {ckpt} does not exist")
         created = not ckpt.exists()
-        try:
-            ckpt.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise ConfigError("checkpoint_dir", f"{ckpt}: cannot create it ({e.strerror})") from None
-        if not os.access(ckpt, os.W_OK):
-            raise ConfigError("checkpoint_dir", f"{ckpt}: cannot write there")
+        _writable_directory("checkpoint_dir", ckpt)
         from fastsample.trainer.checkpoint import lock_directory
 
         try:
