@@ -44,7 +44,7 @@ def test_report_draws_the_runs_and_tabulates_what_differs(two_logs):
     assert "seed" not in rows and "log_json" not in rows and "tensorboard" not in rows  # alike, or where output went
     best = max(runs[1].records, key=lambda r: r.score)
     assert rows["best val_acc"][1] == f"{best.score:.4f} (epoch {best.epoch})"
-    assert rows["test there"][1] == f"{best.metrics['test_acc']:.4f}"
+    assert rows["test_acc there"][1] == f"{best.metrics['test_acc']:.4f}"
     # one run chosen by the end of its id; svg on request
     proc = run_module("fastsample.report", two_logs / "a.jsonl", "--out", out / "one", "--run", runs[1].run_id[-6:],
                       "--format", "svg")
