@@ -79,14 +79,18 @@ def settings(run) -> dict:
     return out
 
 
-def differences(runs: list) -> list[str]:
-    """The settings whose values are not alike in every run (all of them with one run: its settings)."""
-    every = [settings(run) for _, run in runs]
+def _show(value) -> str:
+    """A setting or figure as a table cell (and as what two runs are compared by)."""
+    return "—" if value is None else ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+
+
+def differences(every: list[dict]) -> list[str]:
+    """Of the runs' ``settings``, the keys whose values are not alike in every run (all of
+    them with one run: its settings)."""
     keys = sorted({k for s in every for k in s}, key=lambda k: ("." in k, k))
-    show = lambda v: ",".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v)
     if len(every) == 1:
         return keys
-    return [k for k in keys if len({show(s.get(k)) for s in every}) > 1]
+    return [k for k in keys if len({_show(s.get(k)) for s in every}) > 1]
 
 
 def finals(run) -> dict:
@@ -117,17 +121,16 @@ def finals(run) -> dict:
 
 def table(runs: list) -> str:
     """A Markdown table: the settings that differ, then the final figures, a column per run."""
-    show = lambda v: "—" if v is None else ",".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v)
     head = ["", *(label for label, _ in runs)]
     rows = [["run id", *(run.run_id or "(no header)" for _, run in runs)]]
-    diff = differences(runs)
     every = [settings(run) for _, run in runs]
-    rows += [[k, *(show(s.get(k)) for s in every)] for k in diff]
+    diff = differences(every)
+    rows += [[k, *(_show(s.get(k)) for s in every)] for k in diff]
     if len(runs) > 1 and not diff:
         rows.append(["(settings)", *(["alike"] * len(runs))])
     figures = [finals(run) for _, run in runs]
     names = list(dict.fromkeys(k for f in figures for k in f))
-    rows += [[k, *(show(f.get(k)) for f in figures)] for k in names]
+    rows += [[k, *(_show(f.get(k)) for f in figures)] for k in names]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
     return "\n".join(lines)
