@@ -1,4 +1,4 @@
-"""The DistDGL comparison's environments (bench/typed_vs_distdgl.py, bench/distdgl_typed/):
+"""The DistDGL comparison's environments (bench/vs_distdgl.py, bench/distdgl/):
 like for like, DistDGL's servers and trainers get the allocator tuning fastsample gives
 itself and huge pages for their /dev/shm; as shipped, neither. Checked on the harness's own
 machine script, with stand-ins for DGL's processes (DGL is not installed here)."""
@@ -14,7 +14,7 @@ from fastsample import allocator
 from helpers import REPO
 
 sys.path.insert(0, str(REPO / "bench"))
-import typed_vs_distdgl as harness  # noqa: E402
+import vs_distdgl as harness  # noqa: E402
 
 
 def test_like_for_like_is_the_tuning_fastsample_gives_itself():
@@ -31,16 +31,17 @@ def test_like_for_like_is_the_tuning_fastsample_gives_itself():
 
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None,
                     reason="the DistDGL harness mounts a tmpfs in a mount namespace: needs root and unshare")
-@pytest.mark.parametrize("setting", ["like", "shipped"])
-def test_every_distdgl_process_gets_the_settings_environment(tmp_path, setting):
+@pytest.mark.parametrize("setting,graphbolt", [("like", "0"), ("shipped", "0"), ("like", "1")])
+def test_every_distdgl_process_gets_the_settings_environment(tmp_path, setting, graphbolt):
     # machine.sh starts one graph server and one trainer; here $PY is a stand-in that reports
-    # what it was started with: its GLIBC_TUNABLES and its /dev/shm mount
+    # what it was started with: its GLIBC_TUNABLES, its /dev/shm mount, GraphBolt's switch and its arguments
     stand_in = tmp_path / "py"
-    stand_in.write_text("#!/bin/sh\necho \"GLIBC_TUNABLES=$GLIBC_TUNABLES\"\ngrep ' /dev/shm ' /proc/mounts | tail -1\n")
+    stand_in.write_text("#!/bin/sh\necho \"GLIBC_TUNABLES=$GLIBC_TUNABLES\"\ngrep ' /dev/shm ' /proc/mounts | tail -1\n"
+                        "echo \"USE_GRAPHBOLT=$USE_GRAPHBOLT $*\"\n")
     stand_in.chmod(0o755)
-    env = harness.side_env({**os.environ, "PY": str(stand_in), "SHM_SIZE": "64m"}, setting)
+    env = harness.side_env({**os.environ, "PY": str(stand_in), "SHM_SIZE": "64m", "USE_GRAPHBOLT": graphbolt}, setting)
     proc = subprocess.run(["unshare", "-m", "--propagation", "private", "bash",
-                           str(REPO / "bench/distdgl_typed/machine.sh"), "0", "1", "cfg.json", "ip.txt", str(tmp_path),
+                           str(REPO / "bench/distdgl/machine.sh"), "0", "1", "cfg.json", "ip.txt", str(tmp_path),
                            "30", "1", "1"], env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     tunables = allocator.TUNABLES if setting == "like" else ""
@@ -48,3 +49,7 @@ def test_every_distdgl_process_gets_the_settings_environment(tmp_path, setting):
         lines = (tmp_path / log).read_text().splitlines()
         assert lines[0] == f"GLIBC_TUNABLES={tunables}", (log, lines)
         assert " /dev/shm tmpfs " in lines[1] and ("huge=always" in lines[1]) == (setting == "like"), (log, lines)
+    # GraphBolt's sampler: the server reads the switch (initialize(..., use_graphbolt=True)), the trainer is told too
+    assert (tmp_path / "server0.log").read_text().splitlines()[2].startswith(f"USE_GRAPHBOLT={graphbolt} ")
+    trainer = (tmp_path / "trainer0.log").read_text().splitlines()[2].split()
+    assert trainer[1].endswith("train.py") and ("--graphbolt" in trainer) == (graphbolt == "1"), trainer

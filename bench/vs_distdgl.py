@@ -1,17 +1,20 @@
-"""Typed epoch: fastsample's R-GCN against DistDGL 1.1.3's, same graph, same work, same run.
+"""Epoch against DistDGL, same graph, same work, same run: fastsample's and DistDGL's trainers,
+untyped (GraphSAGE) or typed (R-GCN), by the kind of the dataset partitioned.
 
-Runs both systems alternately (rounds x [fastsample, DistDGL]) at 2 ranks x 1 thread on one
-typed dataset, each partitioned by its own system's partitioner:
+Runs the systems alternately (rounds x [fastsample, each DistDGL]) at 2 ranks x 1 thread on
+one dataset, each partitioned by its own system's partitioner:
 
-  fastsample  mpiexec -n 2 python -m fastsample.train --data OURS_PARTITION ...
-              (python -m fastsample.partition DATASET OURS_PARTITION --parts 2)
-  DistDGL     bench/distdgl_typed/run_distdgl.sh DGL_PART_CONFIG ...  (train_typed.py;
-              bench/distdgl_typed/partition_typed.py DATASET DGL_DIR --parts 2, METIS)
-
+  fastsample   mpiexec -n 2 python -m fastsample.train --data OURS_PARTITION ...
+               (python -m fastsample.partition DATASET OURS_PARTITION --parts 2)
+  DistDGL 1.1.3  bench/distdgl/run_distdgl.sh DGL_PART_CONFIG ... (bench/distdgl/train.py;
+               bench/distdgl/partition.py DATASET DIR --parts 2, METIS, under DGL 1.1.3): --dgl
+  DistDGL 2.1 + GraphBolt  the same harness under DGL 2.1, its servers sampling with GraphBolt
+               (initialize(..., use_graphbolt=True); partition.py --graphbolt, which runs
+               dgl_partition_to_graphbolt): --graphbolt
 and prints the settings, the CPU, per-phase medians of the measured epochs (epoch 0 of every
-run is warm-up) for both, and the epoch ratio DistDGL / fastsample.
+run is warm-up) for every column, and the epoch ratios DistDGL / fastsample.
 
-DistDGL runs in two environments (--distdgl, default both), each a column of its own:
+Each DistDGL runs in two environments (--distdgl, default both), each a column of its own:
   like     like for like, the headline: every process of both sides gets the allocator
            tuning fastsample gives itself (GLIBC_TUNABLES=glibc.malloc.mmap_max=0:
            glibc.malloc.trim_threshold=2147483647: freed memory kept, no page faults per
@@ -19,26 +22,28 @@ DistDGL runs in two environments (--distdgl, default both), each a column of its
            (huge=always), as fastsample's feature shards are read into huge pages
   shipped  as DistDGL is shipped and run: glibc's defaults, 4 KiB tmpfs pages
 fastsample runs the same in both (its tuning is its own, applied at start-up; the like
-environment is exported to it too). What each DistDGL machine ran with (its GLIBC_TUNABLES,
-its /dev/shm mount) is in results.json ("distdgl_environment"). With --cache-fraction F
-every round runs fastsample a second time with its hot-feature cache (--cache-fraction F:
-the same losses bitwise, fewer rows fetched), reported as a column of its own. The work is the same on
-both sides: fanouts per relation (an int fanout is per relation on both), batch per rank,
-hidden width, layers, R-GCN = per relation SAGEConv(mean) summed over relations (DGL:
-HeteroGraphConv(..., aggregate='sum')), ReLU + dropout, Adam on dense weights, learnable
-N(0,1) embeddings (--embed-dim) for featureless types updated by sparse Adam (fastsample's
-RowAdam at the owners; DGL's DistEmbedding + SparseAdam).
+environment is exported to it too), once per --precisions entry (fp32, bf16: each a column).
+What each DistDGL machine ran with (its GLIBC_TUNABLES, its /dev/shm mount) is in
+results.json ("distdgl_environment"). With --cache-fraction F every round runs fastsample
+(fp32) a second time with its hot-feature cache (the same losses bitwise, fewer rows
+fetched), reported as a column of its own. The work is the same on every side: fanouts
+(typed: per relation on both), batch per rank, hidden width, layers; untyped GraphSAGE =
+SAGEConv(mean) per layer; R-GCN = per relation SAGEConv(mean) summed over relations (DGL:
+HeteroGraphConv(..., aggregate='sum')); ReLU + dropout, Adam on dense weights; typed,
+learnable N(0,1) embeddings (--embed-dim) for featureless types updated by sparse Adam
+(fastsample's RowAdam at the owners; DGL's DistEmbedding + SparseAdam).
 
 Every timed run holds `flock LOCK` (--lock; the CPU is shared with other benchmarks), and the
 CPU seconds other processes used meanwhile are reported per run; holding the lock, each run
 first waits (--quiet-wait) for other processes' load to stop, and a run disturbed anyway
 (--max-foreign-cpu) is repeated (--retries). Needs root (the DistDGL harness's unshare/tmpfs).
 
-usage:
-  .venv/bin/python bench/typed_vs_distdgl.py --ours /tmp/w/hm-2 --dgl /tmp/w/dgt/hm-2/typed.json
-      --rounds 1 --epochs 4 --out /tmp/w/dgt/cmp-hm
+usage (hetero-medium; untyped `medium` the same way):
+  .venv/bin/python bench/vs_distdgl.py --ours /tmp/w/hm-2 --dgl /tmp/w/dgt/hm-2/graph.json
+      --graphbolt /tmp/w/dgt/hm-2-gb/graph.json --rounds 1 --epochs 4 --out /tmp/w/dgt/cmp-hm
   (partitions: python -m fastsample.partition /tmp/w/hm /tmp/w/hm-2 --parts 2;
-   bench/out/dgl-envs/dgl113/bin/python bench/distdgl_typed/partition_typed.py /tmp/w/hm /tmp/w/dgt/hm-2)
+   bench/out/dgl-envs/dgl113/bin/python bench/distdgl/partition.py /tmp/w/hm /tmp/w/dgt/hm-2;
+   bench/out/dgl-envs/dgl210gb/bin/python bench/distdgl/partition.py /tmp/w/hm /tmp/w/dgt/hm-2-gb --graphbolt)
 """
 from __future__ import annotations
 
@@ -176,7 +181,7 @@ def run(cmd: list, log: Path, env=None, lock=None, quiet_s: float = 0.0) -> tupl
 def side_env(base: dict, setting: str) -> dict:
     """The environment of a setting's processes (both sides' alike): "like" adds the allocator
     tuning (GLIBC_TUNABLES: every DistDGL server and trainer inherits it) and huge pages for
-    DistDGL's /dev/shm (SHM_HUGE, read by distdgl_typed/shm.sh); "shipped" has neither."""
+    DistDGL's /dev/shm (SHM_HUGE, read by distdgl/shm.sh); "shipped" has neither."""
     env = {k: v for k, v in base.items() if k not in ("GLIBC_TUNABLES", "SHM_HUGE")}
     if setting == "like":
         env |= {"GLIBC_TUNABLES": TUNABLES, "SHM_HUGE": "always"}
@@ -189,25 +194,55 @@ def median(rows, keys):
     return statistics.median(sum(r[k] or 0.0 for k in keys) for r in rows)
 
 
+PEERS = {  # flag: (column prefix, default python, whether its servers sample with GraphBolt)
+    "dgl": ("DistDGL 1.1.3", "bench/out/dgl-envs/dgl113/bin/python", False),
+    "graphbolt": ("DistDGL 2.1 + GraphBolt", "bench/out/dgl-envs/dgl210gb/bin/python", True),
+}
+DEFAULTS = {"untyped": {"fanouts": "15,10,5", "batch_size": 1000}, "typed": {"fanouts": "15,10", "batch_size": 1024}}
+
+
+def peer_partition(flag: str, config: str, python: str, ours_source: Path, ranks: int) -> tuple[Path, dict]:
+    """A DistDGL partition config checked against what the comparison needs; returns it and its info.json."""
+    cfg = Path(config).resolve()
+    info_path = cfg.parent / "info.json"
+    if not cfg.is_file() or not info_path.exists():
+        die(f"--{flag} {cfg} (and info.json beside it) not found: partition with bench/distdgl/partition.py")
+    info = json.loads(info_path.read_text())
+    if flag == "graphbolt" and not info.get("graphbolt"):
+        die(f"--graphbolt {cfg}: not converted for GraphBolt (bench/distdgl/partition.py --graphbolt, under DGL 2.1)")
+    if Path(info["dataset"]).resolve() != ours_source:
+        die(f"--{flag} {cfg} is a partition of {info['dataset']}, fastsample's of {ours_source}")
+    if json.loads(cfg.read_text())["num_parts"] != ranks:
+        die(f"--{flag} {cfg}: {json.loads(cfg.read_text())['num_parts']} parts, --ranks {ranks}")
+    if not Path(python).exists():
+        die(f"--{flag}-python {python} not found (bench/setup_dgl.sh makes one)")
+    return cfg, info
+
+
 def main():
     ap = argparse.ArgumentParser(allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--ours", required=True, help="fastsample partition directory (python -m fastsample.partition)")
-    ap.add_argument("--dgl", required=True, help="DistDGL partition config JSON (partition_typed.py)")
-    ap.add_argument("--dgl-python", default=str(REPO / "bench/out/dgl-envs/dgl113/bin/python"),
-                    help="a python with torch and dgl 1.1.3 (bench/setup_dgl.sh)")
+    for flag, (name, python, _) in PEERS.items():
+        ap.add_argument(f"--{flag}", help=f"{name}'s partition config JSON (bench/distdgl/partition.py"
+                        + (" --graphbolt" if flag == "graphbolt" else "") + "; at least one of --dgl, --graphbolt)")
+        ap.add_argument(f"--{flag}-python", default=str(REPO / python), help=f"a python with {name}'s torch and dgl "
+                        "(bench/setup_dgl.sh)")
     ap.add_argument("--python", default=str(REPO / ".venv/bin/python"), help="fastsample's python")
     ap.add_argument("--mpiexec", default=str(REPO / ".venv/bin/mpiexec"))
     ap.add_argument("--rounds", type=int, default=2, help="alternations fastsample, DistDGL (default 2)")
     ap.add_argument("--epochs", type=int, default=3, help="epochs per run, the first warm-up (default 3)")
-    ap.add_argument("--fanouts", default="15,10", help="per layer, input layer first; per relation on both sides")
-    ap.add_argument("--batch-size", type=int, default=1024, help="training seeds per rank per step")
+    ap.add_argument("--fanouts", help="per layer, input layer first; typed: per relation on both sides "
+                    "(default: untyped 15,10,5, typed 15,10)")
+    ap.add_argument("--batch-size", type=int, help="training seeds per rank per step (default: untyped 1000, typed 1024)")
     ap.add_argument("--hidden", type=int, default=256)
     ap.add_argument("--dropout", type=float, default=0.5)
     ap.add_argument("--lr", type=float, default=0.006, help="Adam, dense weights")
-    ap.add_argument("--embed-lr", type=float, default=0.01, help="sparse Adam, embeddings")
-    ap.add_argument("--embed-dim", type=int, default=64)
+    ap.add_argument("--embed-lr", type=float, default=0.01, help="typed: sparse Adam, embeddings")
+    ap.add_argument("--embed-dim", type=int, default=64, help="typed: featureless types' embedding width")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--ranks", type=int, default=2)
+    ap.add_argument("--precisions", default="fp32",
+                    help="fastsample's --precision, one column each, e.g. fp32,bf16 (default fp32)")
     ap.add_argument("--cache-fraction", type=float, default=0.0,
                     help="also run fastsample with this --cache-fraction each round, a column of its own (default: 0, not)")
     ap.add_argument("--lock", default="/tmp/w/bench.lock", help="flock file around every timed run ('' : none)")
@@ -226,49 +261,61 @@ def main():
     a = ap.parse_args()
     if not a.distdgl or any(e.strip() not in ENVIRONMENTS for e in a.distdgl.split(",")):
         die(f"--distdgl {a.distdgl!r}: a comma-separated list of {', '.join(ENVIRONMENTS)}")
+    precisions = [x.strip() for x in a.precisions.split(",")]
+    if not precisions or any(x not in ("fp32", "bf16") for x in precisions):
+        die(f"--precisions {a.precisions!r}: a comma-separated list of fp32, bf16")
+    if not (a.dgl or a.graphbolt):
+        die("nothing to compare with: give --dgl (DistDGL 1.1.3's partition) and/or --graphbolt (DGL 2.1's)")
 
-    ours, dgl_cfg = Path(a.ours).resolve(), Path(a.dgl).resolve()
+    ours = Path(a.ours).resolve()
     if not (ours / "partition.json").exists():
         die(f"{ours}/partition.json not found: --ours must be a fastsample partition directory")
-    if not dgl_cfg.is_file() or not (dgl_cfg.parent / "typed_info.json").exists():
-        die(f"{dgl_cfg} (and typed_info.json beside it) not found: partition with bench/distdgl_typed/partition_typed.py")
-    if not Path(a.dgl_python).exists():
-        die(f"--dgl-python {a.dgl_python} not found (bench/setup_dgl.sh makes one)")
     if shutil.which("unshare") is None or os.geteuid() != 0:
         die("the DistDGL harness needs root and unshare (a private /dev/shm per simulated machine)")
     part = json.loads((ours / "partition.json").read_text())
-    info = json.loads((dgl_cfg.parent / "typed_info.json").read_text())
-    nparts = json.loads(dgl_cfg.read_text())["num_parts"]
-    if part["num_parts"] != a.ranks or nparts != a.ranks:
-        die(f"--ranks {a.ranks}, but fastsample's partition has {part['num_parts']} parts and DGL's {nparts}")
-    src_ours, src_dgl = Path(part["source"]).resolve(), Path(info["dataset"]).resolve()
-    if src_ours != src_dgl:
-        die(f"the partitions are of different datasets: fastsample's of {src_ours}, DGL's of {src_dgl}")
+    if part["num_parts"] != a.ranks:
+        die(f"--ranks {a.ranks}, but fastsample's partition has {part['num_parts']} parts")
+    source = Path(part["source"]).resolve()
+    peers = {flag: (*peer_partition(flag, getattr(a, flag), getattr(a, f"{flag}_python"), source, a.ranks),
+                    getattr(a, f"{flag}_python")) for flag in PEERS if getattr(a, flag)}
     meta = part["dataset"]
+    kind = "typed" if "node_types" in meta else "untyped"
+    kinds = {flag: info["kind"] for flag, (_, info, _) in peers.items()}
+    if set(kinds.values()) != {kind}:
+        die(f"fastsample's partition is {kind}, DistDGL's {kinds}: partition the same dataset")
+    a.fanouts = a.fanouts or DEFAULTS[kind]["fanouts"]
+    a.batch_size = a.batch_size or DEFAULTS[kind]["batch_size"]
     out = Path(a.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     layers = len(a.fanouts.split(","))
-    settings = {"dataset": str(src_ours), "nodes": meta["num_nodes"], "edges": meta["num_edges"],
-                "node_types": meta["node_types"], "relations": len(meta["edge_types"]),
-                "featureless": info["featureless"], "ranks": a.ranks, "threads": a.threads,
-                "fanouts (per relation, input layer first)": a.fanouts, "layers": layers,
-                "batch per rank": a.batch_size, "hidden": a.hidden, "dropout": a.dropout, "lr": a.lr,
-                "embed_lr": a.embed_lr, "embed_dim": a.embed_dim, "epochs per run": a.epochs,
-                "rounds": a.rounds, "cache_fraction (second fastsample run)": a.cache_fraction or None,
+    typed_settings = {"node_types": meta["node_types"], "relations": len(meta["edge_types"]),
+                      "featureless": next(iter(peers.values()))[1]["featureless"], "embed_lr": a.embed_lr,
+                      "embed_dim": a.embed_dim} if kind == "typed" else {}
+    settings = {"dataset": str(source), "kind": kind, "model": "R-GCN" if kind == "typed" else "GraphSAGE",
+                "nodes": meta["num_nodes"], "edges": meta["num_edges"], **typed_settings,
+                "ranks": a.ranks, "threads": a.threads,
+                "fanouts (input layer first" + (", per relation)" if kind == "typed" else ")"): a.fanouts,
+                "layers": layers, "batch per rank": a.batch_size, "hidden": a.hidden, "dropout": a.dropout, "lr": a.lr,
+                "epochs per run": a.epochs, "rounds": a.rounds, "fastsample precisions": precisions,
+                "cache_fraction (second fastsample run)": a.cache_fraction or None,
                 "cpu": cpu_model(), "fastsample source": source_state(),
+                "peers": {PEERS[f][0]: str(cfg) for f, (cfg, _, _) in peers.items()},
                 "distdgl environments": [e.strip() for e in a.distdgl.split(",")]}
     print("settings: " + json.dumps(settings), flush=True)
 
-    base = dict(os.environ, OMP_NUM_THREADS=str(a.threads), PY=a.dgl_python)
+    base = dict(os.environ, OMP_NUM_THREADS=str(a.threads))
     lock = a.lock or None
-    variants = {"fastsample": []}  # name: extra arguments
+    variants = {"fastsample" + ("" if p == "fp32" else f" {p}"): ["--precision", p] for p in precisions}
     if a.cache_fraction:
         variants[f"fastsample, cache {a.cache_fraction:g}"] = ["--cache-fraction", str(a.cache_fraction)]
-    dgl_names = {setting: f"DistDGL 1.1.3 {ENVIRONMENTS[setting]}" for setting in settings["distdgl environments"]}
-    rec = {**{v: [] for v in variants}, **{n: [] for n in dgl_names.values()}}
+    typed_args = ["--embed-lr", str(a.embed_lr), "--embed-dim", str(a.embed_dim)] if kind == "typed" else []
+    dgl_runs = {f"{PEERS[flag][0]} {ENVIRONMENTS[setting]}": (flag, setting)
+                for flag in peers for setting in settings["distdgl environments"]}
+    rec = {**{v: [] for v in variants}, **{n: [] for n in dgl_runs}}
     walls = {k: [] for k in rec}
     foreign_cpu = {k: [] for k in rec}
-    environment = {n: [] for n in dgl_names.values()}  # per run: each DistDGL machine's env*.txt
+    environment = {n: [] for n in dgl_runs}  # per run: each DistDGL machine's env*.txt
+    versions = {}  # DistDGL column: its trainer's dgl and torch
     sources = [settings["fastsample source"]]
     discarded = []
     for r in range(a.rounds):
@@ -277,9 +324,9 @@ def main():
             log_json = out / f"{tag}.jsonl"
             cmd = [a.mpiexec, "-n", str(a.ranks), a.python, "-m", "fastsample.train", "--data", str(ours),
                    "--fanouts", a.fanouts, "--layers", str(layers), "--batch-size", str(a.batch_size),
-                   "--hidden", str(a.hidden), "--dropout", str(a.dropout), "--lr", str(a.lr), "--embed-lr",
-                   str(a.embed_lr), "--embed-dim", str(a.embed_dim), "--threads", str(a.threads),
-                   "--epochs", str(a.epochs), "--eval-every", "0", "--log-json", str(log_json), "--quiet", *extra]
+                   "--hidden", str(a.hidden), "--dropout", str(a.dropout), "--lr", str(a.lr), *typed_args,
+                   "--threads", str(a.threads), "--epochs", str(a.epochs), "--eval-every", "0",
+                   "--log-json", str(log_json), "--quiet", *extra]
             for attempt in range(a.retries + 1):
                 log_json.unlink(missing_ok=True)
                 w, foreign = run(cmd, out / f"{tag}.log", side_env(base, "like"), lock, a.quiet_wait)
@@ -296,14 +343,17 @@ def main():
             print(f"round {r}: {name} epochs " + ", ".join(f"{x['epoch_s']:.2f}" for x in rows) + f" s (run {w:.0f} s, "
                   f"{foreign:.1f} CPU s by other processes meanwhile)", flush=True)
 
-        for setting, name in dgl_names.items():
-            logdir = out / f"distdgl-{setting}-{r}"
-            cmd = ["bash", str(HERE / "distdgl_typed/run_distdgl.sh"), str(dgl_cfg), str(logdir), str(a.threads),
+        for name, (flag, setting) in dgl_runs.items():
+            cfg, _, python = peers[flag]
+            tag = f"{flag}-{setting}-{r}"
+            logdir = out / tag
+            cmd = ["bash", str(HERE / "distdgl/run_distdgl.sh"), str(cfg), str(logdir), str(a.threads),
                    str(a.epochs), str(a.timeout), "--batch_size", str(a.batch_size), "--fanouts", a.fanouts,
                    "--hidden", str(a.hidden), "--dropout", str(a.dropout), "--lr", str(a.lr), "--embed_lr",
                    str(a.embed_lr), "--embed_dim", str(a.embed_dim)]
+            env = side_env(base | {"PY": python, "USE_GRAPHBOLT": "1" if PEERS[flag][2] else "0"}, setting)
             for attempt in range(a.retries + 1):
-                w, foreign = run(cmd, out / f"distdgl-{setting}-{r}.log", side_env(base, setting), lock, a.quiet_wait)
+                w, foreign = run(cmd, out / f"{tag}.log", env, lock, a.quiet_wait)
                 if foreign <= a.max_foreign_cpu * 3 or attempt == a.retries:  # a DistDGL run is ~3x longer
                     break
                 discarded.append({"system": name, "round": r, "foreign_cpu_s": foreign,
@@ -311,7 +361,9 @@ def main():
                 print(f"round {r}: {name} run discarded: {foreign:.1f} CPU s by other processes meanwhile "
                       f"(> 3 x --max-foreign-cpu); again", flush=True)
             res = [json.loads(line) for line in (logdir / "results.jsonl").read_text().splitlines() if line.strip()]
-            r0 = next(x for x in res if x["summary"]["rank"] == 0)["epochs"]
+            summary0 = next(x for x in res if x["summary"]["rank"] == 0)
+            r0 = summary0["epochs"]
+            versions[name] = {k: summary0["summary"].get(k) for k in ("dgl", "torch", "graphbolt")}
             rec[name] += [x for x in r0 if not x["warmup"]]
             walls[name].append(w)
             foreign_cpu[name].append(foreign)
@@ -340,7 +392,8 @@ def main():
     pairs = [(d, n) for d in environment for n in variants]
     print("| phase | " + " | ".join(rec) + " | " + " | ".join(f"{d} / {n}" for d, n in pairs)
           + " |\n|---|" + "---:|" * (len(rec) + len(pairs)))
-    for label in medians["fastsample"]:
+    first = next(iter(variants))
+    for label in medians[first]:
         if label == "epoch":
             continue
         print(f"| {label} | " + " | ".join(f"{medians[n][label]:.3f}" for n in rec) + " | "
@@ -349,10 +402,11 @@ def main():
     print("| **epoch** | " + " | ".join(f"**{medians[n]['epoch']:.2f}**" + (
         f" (slowest trainer {medians[n]['epoch_max_over_trainers']:.2f})" if n in environment else "") for n in rec)
           + " | " + " | ".join(f"**{ratios[d][n]:.2f}x**" for d, n in pairs) + " |")
-    headline = dgl_names.get("like", next(iter(environment)))
-    result = {"settings": settings, "median": medians, "ratio": ratios[headline]["fastsample"], "headline": headline,
+    like = [d for d in environment if dgl_runs[d][1] == "like"]
+    headline = like[0] if like else next(iter(environment))
+    result = {"settings": settings, "median": medians, "ratio": ratios[headline][first], "headline": headline,
               "ratios": ratios, "epochs": rec, "run_walls_s": walls, "foreign_cpu_s": foreign_cpu,
-              "distdgl_environment": environment, "fastsample_environment": {
+              "distdgl_versions": versions, "distdgl_environment": environment, "fastsample_environment": {
                   k: side_env(base, "like").get(k) for k in ("GLIBC_TUNABLES", "OMP_NUM_THREADS")},
               "fastsample_source": sources, "discarded_runs": discarded}
     if len(set(sources)) > 1:
@@ -362,9 +416,10 @@ def main():
           + "; ".join(f"{name} " + ", ".join(f"{x:.1f}" for x in xs) for name, xs in foreign_cpu.items())
           + f"; {len(discarded)} disturbed runs discarded")
     for name, runs in environment.items():
-        print(f"{name}: " + "; ".join(f"{k}: {v}" for k, v in runs[0].items()).replace("\n", ", "))
+        print(f"{name} ({versions[name]}): " + "; ".join(f"{k}: {v}" for k, v in runs[0].items()).replace("\n", ", "))
     print("\nepoch ratio " + "; ".join(f"{d} / {n}: {ratios[d][n]:.2f}x" for d, n in pairs)
-          + f"  (headline: {headline}; results: {out / 'results.json'})")
+          + f"  (headline: {headline} / {first}; results: {out / 'results.json'})")
+
 
 if __name__ == "__main__":
     main()

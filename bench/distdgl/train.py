@@ -1,19 +1,26 @@
-"""Typed (heterogeneous) DistDGL trainer: an R-GCN on DGL 1.1.3's dgl.distributed, timed per phase.
+"""DistDGL trainer, untyped (GraphSAGE) or typed (R-GCN), on DGL's dgl.distributed (1.1.3, or
+2.1 with --graphbolt: GraphBolt's sampler on the servers), timed per phase.
 
 Started by run_distdgl.sh / machine.sh (one graph server + one trainer per simulated machine,
-DGL_ROLE=client, DGL_DIST_MODE=distributed) on a partition written by partition_typed.py
-(its typed_info.json, next to the partition config, names the target type, the featured
-types' widths, the featureless types and the classes).
+DGL_ROLE=client, DGL_DIST_MODE=distributed) on a partition written by partition.py (its
+info.json, next to the partition config, names the kind, the graph, the target type, the
+featured types' widths, the featureless types and the classes).
 
-Model (fastsample/nn/rgcn.py's R-GCN): per layer HeteroGraphConv({rel: SAGEConv(in, out, 'mean')},
+Untyped model (fastsample/nn/sage.py's GraphSAGE): per layer SAGEConv(in, out, 'mean'), i.e.
+W_self h_dst + W_neigh mean(h_src) + b; ReLU + dropout below the last layer.
+Typed model (fastsample/nn/rgcn.py's R-GCN): per layer HeteroGraphConv({rel: SAGEConv(in, out, 'mean')},
 aggregate='sum'), i.e. per destination type the sum over its relations of
 W_self h_dst + W_neigh mean(h_src) + b; ReLU + dropout below the last layer; the last layer's
 outputs of the target type go to cross-entropy. Featured types read their features; each
 featureless type reads a dgl.distributed.DistEmbedding (--embed_dim wide, N(0,1) rows, as
 fastsample's), updated by dgl.distributed.optim.SparseAdam (--embed_lr). Dense parameters: Adam
 (--lr); their gradients are all-reduced explicitly over gloo as one flat bucket (no DDP).
+Both: dense gradients all-reduced explicitly over gloo as one flat bucket (no DDP), Adam.
 Sampling: DistNodeDataLoader + MultiLayerNeighborSampler(--fanouts, input layer first), which
 on a heterograph samples that many in-neighbours per node and per relation (DGL's int fanout).
+With --graphbolt the trainer and (SERVER_GRAPHBOLT=1, machine.sh) the servers call
+initialize(..., use_graphbolt=True): the servers sample their partition's FusedCSCSamplingGraph
+(partition.py --graphbolt) with GraphBolt's kernels; the loader and the rest are the same.
 
 Per epoch (epoch 0 = warm-up) each trainer logs one JSON line with
   sample_s     time in next(dataloader)
@@ -34,7 +41,6 @@ import torch.nn.functional as F
 
 p = argparse.ArgumentParser(allow_abbrev=False, )
 p.add_argument("--mode", choices=["dist"], default="dist")
-p.add_argument("--graph_name", default="typed")
 p.add_argument("--part_config", required=True)
 p.add_argument("--ip_config", default="ip_config.txt")
 p.add_argument("--machine_id", type=int, default=None)
@@ -52,6 +58,7 @@ p.add_argument("--embed_dim", type=int, default=64)
 p.add_argument("--threads", type=int, default=1)
 p.add_argument("--seed", type=int, default=0)
 p.add_argument("--out", default=None, help="append JSON results here")
+p.add_argument("--graphbolt", action="store_true", help="DGL >= 2.1: sample with GraphBolt (partition.py --graphbolt)")
 args = p.parse_args()
 
 torch.set_num_threads(args.threads)
@@ -66,14 +73,33 @@ rank = 0
 
 
 def log(msg):
-    print(f"[typed r{rank} pid{os.getpid()} {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+    print(f"[{info['kind']} r{rank} pid{os.getpid()} {time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
-info_path = os.path.join(os.path.dirname(os.path.abspath(args.part_config)), "typed_info.json")
+info_path = os.path.join(os.path.dirname(os.path.abspath(args.part_config)), "info.json")
 if not os.path.exists(info_path):
-    sys.exit(f"train_typed.py: {info_path} not found: partition with partition_typed.py")
+    sys.exit(f"train.py: {info_path} not found: partition with partition.py")
 info = json.load(open(info_path))
+if args.graphbolt and not info.get("graphbolt"):
+    sys.exit(f"train.py: --graphbolt, but {args.part_config} was not converted (partition.py --graphbolt)")
+typed = info["kind"] == "typed"
 target, featureless = info["target_type"], info["featureless"]
+
+
+class SAGE(nn.Module):
+    def __init__(self, in_dim, hidden, n_cls, num_layers, dropout):
+        super().__init__()
+        dims = [in_dim] + [hidden] * (num_layers - 1) + [n_cls]
+        self.layers = nn.ModuleList(dglnn.SAGEConv(i, o, "mean") for i, o in zip(dims[:-1], dims[1:]))
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, blocks, h):
+        last = len(self.layers) - 1
+        for i, (layer, blk) in enumerate(zip(self.layers, blocks)):
+            h = layer(blk, h)
+            if i < last:
+                h = self.drop(F.relu(h))
+        return h
 
 
 class RGCN(nn.Module):
@@ -112,31 +138,42 @@ if args.machine_id is not None:  # both 'machines' are 127.0.0.1: pin the machin
     import dgl.distributed.rpc_client as _rc
     _mid = args.machine_id
     _rc.get_local_machine_id = lambda namebook: _mid
-dgl.distributed.initialize(args.ip_config)
+dgl.distributed.initialize(args.ip_config, **({"use_graphbolt": True} if args.graphbolt else {}))
 from dgl.distributed import role as _role  # noqa: E402
 rank = _role.get_trainer_rank()
 assert args.machine_id is None or rank == args.machine_id, (rank, args.machine_id)
 tdist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{args.torch_port}",
                          world_size=args.world_size, rank=rank)
 torch.manual_seed(args.seed + rank)
-g = dgl.distributed.DistGraph(args.graph_name, part_config=args.part_config)
+g = dgl.distributed.DistGraph(info["graph_name"], part_config=args.part_config)
 pb = g.get_partition_book()
-train_nid = dgl.distributed.node_split(g.nodes[target].data["train_mask"], pb, ntype=target, force_even=True)
+if getattr(g, "_use_graphbolt", False) != args.graphbolt:  # what the servers answered (DGL >= 2.1 asks them)
+    sys.exit(f"train.py: --graphbolt {args.graphbolt}, but the servers sample with GraphBolt: "
+             f"{getattr(g, '_use_graphbolt', False)} (USE_GRAPHBOLT=1 for both)")
+if typed:
+    train_nid = dgl.distributed.node_split(g.nodes[target].data["train_mask"], pb, ntype=target, force_even=True)
+    feat = {t: g.nodes[t].data["feat"] for t in g.ntypes if t not in featureless}
+    label = g.nodes[target].data["label"]
+else:
+    train_nid = dgl.distributed.node_split(g.ndata["train_mask"], pb, force_even=True)
+    feat, label = g.ndata["feat"], g.ndata["label"]
 log(f"partid={pb.partid} local train {target}={len(train_nid)} nodes={g.num_nodes()} edges={g.num_edges()} "
-    f"etypes={g.canonical_etypes}")
-loader = dgl.dataloading.DistNodeDataLoader(g, {target: train_nid}, sampler, batch_size=args.batch_size,
-                                            shuffle=True, drop_last=False)
-feat = {t: g.nodes[t].data["feat"] for t in g.ntypes if t not in featureless}
-label = g.nodes[target].data["label"]
+    f"etypes={g.canonical_etypes} graphbolt={args.graphbolt}")
+loader = dgl.dataloading.DistNodeDataLoader(g, {target: train_nid} if typed else train_nid, sampler,
+                                            batch_size=args.batch_size, shuffle=True, drop_last=False)
 
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from typed_init import normal_init  # noqa: E402  (the servers unpickle it by module name)
+from embedding_init import normal_init  # noqa: E402  (the servers unpickle it by module name)
 
 emb = {t: dgl.distributed.DistEmbedding(g.num_nodes(t), args.embed_dim, name=f"emb_{t}", init_func=normal_init,
                                         part_policy=g.get_node_partition_policy(t)) for t in featureless}
-in_dims = {t: (args.embed_dim if t in featureless else int(feat[t].shape[1])) for t in g.ntypes}
-model = RGCN(in_dims, args.hidden, info["num_classes"], g.canonical_etypes, len(fanouts), args.dropout)
+if typed:
+    in_dims = {t: (args.embed_dim if t in featureless else int(feat[t].shape[1])) for t in g.ntypes}
+    model = RGCN(in_dims, args.hidden, info["num_classes"], g.canonical_etypes, len(fanouts), args.dropout)
+else:
+    in_dims = int(feat.shape[1])
+    model = SAGE(in_dims, args.hidden, info["num_classes"], len(fanouts), args.dropout)
 with torch.no_grad():  # same initial weights on every trainer (DDP would broadcast them)
     for prm in model.parameters():
         tdist.broadcast(prm, 0)
@@ -166,8 +203,11 @@ for epoch in range(args.epochs):
         except StopIteration:
             break
         b = time.perf_counter()
-        x = {t: (emb[t](ids) if t in emb else feat[t][ids]) for t, ids in input_nodes.items()}
-        y = label[seeds[target]].long()
+        if typed:
+            x = {t: (emb[t](ids) if t in emb else feat[t][ids]) for t, ids in input_nodes.items()}
+            y = label[seeds[target]].long()
+        else:
+            x, y = feat[input_nodes], label[seeds].long()
         c = time.perf_counter()
         opt.zero_grad()
         if sparse_opt is not None:
@@ -196,7 +236,7 @@ for epoch in range(args.epochs):
         T["sample_s"] += b - a; T["fetch_s"] += c - b; T["compute_s"] += d - c
         T["allreduce_s"] += e - d; T["optimizer_s"] += f - e; T["embed_update_s"] += h - f
         nb += 1
-        n_in += sum(len(v) for v in input_nodes.values())
+        n_in += sum(len(v) for v in input_nodes.values()) if typed else len(input_nodes)
         n_e += sum(blk.num_edges() for blk in blocks)
         loss_sum += loss.detach().item()
     epoch_s = time.perf_counter() - t0
@@ -211,7 +251,7 @@ for epoch in range(args.epochs):
 
 timed = [r for r in results if not r["warmup"]]
 med = lambda k: float(np.median([r[k] for r in timed])) if timed else None  # noqa: E731
-summary = {"system": "distdgl", "rank": rank, "host": socket.gethostname(), "dgl": dgl.__version__,
+summary = {"system": "distdgl", "kind": info["kind"], "graphbolt": args.graphbolt, "rank": rank, "host": socket.gethostname(), "dgl": dgl.__version__,
            "torch": torch.__version__, "threads": args.threads, "batch_size": args.batch_size, "fanouts": fanouts,
            "hidden": args.hidden, "embed_dim": args.embed_dim, "lr": args.lr, "embed_lr": args.embed_lr,
            "dropout": args.dropout, "setup_s": round(setup_s, 1),

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# (bench/distdgl_typed copy of /work/shared/peers/distdgl; ports: DGL_BASE_PORT (31050), TORCH_PORT (29631))
+# (bench/distdgl copy of /work/shared/peers/distdgl; ports: DGL_BASE_PORT (31050), TORCH_PORT (29631))
 # Launch DistDGL on this single host: NUM_MACHINES simulated machines, each = 1 graph server
 # (its partition) + 1 trainer, all talking over 127.0.0.1. No ssh, no DGL launch.py.
 # usage: run_distdgl.sh PART_CONFIG LOGDIR [THREADS_PER_TRAINER=1] [EPOCHS=3] [TIMEOUT_S=1200] [extra train.py args]
@@ -8,7 +8,7 @@ set -u
 PART_CONFIG=$(readlink -f "$1"); LOGDIR=$2; THREADS=${3:-1}; EPOCHS=${4:-3}; TMO=${5:-1200}
 shift $(( $# < 5 ? $# : 5 ))
 HERE=$(cd "$(dirname "$0")" && pwd)
-PY=${PY:?set PY to a python that has torch 2.13 and dgl 1.1.3}
+PY=${PY:?set PY to a python that has torch and dgl (bench/setup_dgl.sh)}
 mkdir -p "$LOGDIR"; LOGDIR=$(readlink -f "$LOGDIR"); rm -f "$LOGDIR"/*.log "$LOGDIR"/rc.txt "$LOGDIR"/results.jsonl "$LOGDIR"/env*.txt
 NM=$("$PY" -c "import json,sys; print(json.load(open(sys.argv[1]))['num_parts'])" "$PART_CONFIG")
 IP_CONFIG=$LOGDIR/ip_config.txt
