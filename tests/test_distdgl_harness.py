@@ -3,7 +3,9 @@ like for like, DistDGL's servers and trainers get the allocator tuning fastsampl
 itself and huge pages for their /dev/shm; as shipped, neither. Checked on the harness's own
 machine script, with stand-ins for DGL's processes (DGL is not installed here)."""
 
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -53,3 +55,25 @@ def test_every_distdgl_process_gets_the_settings_environment(tmp_path, setting, 
     assert (tmp_path / "server0.log").read_text().splitlines()[2].startswith(f"USE_GRAPHBOLT={graphbolt} ")
     trainer = (tmp_path / "trainer0.log").read_text().splitlines()[2].split()
     assert trainer[1].endswith("train.py") and ("--graphbolt" in trainer) == (graphbolt == "1"), trainer
+
+
+def _peer(tmp_path, name, **info):
+    d = tmp_path / name
+    d.mkdir()
+    (d / "graph.json").write_text(json.dumps({"num_parts": 2}))
+    (d / "info.json").write_text(json.dumps({"dataset": str(tmp_path / "data"), "kind": "untyped", **info}))
+    return str(d / "graph.json")
+
+
+def test_a_peer_partition_that_cannot_compare_is_refused_naming_it(tmp_path):
+    python, data = sys.executable, (tmp_path / "data").resolve()
+    cfg, info = harness.peer_partition("graphbolt", _peer(tmp_path, "gb", graphbolt=True), python, data, 2)
+    assert info["kind"] == "untyped" and cfg.name == "graph.json"
+    cases = [("dgl", _peer(tmp_path, "other", dataset=str(tmp_path / "elsewhere")), 2, "is a partition of"),
+             ("graphbolt", _peer(tmp_path, "plain"), 2, "not converted for GraphBolt"),
+             ("dgl", _peer(tmp_path, "two"), 4, "2 parts, --ranks 4"),
+             ("dgl", str(tmp_path / "missing/graph.json"), 2, "info.json beside it) not found")]
+    for flag, config, ranks, message in cases:
+        with pytest.raises(SystemExit, match=re.escape(message)) as exc:
+            harness.peer_partition(flag, config, python, data, ranks)
+        assert f"--{flag} " in str(exc.value), exc.value
