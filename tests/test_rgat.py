@@ -140,6 +140,22 @@ def test_the_kernel_refuses_mismatched_shapes():
         lib.gat_aggregate(indptr, indices, xs, a, a[:1], True, 0.2, out, alpha)  # shared: 4 x 8 wide
 
 
+@pytest.mark.parametrize("n,heads,d_in,c", [(1000, 4, 64, 16), (37, 8, 100, 32), (5, 1, 64, 128), (0, 4, 8, 2)])
+def test_the_per_head_projection_is_the_einsums_bits_forward_and_backward(n, heads, d_in, c):
+    # the same products read in place: a speed change only, so every recorded loss stands
+    g = torch.Generator().manual_seed(n + heads)
+    agg = torch.randn(n, heads * d_in, generator=g, requires_grad=True)
+    w = torch.randn(heads, c, d_in, generator=g, requires_grad=True)
+    grad = torch.randn(n, heads * c, generator=g)
+    ours = rgat.per_head(agg, w)
+    theirs = torch.einsum("nhi,hci->nhc", agg.view(n, heads, d_in), w).flatten(1)
+    assert ours.shape == theirs.shape and torch.equal(ours, theirs)
+    # the path for other dtypes and devices (the einsum itself), empty batches included
+    assert torch.allclose(rgat.per_head(agg.detach().double(), w.detach().double()), theirs.detach().double(), atol=1e-4)
+    for a, b in zip(torch.autograd.grad(ours, (agg, w), grad), torch.autograd.grad(theirs, (agg, w), grad)):
+        assert torch.equal(a, b)
+
+
 def test_heads_must_divide_hidden():
     with pytest.raises(ValueError, match="heads"):
         RGAT(8, 18, 3, 2, heads=4)

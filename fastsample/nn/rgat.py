@@ -58,6 +58,41 @@ class _Project(torch.autograd.Function):
                 plan.weight_grad(g, x) if ctx.needs_input_grad[1] else None)
 
 
+class _PerHead(torch.autograd.Function):
+    """Each head's rows of agg (n, heads x d_in) times that head's w (heads, c, d_in)^T, into
+    (n, heads x c): one batched product over strided views, which reads and writes the rows
+    head-interleaved where they are (einsum("nhi,hci->nhc") would first copy agg head-major
+    and its result back; the same products, the same bits)."""
+
+    @staticmethod
+    def forward(ctx, agg, w):
+        n, (heads, c, d) = len(agg), w.shape
+        out = torch.empty(n, heads * c, dtype=agg.dtype)
+        torch.bmm(agg.view(n, heads, d).transpose(0, 1), w.transpose(1, 2), out=out.view(n, heads, c).transpose(0, 1))
+        ctx.save_for_backward(agg, w)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        agg, w = ctx.saved_tensors
+        n, (heads, c, d) = len(agg), w.shape
+        g = g.contiguous().view(n, heads, c)
+        grad_agg = grad_w = None
+        if ctx.needs_input_grad[0]:
+            grad_agg = torch.empty_like(agg)
+            torch.bmm(g.transpose(0, 1), w, out=grad_agg.view(n, heads, d).transpose(0, 1))
+        if ctx.needs_input_grad[1]:
+            grad_w = torch.bmm(g.permute(1, 2, 0), agg.view(n, heads, d).transpose(0, 1))
+        return grad_agg, grad_w
+
+
+def per_head(agg: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """(n, heads x d_in) rows, each head's slice projected by its own w[h] (c, d_in): (n, heads x c)."""
+    if agg.device.type == "cpu" and agg.dtype == torch.float32:
+        return _PerHead.apply(agg.contiguous(), w.contiguous())
+    return torch.einsum("nhi,hci->nhc", agg.view(len(agg), *w.shape[::2]), w).flatten(1)
+
+
 def project(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     if x.device.type == "cpu" and x.dtype == torch.float32:
         return _Project.apply(x.contiguous(), w)
@@ -169,12 +204,12 @@ class RelationAttention(nn.Module):
             out = attend(block, xs, a_src, a_dst, shared=False)
         else:  # sum_u alpha_u W_h x_u = W_h (sum_u alpha_u x_u): weigh raw rows, project the sums
             a_src = h_src @ (w_src.view(H, C, -1) * self.att_src.view(H, C, 1)).sum(1).t()
-            agg = attend(block, h_src, a_src, a_dst, shared=True).view(-1, H, h_src.shape[1])
+            agg = attend(block, h_src, a_src, a_dst, shared=True)
             w = w_src.view(H, C, -1)
             if matmul.current().bf16:  # the plan's bf16 products (fp32 accumulation), as _Project's
-                out = torch.einsum("nhi,hci->nhc", agg.bfloat16(), w.bfloat16()).float().flatten(1)
+                out = torch.einsum("nhi,hci->nhc", agg.view(-1, H, h_src.shape[1]).bfloat16(), w.bfloat16()).float().flatten(1)
             else:
-                out = torch.einsum("nhi,hci->nhc", agg, w).flatten(1)
+                out = per_head(agg, w)
         return out + self.bias
 
 
