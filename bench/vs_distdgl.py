@@ -77,7 +77,7 @@ PHASES = [  # (label, fastsample's record keys summed, DistDGL's keys summed)
 
 
 def die(msg: str):
-    sys.exit(f"typed_vs_distdgl.py: {msg}")
+    sys.exit(f"vs_distdgl.py: {msg}")
 
 
 class ForeignCPU:
@@ -207,13 +207,13 @@ def peer_partition(flag: str, config: str, python: str, ours_source: Path, ranks
     info_path = cfg.parent / "info.json"
     if not cfg.is_file() or not info_path.exists():
         die(f"--{flag} {cfg} (and info.json beside it) not found: partition with bench/distdgl/partition.py")
-    info = json.loads(info_path.read_text())
-    if flag == "graphbolt" and not info.get("graphbolt"):
-        die(f"--graphbolt {cfg}: not converted for GraphBolt (bench/distdgl/partition.py --graphbolt, under DGL 2.1)")
+    info, parts = json.loads(info_path.read_text()), json.loads(cfg.read_text())["num_parts"]
+    if PEERS[flag][2] and not info.get("graphbolt"):
+        die(f"--{flag} {cfg}: not converted for GraphBolt (bench/distdgl/partition.py --graphbolt, under DGL 2.1)")
     if Path(info["dataset"]).resolve() != ours_source:
         die(f"--{flag} {cfg} is a partition of {info['dataset']}, fastsample's of {ours_source}")
-    if json.loads(cfg.read_text())["num_parts"] != ranks:
-        die(f"--{flag} {cfg}: {json.loads(cfg.read_text())['num_parts']} parts, --ranks {ranks}")
+    if parts != ranks:
+        die(f"--{flag} {cfg}: {parts} parts, --ranks {ranks}")
     if not Path(python).exists():
         die(f"--{flag}-python {python} not found (bench/setup_dgl.sh makes one)")
     return cfg, info
@@ -222,9 +222,9 @@ def peer_partition(flag: str, config: str, python: str, ours_source: Path, ranks
 def main():
     ap = argparse.ArgumentParser(allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--ours", required=True, help="fastsample partition directory (python -m fastsample.partition)")
-    for flag, (name, python, _) in PEERS.items():
+    for flag, (name, python, graphbolt) in PEERS.items():
         ap.add_argument(f"--{flag}", help=f"{name}'s partition config JSON (bench/distdgl/partition.py"
-                        + (" --graphbolt" if flag == "graphbolt" else "") + "; at least one of --dgl, --graphbolt)")
+                        + (" --graphbolt" if graphbolt else "") + "; at least one of --dgl, --graphbolt)")
         ap.add_argument(f"--{flag}-python", default=str(REPO / python), help=f"a python with {name}'s torch and dgl "
                         "(bench/setup_dgl.sh)")
     ap.add_argument("--python", default=str(REPO / ".venv/bin/python"), help="fastsample's python")
@@ -259,7 +259,8 @@ def main():
                     help="DistDGL's environments, each a column: like (for like: fastsample's allocator tuning and "
                          "huge pages given to DistDGL too), shipped (glibc's defaults, 4 KiB pages) (default: both)")
     a = ap.parse_args()
-    if not a.distdgl or any(e.strip() not in ENVIRONMENTS for e in a.distdgl.split(",")):
+    environments = [e.strip() for e in a.distdgl.split(",")]
+    if not a.distdgl or any(e not in ENVIRONMENTS for e in environments):
         die(f"--distdgl {a.distdgl!r}: a comma-separated list of {', '.join(ENVIRONMENTS)}")
     precisions = [x.strip() for x in a.precisions.split(",")]
     if not precisions or any(x not in ("fp32", "bf16") for x in precisions):
@@ -300,7 +301,7 @@ def main():
                 "cache_fraction (second fastsample run)": a.cache_fraction or None,
                 "cpu": cpu_model(), "fastsample source": source_state(),
                 "peers": {PEERS[f][0]: str(cfg) for f, (cfg, _, _) in peers.items()},
-                "distdgl environments": [e.strip() for e in a.distdgl.split(",")]}
+                "distdgl environments": environments}
     print("settings: " + json.dumps(settings), flush=True)
 
     base = dict(os.environ, OMP_NUM_THREADS=str(a.threads))
@@ -310,7 +311,7 @@ def main():
         variants[f"fastsample, cache {a.cache_fraction:g}"] = ["--cache-fraction", str(a.cache_fraction)]
     typed_args = ["--embed-lr", str(a.embed_lr), "--embed-dim", str(a.embed_dim)] if kind == "typed" else []
     dgl_runs = {f"{PEERS[flag][0]} {ENVIRONMENTS[setting]}": (flag, setting)
-                for flag in peers for setting in settings["distdgl environments"]}
+                for flag in peers for setting in environments}
     rec = {**{v: [] for v in variants}, **{n: [] for n in dgl_runs}}
     walls = {k: [] for k in rec}
     foreign_cpu = {k: [] for k in rec}

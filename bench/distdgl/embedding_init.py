@@ -1,4 +1,4 @@
-"""DistEmbedding initializer for train_typed.py. In its own module because DGL pickles the
+"""DistEmbedding initializer for train.py. In its own module because DGL pickles the
 init function to the graph servers, which must import it by name (server.py's directory)."""
 import torch
 

@@ -13,7 +13,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 PY=${PY:?set PY to a python that has torch and dgl (bench/setup_dgl.sh)}
 
 . "$HERE/shm.sh" || exit 3  # the private /dev/shm (SHM_HUGE=always: 2 MiB pages, like fastsample's resident shards)
-# what this machine's processes run with, for the result file (typed_vs_distdgl.py reads it)
+# what this machine's processes run with, for the result file (vs_distdgl.py reads it)
 { echo "GLIBC_TUNABLES=${GLIBC_TUNABLES:-}"; grep ' /dev/shm ' /proc/mounts | tail -1; } > "$LOGDIR/env$M.txt"
 GRAPHBOLT=(); [ "${USE_GRAPHBOLT:-0}" = 1 ] && GRAPHBOLT=(--graphbolt)
 

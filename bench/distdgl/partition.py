@@ -33,7 +33,7 @@ ap = argparse.ArgumentParser(allow_abbrev=False, description=__doc__, formatter_
 ap.add_argument("dataset")
 ap.add_argument("out")
 ap.add_argument("--parts", type=int, default=2)
-ap.add_argument("--name", default="graph", help="DGL graph name (train.py --graph_name)")
+ap.add_argument("--name", default="graph", help="DGL graph name (info.json tells train.py)")
 ap.add_argument("--method", default="metis", choices=["metis", "random"])
 ap.add_argument("--graphbolt", action="store_true",
                 help="DGL >= 2.1: also convert the partitions for GraphBolt (dgl_partition_to_graphbolt)")
@@ -82,7 +82,6 @@ if typed:
 else:
     g = dgl.graph((torch.from_numpy(indices.astype(np.int64)), torch.from_numpy(dst)), num_nodes=N)
     del indices, dst
-    feats = {"_N": True}
     g.ndata["feat"] = torch.from_numpy(np.load(os.path.join(D, "features.npy")).astype(np.float32))
 ti, nt = ntypes.index(target), num_nodes[target]
 labels = np.load(os.path.join(D, "labels.npy"))
@@ -117,7 +116,7 @@ print(f"partition_graph({args.method}, {args.parts} parts): {t2 - t1:.1f}s"
       + (f", to GraphBolt {t3 - t2:.1f}s" if args.graphbolt else "") + f" (total {t3 - t0:.1f}s), "
       f"peak RSS {peak:.2f} GiB", flush=True)
 info = {"dataset": os.path.abspath(D), "kind": "typed" if typed else "untyped", "target_type": target,
-        "node_types": ntypes, "featureless": [t for t in ntypes if not feats.get(t)],
+        "node_types": ntypes, "featureless": [t for t in ntypes if "feat" not in g.nodes[t].data],
         "feature_dims": {t: int(g.nodes[t].data["feat"].shape[1]) for t in ntypes if "feat" in g.nodes[t].data},
         "num_classes": int(meta["num_classes"]), "method": args.method, "num_parts": args.parts,
         "graphbolt": args.graphbolt, "dgl": dgl.__version__, "graph_name": args.name,

@@ -13,12 +13,11 @@ aggregate='sum'), i.e. per destination type the sum over its relations of
 W_self h_dst + W_neigh mean(h_src) + b; ReLU + dropout below the last layer; the last layer's
 outputs of the target type go to cross-entropy. Featured types read their features; each
 featureless type reads a dgl.distributed.DistEmbedding (--embed_dim wide, N(0,1) rows, as
-fastsample's), updated by dgl.distributed.optim.SparseAdam (--embed_lr). Dense parameters: Adam
-(--lr); their gradients are all-reduced explicitly over gloo as one flat bucket (no DDP).
-Both: dense gradients all-reduced explicitly over gloo as one flat bucket (no DDP), Adam.
+fastsample's), updated by dgl.distributed.optim.SparseAdam (--embed_lr).
+Both: dense gradients all-reduced explicitly over gloo as one flat bucket (no DDP), Adam (--lr).
 Sampling: DistNodeDataLoader + MultiLayerNeighborSampler(--fanouts, input layer first), which
 on a heterograph samples that many in-neighbours per node and per relation (DGL's int fanout).
-With --graphbolt the trainer and (SERVER_GRAPHBOLT=1, machine.sh) the servers call
+With --graphbolt the trainer and (USE_GRAPHBOLT=1, machine.sh) the servers call
 initialize(..., use_graphbolt=True): the servers sample their partition's FusedCSCSamplingGraph
 (partition.py --graphbolt) with GraphBolt's kernels; the loader and the rest are the same.
 

@@ -207,7 +207,7 @@ class RelationAttention(nn.Module):
             agg = attend(block, h_src, a_src, a_dst, shared=True)
             w = w_src.view(H, C, -1)
             if matmul.current().bf16:  # the plan's bf16 products (fp32 accumulation), as _Project's
-                out = torch.einsum("nhi,hci->nhc", agg.view(-1, H, h_src.shape[1]).bfloat16(), w.bfloat16()).float().flatten(1)
+                out = per_head(agg.bfloat16(), w.bfloat16()).float()
             else:
                 out = per_head(agg, w)
         return out + self.bias
