@@ -158,7 +158,7 @@ FS_CLONES void mean_aggregate_at(const int64_t* indptr, const int32_t* indices, 
 FS_CLONES void mean_aggregate_backward(const int64_t* indptr, const int32_t* indices, int64_t num_dst,
                              int64_t num_src, const float* grad_agg, int64_t agg_stride,
                              const float* grad_self, int64_t self_stride, int64_t width, const uint8_t* kept, float scale,
-                             float* grad_h, float* col_sum, bool transposed) {
+                             float* grad_h, float* col_sum, bool transposed, bool accumulate) {
   const int64_t E = indptr[num_dst];
   // transpose: for each source, the destinations it feeds, in destination order
   std::vector<int64_t> tptr(num_src + 1, 0);
@@ -184,10 +184,17 @@ FS_CLONES void mean_aggregate_backward(const int64_t* indptr, const int32_t* ind
       const int64_t first = b * kSumRows, last = std::min(num_src, (b + 1) * kSumRows);
       for (int64_t u = first; u < last; ++u) {
         float* g = transposed ? tile.data() + (u - first) * width : grad_h + u * width;
-        if (grad_self != nullptr && u < num_dst)
+        if (accumulate) {
+          if (grad_self != nullptr && u < num_dst) {
+            const float* s = grad_self + u * self_stride;
+#pragma omp simd
+            for (int64_t f = 0; f < width; ++f) g[f] += s[f];
+          }
+        } else if (grad_self != nullptr && u < num_dst) {
           std::copy(grad_self + u * self_stride, grad_self + u * self_stride + width, g);
-        else
+        } else {
           std::fill(g, g + width, 0.0f);
+        }
         for (int64_t k = tptr[u]; k < tptr[u + 1]; ++k) {
           const int32_t i = tdst[k];
           if (k + kAhead < tptr[u + 1]) prefetch_lines(grad_agg + static_cast<int64_t>(tdst[k + kAhead]) * agg_stride, width);

@@ -31,7 +31,10 @@ void mean_aggregate_at(const int64_t* indptr, const int32_t* indices, int64_t nu
 //                + sum over edges i -> u of grad_agg[i, :] / deg(i)
 // and then, if kept: grad_h[u, f] = scale * grad_h[u, f] where kept, else 0 (the backward of
 // ReLU followed by dropout with keep-scale `scale`, from their output's kept bits: kept_bits.hpp).
-// grad_agg and grad_self rows are *_stride apart; grad_h (num_src, width) is overwritten.
+// grad_agg and grad_self rows are *_stride apart; grad_h (num_src, width) is overwritten, or,
+// if accumulate, added to (what it holds stands for the first term: a source type read by
+// several relations gets its gradient in one buffer, one call per relation, no zeroed
+// tensors summed by autograd: fastsample/nn/rgcn.py; not with transposed).
 // If col_sum (width): it is set to grad_h's column sums, taken while each row is still in
 // cache (the lower layer's bias gradient, which would otherwise be one more pass over
 // grad_h), in double, in blocks of rows summed in a fixed order: the same on any thread count.
@@ -40,6 +43,6 @@ void mean_aggregate_at(const int64_t* indptr, const int32_t* indices, int64_t nu
 void mean_aggregate_backward(const int64_t* indptr, const int32_t* indices, int64_t num_dst,
                              int64_t num_src, const float* grad_agg, int64_t agg_stride,
                              const float* grad_self, int64_t self_stride, int64_t width, const uint8_t* kept, float scale,
-                             float* grad_h, float* col_sum, bool transposed = false);
+                             float* grad_h, float* col_sum, bool transposed = false, bool accumulate = false);
 
 }  // namespace fastsample

@@ -127,20 +127,21 @@ def test_only_the_spans_that_take_a_gradient_get_an_input_gradient():
     assert listed["1:paper", "input_grad"] == (8, 16 * 4, 5)  # above the input layer: all of z
 
     seen = []
-    real = rgcn._Product.backward
+    real = matmul.Plan.input_grad
 
-    def spy(ctx, g):
-        grads = real(ctx, g)
-        seen.append([None if v is None else tuple(v.shape) for v in grads[5:]])  # after z, w, b, spans, link
-        return grads
+    def spy(self, g, w):
+        seen.append((g.shape[0], w.shape[1]))  # (rows, the input-gradient columns: the spans' width)
+        return real(self, g, w)
 
-    rgcn._Product.backward = staticmethod(spy)
+    matmul.Plan.input_grad = spy
     try:
         model(blocks, x).sum().backward()
     finally:
-        rgcn._Product.backward = staticmethod(real)
-    # the layer-0 products took gradients for the venues' means only (one per type they feed)
-    assert [(n_paper, 6)] in seen
+        matmul.Plan.input_grad = real
+    # layer 1: one product for its adjacent spans that take a gradient, [paper | cites |
+    # writes] (the venues' layer-0 rows are zeros, nothing flows into venues, and take none);
+    # layer 0: the venues' means only (one per type they feed: papers here), none for features
+    assert sorted(seen) == sorted([(8, 16 * 3), (n_paper, 6)])
 
 
 @needs_native
@@ -161,3 +162,47 @@ def test_a_mean_is_written_into_a_column_block():
     overlapping = torch.empty(200).as_strided((20, 8), (4, 1))
     with pytest.raises(ValueError, match="out: rows overlap"):
         lib.mean_aggregate(indptr, indices, h, overlapping)
+
+
+@needs_native
+def test_the_mean_backward_adds_into_a_buffer_and_its_fallback_agrees(monkeypatch):
+    # a source type read by several relations gets its gradient in one buffer: the first
+    # relation writes (with the type's own rows' gradient), the others add; the index_add_
+    # fallback (no native module, or a GPU) gives the same values to rounding
+    from fastsample.native import lib
+
+    rng = np.random.default_rng(3)
+    num_src, width = 40, 8
+
+    def relation(num_dst):
+        deg = rng.integers(0, 5, num_dst)
+        indptr = np.concatenate([[0], np.cumsum(deg)]).astype(np.int64)
+        indices = rng.integers(0, num_src, int(indptr[-1])).astype(np.int32)
+        return Block(indptr, indices, num_dst, num_src, "cpu")
+
+    rels = [relation(15), relation(25)]
+    wide = [torch.randn(r.num_dst, 3 * width) for r in rels]  # each relation's span: columns [width, 2 width)
+    g_own = torch.randn(15, width)
+
+    def dense(r):  # A^T diag(1/degree) as a dense matrix
+        a = torch.zeros(r.num_dst, num_src)
+        for i in range(r.num_dst):
+            for u in r.indices[r.indptr[i]:r.indptr[i + 1]]:
+                a[i, u] += 1.0 / (r.indptr[i + 1] - r.indptr[i])
+        return a.t()
+
+    want = dense(rels[0]) @ wide[0][:, width:2 * width] + dense(rels[1]) @ wide[1][:, width:2 * width]
+    want[:15] += g_own
+    got = {}
+    for name in ("native", "fallback"):
+        if name == "fallback":
+            monkeypatch.setattr(rgcn, "_native", None)
+        grad = torch.full((num_src, width), float("nan"))  # whatever it held: the first call writes
+        rgcn._mean_backward(rels[0], wide[0][:, width:2 * width], grad, g_self=g_own)
+        rgcn._mean_backward(rels[1], wide[1][:, width:2 * width], grad, accumulate=True)
+        got[name] = grad
+    assert torch.allclose(got["native"], want, rtol=1e-5, atol=1e-6)
+    assert torch.allclose(got["fallback"], want, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="accumulate: not with transposed"):
+        lib.mean_aggregate_backward(rels[0].indptr, rels[0].indices, wide[0][:, :width], None, None, 1.0,
+                                    torch.empty(width, num_src), None, True, True)

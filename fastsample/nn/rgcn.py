@@ -8,17 +8,21 @@ numerically: for a destination node v of type t,
 followed, below the last layer, by ReLU and dropout. Node types without features take
 their rows from learnable embedding tables that live outside the model, sharded over the
 ranks and updated sparsely (fastsample/distributed/embedding.py; the loader gathers
-their rows into ``x`` as it does features). The means run on the native kernels (an autograd function over mean_aggregate and its
-backward) on the CPU where built, else on a sparse product, to rounding the same numbers.
+their rows into ``x`` as it does features). The means run on the native kernels on the CPU
+where built, else on a sparse product (backward: index_add_), to rounding the same numbers.
 The last layer computes the target type only.
 
-A layer is one product per destination type over [h | a mean per relation into it]: each
-mean is written into its columns of that product's input as it is made (no concatenation),
-only the spans whose rows take a gradient get an input gradient (the input layer's features
-take none: _Product), and ReLU with dropout is one native pass in place (sage.relu_dropout).
+A layer is one autograd function (_Layer) with one product per destination type over
+[h | a mean per relation into it]: each mean is written into its columns of that product's
+input as it is made (no concatenation); only the spans whose rows take a gradient get an
+input gradient (the input layer's features take none); each source type's gradient is
+made in one buffer, one native pass per relation reading it; and ReLU with dropout is one
+native pass in place (sage.relu_dropout).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -30,33 +34,49 @@ from fastsample.native import lib as _native
 from fastsample.rows import RowTable, tensor_of
 
 
-class _NativeMean(torch.autograd.Function):
-    """mean_{u in N(v)} h[u] per destination on the native kernels, and its backward."""
+def _mean_backward(block: Block, g: torch.Tensor, grad: torch.Tensor, accumulate: bool = False,
+                   g_self: torch.Tensor | None = None) -> None:
+    """grad (=, or += with ``accumulate``) the mean's backward, A^T (g / degree), plus
+    ``g_self`` on its first rows: on the native kernel (mean_aggregate_backward, one pass, g
+    and g_self may be column blocks of a wider gradient), else by index_add_ (any device)."""
+    if _native is not None and g.device.type == "cpu":
+        _native.mean_aggregate_backward(block.indptr, block.indices, g, g_self, None, 1.0, grad, None, False,
+                                        accumulate)
+        return
+    if not accumulate:
+        grad.zero_()
+    if g_self is not None:
+        grad[:g_self.shape[0]] += g_self
+    src, dst = block.edge_index
+    degree = torch.bincount(dst, minlength=block.num_dst).clamp_min(1).to(g.dtype)
+    grad.index_add_(0, src, (g / degree[:, None])[dst])
+
+
+class _Mean(torch.autograd.Function):
+    """mean_{u in N(v)} h[u] per destination, and its backward (_mean_backward)."""
 
     @staticmethod
     def forward(ctx, h, block):
-        out = torch.empty(block.num_dst, h.shape[1], dtype=torch.float32)
-        _native.mean_aggregate(block.indptr, block.indices, h.contiguous(), out)
+        out = torch.empty(block.num_dst, h.shape[1], dtype=torch.float32, device=h.device)
+        _mean_into(block, h, out)
         ctx.block, ctx.num_src = block, h.shape[0]
         return out
 
     @staticmethod
     def backward(ctx, g):
-        grad = torch.empty(ctx.num_src, g.shape[1], dtype=torch.float32)
-        _native.mean_aggregate_backward(ctx.block.indptr, ctx.block.indices, g.contiguous(), None, None, 1.0, grad)
+        grad = torch.empty(ctx.num_src, g.shape[1], dtype=torch.float32, device=g.device)
+        _mean_backward(ctx.block, g.contiguous(), grad)
         return grad, None
 
 
 def mean(block: Block, h) -> torch.Tensor:
     """The mean of each destination's in-neighbours' rows of ``h`` (0 without edges): a
-    tensor, or a row table (fastsample/rows.py), read where its rows are."""
+    tensor (autograd sees it), or a row table (fastsample/rows.py), read where its rows are."""
     if isinstance(h, RowTable):
         out = torch.empty(block.num_dst, h.width, dtype=torch.float32)
         _mean_into(block, h, out)
         return out
-    if _native is not None and h.device.type == "cpu" and h.dtype == torch.float32:
-        return _NativeMean.apply(h, block)
-    return block.mean(h)
+    return _Mean.apply(h, block)
 
 
 def _takes_grad(h) -> bool:
@@ -64,24 +84,16 @@ def _takes_grad(h) -> bool:
     return torch.is_grad_enabled() and isinstance(h, torch.Tensor) and h.requires_grad
 
 
-def _self_rows(h, n: int, out: torch.Tensor) -> torch.Tensor | None:
-    """``out`` = rows [0, n) of ``h`` (the destinations', first among the sources); returns
-    them as autograd sees them where ``h`` takes a gradient, else None."""
-    if isinstance(h, RowTable):  # takes no gradient
+def _self_rows(h, n: int, out: torch.Tensor) -> None:
+    """``out`` = rows [0, n) of ``h`` (the destinations', first among the sources)."""
+    if isinstance(h, RowTable):
         h.copy_into(out)
-        return None
-    rows = tensor_of(h, n)
-    out.copy_(rows)
-    return rows if _takes_grad(h) else None
+    else:
+        out.copy_(tensor_of(h, n))
 
 
-def _mean_into(block: Block, h, out: torch.Tensor) -> torch.Tensor | None:
-    """``out`` (rows apart: a column block of a product's input) = ``mean(block, h)``. Returns
-    the mean as autograd sees it where ``h`` takes a gradient, else None (written in place)."""
-    if _takes_grad(h):
-        m = mean(block, h)
-        out.copy_(m.detach())
-        return m
+def _mean_into(block: Block, h, out: torch.Tensor) -> None:
+    """``out`` (rows apart: a column block of a product's input) = ``mean(block, h)``, in place."""
     if isinstance(h, RowTable) and h.readable:
         h.mean_into(block.indptr, block.indices, out, with_self=False)
     elif isinstance(h, RowTable):
@@ -90,33 +102,106 @@ def _mean_into(block: Block, h, out: torch.Tensor) -> torch.Tensor | None:
         _native.mean_aggregate(block.indptr, block.indices, h.contiguous(), out)
     else:
         out.copy_(block.mean(h.float()))
-    return None
 
 
-class _Product(torch.autograd.Function):
-    """z @ w.T + b on the current product plan (fastsample/nn/matmul.py: the engine the trainer
-    measured fastest on this CPU), where column spans of z hold ``parts`` (each part's values,
-    copied there, and autograd's handle on it). The backward gives each part its span's input
-    gradient, g @ w[:, span]; a span of z whose rows take no gradient (the input layer's
-    features) gets none computed, where linear() would compute the gradient of all of z."""
-
-    @staticmethod
-    def forward(ctx, z, w, b, spans, link, *parts):
-        ctx.save_for_backward(z, w)
-        ctx.spans, ctx.link = spans, link if link is not None else {}
-        return matmul.current().forward(z, w, b)
+class _Layer(torch.autograd.Function):
+    """One layer's products, z_t @ w_t^T + b_t per computed destination type t, where z_t =
+    [h_t | a mean per relation into t] is made here (each mean written into its columns);
+    ``spec``: _LayerSpec. The backward gives the weights and biases their gradients, takes
+    input gradients only for the column spans whose rows take one (the input layer's
+    features take none), in one product per run of adjacent such spans, and gives each
+    source type that takes a gradient one buffer: one pass per relation that reads the type
+    (_mean_backward: the first writes it, with the type's own span on its first rows, the
+    others add), where autograd would pad the self rows' slice with zeros and add whole
+    tensors, one per use."""
 
     @staticmethod
-    def backward(ctx, g):
-        z, w = ctx.saved_tensors
-        need = ctx.needs_input_grad
-        plan = matmul.current()
-        g = plan.output_grad(g)  # g^T whole where RGCN.forward had it so written
-        g_t, bias_grad = ctx.link.pop("g_t", None), ctx.link.pop("bias_grad", None)  # made by the ReLU's backward
-        gw = plan.weight_grad(g if g_t is None else g_t.t(), z) if need[1] else None
-        gb = (g.sum(0) if bias_grad is None else bias_grad) if need[2] else None
-        return (None, gw, gb, None, None, *(plan.input_grad(g, w[:, a:b]) if need[5 + i] else None
-                                            for i, (a, b) in enumerate(ctx.spans)))
+    def forward(ctx, spec, *tensors):
+        G, T = len(spec.grad_types), len(spec.types)
+        h = {**spec.h, **dict(zip(spec.grad_types, tensors[:G]))}
+        ws, bs = tensors[G:G + T], tensors[G + T:]
+        plan, zs, outs = matmul.current(), [], []
+        for (t, n, spans), w, b in zip(spec.types, ws, bs):
+            z = torch.empty(n, w.shape[1], device=w.device)
+            for s, rel, a, e in spans:
+                (_self_rows(h[s], n, z[:, a:e]) if rel is None else _mean_into(rel, h[s], z[:, a:e]))
+            zs.append(z)
+            outs.append(plan.forward(z, w, b))
+        ctx.spec, ctx.zs, ctx.plan = spec, zs, plan
+        ctx.num_src = [h[s].shape[0] for s in spec.grad_types]
+        ctx.save_for_backward(*ws)
+        ctx.set_materialize_grads(False)  # an output the loss does not read: its type's weights get no gradient
+        return tuple(outs)
+
+    @staticmethod
+    def backward(ctx, *gs):
+        spec, plan, ws = ctx.spec, ctx.plan, ctx.saved_tensors
+        G, T = len(spec.grad_types), len(spec.types)
+        need_w, need_b = ctx.needs_input_grad[1 + G:1 + G + T], ctx.needs_input_grad[1 + G + T:]
+        own = {s: None for s in spec.grad_types}  # type -> its own span's gradient (rows [0, n))
+        reads = {s: [] for s in spec.grad_types}  # type -> [(relation block, its span's gradient)]
+        gws, gbs = [], []
+        for k, ((t, n, spans), w, z, g) in enumerate(zip(spec.types, ws, ctx.zs, gs)):
+            if g is None:
+                gws.append(None)
+                gbs.append(None)
+                continue
+            g = plan.output_grad(g)  # g^T whole where the ReLU's backward wrote it so
+            link = spec.links.get(t, {}) if spec.links is not None else {}
+            g_t, bias_grad = link.pop("g_t", None), link.pop("bias_grad", None)  # made by the ReLU's backward
+            gws.append(plan.weight_grad(g if g_t is None else g_t.t(), z) if need_w[k] else None)
+            gbs.append((g.sum(0) if bias_grad is None else bias_grad) if need_b[k] else None)
+            for run in _runs([x for x in spans if x[0] in own]):
+                first = run[0][2]
+                gz = plan.input_grad(g, w[:, first:run[-1][3]])
+                for s, rel, a, e in run:
+                    if rel is None:
+                        own[s] = gz[:, a - first:e - first]
+                    else:
+                        reads[s].append((rel, gz[:, a - first:e - first]))
+        grads = []
+        for s, num_src in zip(spec.grad_types, ctx.num_src):
+            g_own, rels = own[s], reads[s]
+            if g_own is None and not rels:
+                grads.append(None)
+                continue
+            width = (g_own if g_own is not None else rels[0][1]).shape[1]
+            grad = torch.empty(num_src, width, dtype=torch.float32, device=ws[0].device)
+            # the own span rides with a relation over as many destinations (its rows), else is added after
+            carrier = next((j for j, (rel, _) in enumerate(rels) if g_own is not None
+                            and rel.num_dst == g_own.shape[0]), None)
+            for j, (rel, g_rel) in enumerate(rels):
+                _mean_backward(rel, g_rel, grad, accumulate=j > 0, g_self=g_own if j == carrier else None)
+            if not rels:
+                grad.zero_()
+            if g_own is not None and carrier is None:
+                grad[:g_own.shape[0]] += g_own
+            grads.append(grad)
+        return (None, *grads, *gws, *gbs)
+
+
+def _runs(spans: list) -> list[list]:
+    """``spans`` ((type, relation, start, end), in column order) grouped into runs of adjacent ones."""
+    runs = []
+    for x in spans:
+        if runs and runs[-1][-1][3] == x[2]:
+            runs[-1].append(x)
+        else:
+            runs.append([x])
+    return runs
+
+
+@dataclass
+class _LayerSpec:
+    """What _Layer reads besides its tensors: per computed type (type, destinations,
+    [(source type, relation block or None for the type's own rows, first column, end column)]),
+    the input rows that take no gradient (h), the types whose rows take one (grad_types, in
+    the order of _Layer's tensors) and the links shared with the ReLUs after it."""
+
+    types: list
+    h: dict
+    grad_types: list
+    links: dict | None
 
 
 class RGCN(nn.Module):
@@ -230,33 +315,31 @@ class RGCN(nn.Module):
         added to ``weight_only``. ``links``: {type: a dict its product shares with the ReLU
         after it} is filled where given (sage.relu_dropout: that pass makes the product's bias
         gradient, and its output gradient transposed, for it)."""
-        layer = self.layers[i]
-        out = {}
+        layer, zeros, types, ws, bs = self.layers[i], {}, [], [], []
+        grad_types = [s for s in self.node_types if _takes_grad(h[s])]
         for t in self._computed(i):
             into = [(r, e) for r, e in enumerate(block.edge_types) if e[2] == t]
             n = block.num_dst_dict[t]
             if not into:
                 lin = layer["__".join(self.edge_types[0])].self_lin
-                out[t] = lin.weight.new_zeros(n, lin.out_features)
+                zeros[t] = lin.weight.new_zeros(n, lin.out_features)
                 continue
             convs = [layer["__".join(e)] for _, e in into]
-            w = torch.cat([sum(c.self_lin.weight for c in convs)] + [c.neigh_lin.weight for c in convs], dim=1)
-            z = torch.empty(n, w.shape[1], device=w.device)
-            sources = [(None, h[t])] + [(block.relation_block(r), h[e[0]]) for r, e in into]
-            parts, spans, at = [], [], 0
-            for rel, src in sources:
-                width = src.width if isinstance(src, RowTable) else src.shape[1]
-                view = z[:, at:at + width]
-                part = _self_rows(src, n, view) if rel is None else _mean_into(rel, src, view)
-                if part is not None:
-                    parts.append(part)
-                    spans.append((at, at + width))
+            ws.append(torch.cat([sum(c.self_lin.weight for c in convs)] + [c.neigh_lin.weight for c in convs], dim=1))
+            bs.append(sum(c.self_lin.bias for c in convs))
+            spans, at = [], 0
+            for rel, s in [(None, t)] + [(block.relation_block(r), e[0]) for r, e in into]:
+                width = h[s].width if isinstance(h[s], RowTable) else h[s].shape[1]
+                spans.append((s, rel, at, at + width))
                 at += width
-            link = links.setdefault(t, {}) if links is not None else None
-            out[t] = _Product.apply(z, w, sum(c.self_lin.bias for c in convs), tuple(spans), link, *parts)
-            if not parts and weight_only is not None:
+            types.append((t, n, spans))
+            if weight_only is not None and not any(s in grad_types for s, *_ in spans):
                 weight_only.add(t)
-        return out
+            if links is not None:
+                links.setdefault(t, {})
+        spec = _LayerSpec(types, {s: v for s, v in h.items() if s not in grad_types}, grad_types, links)
+        outs = dict(zip([t for t, _, _ in types], _Layer.apply(spec, *(h[s] for s in grad_types), *ws, *bs)))
+        return {t: outs[t] if t in outs else zeros[t] for t in self._computed(i)}
 
 
 class _RelationConv(nn.Module):

@@ -103,7 +103,7 @@ class _ReluDropout(torch.autograd.Function):
     the backward reads which outputs were kept (> 0) from one bit each, written by the same
     pass (native/kept_bits.hpp). With ``transposed`` the gradient is made as its transpose,
     whole (a view of it returned). ``link``: None, or a dict shared with the product whose
-    output v is (fastsample/nn/rgcn.py's _Product): the same pass then also leaves there
+    output v is (fastsample/nn/rgcn.py's _Layer): the same pass then also leaves there
     that product's bias gradient ("bias_grad", the gradient's column sums) and, when the
     product's weight gradient reads the gradient transposed (matmul.Plan.reads_transposed_grad)
     and the gradient is not already made so, its transpose ("g_t", whole)."""
