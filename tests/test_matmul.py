@@ -284,3 +284,16 @@ def test_the_cache_tells_cpus_of_one_name_and_flags_apart(monkeypatch):
         monkeypatch.setattr(matmul, "_cpuinfo", lambda other=other: {**base, **other})
         keys.add(matmul._host_key("auto", "fp32", (4096, 200, 256), 1))
     assert len(keys) == 3
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_product_over_no_rows_runs_on_every_engine(engine):
+    # a node type with no destinations in a step (a typed model's product over 0 rows, its
+    # gradient a transposed view): oneDNN has no primitive for it, so such products run on
+    # BLAS; the weight gradient is zeros, the outputs empty
+    plan = matmul.Plan(engines=dict.fromkeys(matmul.OPS, engine))
+    z, w, b = torch.empty(0, 80), torch.randn(256, 80), torch.randn(256)
+    g = torch.empty(256, 0).t()  # as the ReLU's backward writes a weight-only gradient
+    assert plan.forward(z, w, b).shape == (0, 256)
+    assert torch.equal(plan.weight_grad(g, z), torch.zeros(256, 80))
+    assert plan.input_grad(g, w).shape == (0, 80)

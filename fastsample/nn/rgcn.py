@@ -142,7 +142,7 @@ class _Layer(torch.autograd.Function):
         reads = {s: [] for s in spec.grad_types}  # type -> [(relation block, its span's gradient)]
         gws, gbs = [], []
         for k, ((t, n, spans), w, z, g) in enumerate(zip(spec.types, ws, ctx.zs, gs)):
-            if g is None:
+            if g is None or n == 0:  # nothing read this output, or the type has no rows this step: no gradient
                 gws.append(None)
                 gbs.append(None)
                 continue
