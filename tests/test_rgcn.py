@@ -124,7 +124,8 @@ def test_only_the_spans_that_take_a_gradient_get_an_input_gradient():
     assert listed["0:paper", "forward"] == (n_paper, 40, 16)
     assert listed["0:paper", "input_grad"] == (n_paper, 6, 16)
     assert ("0:author", "input_grad") not in listed  # [author | written_by paper]: features only
-    assert listed["1:paper", "input_grad"] == (8, 16 * 4, 5)  # above the input layer: all of z
+    # above the input layer: all of z but the venues' span (nothing flows into venues: zeros)
+    assert listed["1:paper", "input_grad"] == (8, 16 * 3, 5)
 
     seen = []
     real = matmul.Plan.input_grad
@@ -142,6 +143,8 @@ def test_only_the_spans_that_take_a_gradient_get_an_input_gradient():
     # writes] (the venues' layer-0 rows are zeros, nothing flows into venues, and take none);
     # layer 0: the venues' means only (one per type they feed: papers here), none for features
     assert sorted(seen) == sorted([(8, 16 * 3), (n_paper, 6)])
+    # and the roofline's listing (products()) counts exactly the products that ran
+    assert sorted(seen) == sorted((m, k) for (_, op), (m, k, _) in listed.items() if op == "input_grad")
 
 
 @needs_native

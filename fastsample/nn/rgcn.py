@@ -261,8 +261,8 @@ class RGCN(nn.Module):
         """A training step's matrix products, (layer, op, rows, k, n) each (fastsample/nn/roofline.py):
         per layer and computed node type one, over its destinations' [h | a mean per relation
         into the type] (see _conv): the forward, the weight gradient, and the input gradient
-        of the spans that take one (above the input layer, all; there, a learnable
-        embedding's)."""
+        of the spans that take one (above the input layer, those of types some relation flows
+        into; there, a learnable embedding's)."""
         learnable = {t for t, v in (batch.inputs.items() if batch is not None else ())
                      if isinstance(v, torch.Tensor) and v.requires_grad}
         out = []
@@ -271,7 +271,9 @@ class RGCN(nn.Module):
             for d in self._computed(i):
                 spans = self._spans(i, d)
                 k = sum(width for _, width in spans)
-                k_grad = sum(width for t, width in spans if i > 0 or t in learnable)
+                # above the input layer a span takes a gradient where its rows are a layer's
+                # output: not a type nothing flows into (its rows are zeros, _conv)
+                k_grad = sum(width for t, width in spans if (self._spans(i - 1, t) if i > 0 else t in learnable))
                 out += [(f"{i}:{d}", op, block.num_dst_dict[d], kk, n) for op, kk in zip(matmul.OPS, (k, k, k_grad))
                         if kk]
         return out
