@@ -313,8 +313,8 @@ class RGCN(nn.Module):
         times [sum_r W_self_r | W_neigh_r1 | W_neigh_r2 ...] plus sum_r b_r (the self terms
         of all relations share h: one product for them, not one per relation). Each mean is
         written into its columns of z as it is made; only the spans whose rows take a
-        gradient get an input gradient (_Product); the types whose product takes none are
-        added to ``weight_only``. ``links``: {type: a dict its product shares with the ReLU
+        gradient get an input gradient (_Layer: all the layer's types in one autograd
+        function); the types whose product takes none are added to ``weight_only``. ``links``: {type: a dict its product shares with the ReLU
         after it} is filled where given (sage.relu_dropout: that pass makes the product's bias
         gradient, and its output gradient transposed, for it)."""
         layer, zeros, types, ws, bs = self.layers[i], {}, [], [], []
