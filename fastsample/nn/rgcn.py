@@ -124,7 +124,10 @@ class _Layer(torch.autograd.Function):
         for (t, n, spans), w, b in zip(spec.types, ws, bs):
             z = torch.empty(n, w.shape[1], device=w.device)
             for s, rel, a, e in spans:
-                (_self_rows(h[s], n, z[:, a:e]) if rel is None else _mean_into(rel, h[s], z[:, a:e]))
+                if rel is None:
+                    _self_rows(h[s], n, z[:, a:e])
+                else:
+                    _mean_into(rel, h[s], z[:, a:e])
             zs.append(z)
             outs.append(plan.forward(z, w, b))
         ctx.spec, ctx.zs, ctx.plan = spec, zs, plan
@@ -166,14 +169,13 @@ class _Layer(torch.autograd.Function):
                 grads.append(None)
                 continue
             width = (g_own if g_own is not None else rels[0][1]).shape[1]
-            grad = torch.empty(num_src, width, dtype=torch.float32, device=ws[0].device)
+            # the first relation's pass writes every row; with none, only the own span adds to zeros
+            grad = (torch.empty if rels else torch.zeros)(num_src, width, dtype=torch.float32, device=ws[0].device)
             # the own span rides with a relation over as many destinations (its rows), else is added after
             carrier = next((j for j, (rel, _) in enumerate(rels) if g_own is not None
                             and rel.num_dst == g_own.shape[0]), None)
             for j, (rel, g_rel) in enumerate(rels):
                 _mean_backward(rel, g_rel, grad, accumulate=j > 0, g_self=g_own if j == carrier else None)
-            if not rels:
-                grad.zero_()
             if g_own is not None and carrier is None:
                 grad[:g_own.shape[0]] += g_own
             grads.append(grad)
@@ -314,9 +316,10 @@ class RGCN(nn.Module):
         of all relations share h: one product for them, not one per relation). Each mean is
         written into its columns of z as it is made; only the spans whose rows take a
         gradient get an input gradient (_Layer: all the layer's types in one autograd
-        function); the types whose product takes none are added to ``weight_only``. ``links``: {type: a dict its product shares with the ReLU
-        after it} is filled where given (sage.relu_dropout: that pass makes the product's bias
-        gradient, and its output gradient transposed, for it)."""
+        function); the types whose product takes none are added to ``weight_only``.
+        ``links``: {type: a dict its product shares with the ReLU after it} is filled where
+        given (sage.relu_dropout: that pass makes the product's bias gradient, and its output
+        gradient transposed, for it)."""
         layer, zeros, types, ws, bs = self.layers[i], {}, [], [], []
         grad_types = [s for s in self.node_types if _takes_grad(h[s])]
         for t in self._computed(i):
