@@ -17,7 +17,10 @@ land"); the copy's memory (one row per input node) is saved. With prefetch the l
 background thread still makes x, where the copy is hidden.
 
 The table keeps its sources alive; they must not change while it is read (feature shards
-and caches do not; learnable tables do, and are always materialized).
+and caches do not). Learnable tables change at each step's update, after the backward:
+their rows come as LearnableRows, row tables that take a gradient, read in place during the
+step by a model that says so (``reads_learnable_rows``, the R-GCN: its backward sets
+``grad``), made a leaf tensor for any other (Batch.x).
 """
 
 from __future__ import annotations
@@ -122,6 +125,26 @@ class RowTable:
         destination of a CSC (indptr int64, indices int32), in fp32: mean_aggregate_at."""
         _native.mean_aggregate_at(indptr, indices, torch.from_numpy(self.addresses()), KINDS[self.dtype], out,
                                   with_self)
+
+
+class LearnableRows(RowTable):
+    """The rows of a learnable table (an embedding's) that a step gathered, read in place
+    like any row table; a model that reads them (``reads_learnable_rows``) sets ``grad``
+    (float32 (n, width), or leaves it None: zeros) in its backward, where a leaf tensor
+    would have taken it, and the update reads it there (distributed/embedding.py). Saves
+    the leaf's copy of every row each step; the rows must not change before the backward
+    ends (the update comes after it)."""
+
+    requires_grad = True
+
+    def __init__(self, table: RowTable):
+        self.__dict__.update(table.__dict__)  # the same rows, checked when ``table`` was made
+        self.grad = None
+
+
+def takes_grad(rows) -> bool:
+    """Whether a batch's input rows take a gradient: a leaf tensor that does, or LearnableRows."""
+    return isinstance(rows, LearnableRows) or (isinstance(rows, torch.Tensor) and rows.requires_grad)
 
 
 def tensor_of(rows, stop: int | None = None) -> torch.Tensor:

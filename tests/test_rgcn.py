@@ -10,6 +10,7 @@ from fastsample.nn import matmul, rgcn
 from fastsample.nn.block import Block
 from fastsample.nn.rgcn import RGCN
 from fastsample.nn.sage import dropout
+from fastsample.rows import LearnableRows, RowTable
 from fastsample.sampling import MFG
 
 from helpers import native_built
@@ -209,3 +210,38 @@ def test_the_mean_backward_adds_into_a_buffer_and_its_fallback_agrees(monkeypatc
     with pytest.raises(ValueError, match="accumulate: not with transposed"):
         lib.mean_aggregate_backward(rels[0].indptr, rels[0].indices, wide[0][:, :width], None, None, 1.0,
                                     torch.empty(width, num_src), None, True, True)
+
+
+@needs_native
+def test_learnable_rows_read_in_place_take_the_gradient_a_leaf_would(engine):
+    # the loader hands an embedding's rows as LearnableRows (no copy into a leaf each step):
+    # the same outputs, weight gradients and embedding gradient, bit for bit, as the leaf's
+    rng = np.random.default_rng(2)
+    blocks = two_blocks(rng)
+    num = blocks[0].num_src_dict
+    feats = {t: torch.from_numpy(rng.standard_normal((num[t], WIDTHS[t])).astype(np.float32)) for t in NODE_TYPES}
+    # the venues' rows scattered through a larger table, as a gather leaves them
+    table = rng.standard_normal((3 * num["venue"] + 5, WIDTHS["venue"])).astype(np.float32)
+    at = rng.permutation(len(table))[:num["venue"]]
+    feats["venue"] = torch.from_numpy(table[at].copy())
+    rows = LearnableRows(RowTable(np.float32, WIDTHS["venue"], (table,), None, at * table.strides[0]))
+    torch.manual_seed(0)
+    model = RGCN(WIDTHS, 16, 5, 2, EDGE_TYPES, "paper", dropout=0.5)
+    results = []
+    for venue in (feats["venue"].clone().requires_grad_(), rows):
+        x = {**feats, "venue": venue}
+        model.zero_grad()
+        torch.manual_seed(7)
+        out = model(blocks, x)
+        out.square().sum().backward()
+        results.append((out.detach(), [p.grad.clone() for p in model.parameters() if p.grad is not None],
+                        venue.grad))
+    (out, grads, venue), (want, want_grads, want_venue) = results[1], results[0]
+    assert torch.equal(out, want) and len(grads) == len(want_grads)
+    assert all(torch.equal(a, b) for a, b in zip(grads, want_grads))
+    assert torch.equal(venue, want_venue) and venue.abs().sum() > 0
+    model.eval()
+    with torch.no_grad():  # evaluation reads them in place too, and leaves no gradient
+        rows.grad = None
+        assert torch.equal(model(blocks, {**feats, "venue": rows}), model(blocks, {**feats, "venue": feats["venue"]}))
+        assert rows.grad is None

@@ -168,3 +168,20 @@ def test_rgcn_reads_tables_as_it_reads_the_matrices():
     want = model([b], {"paper": torch.from_numpy(bf16.widen(p_rows)), "author": torch.from_numpy(a_rows.copy())})
     got = model([b], {"paper": p_table, "author": a_table})
     assert torch.equal(got, want)
+
+
+def test_a_batch_makes_learnable_rows_leaves_for_a_model_that_does_not_read_them():
+    from fastsample.loading.loader import Batch
+    from fastsample.rows import LearnableRows
+
+    rng = np.random.default_rng(5)
+    want, table = scattered(rng, 20, 4, np.float32)
+    features, plain = scattered(rng, 9, 3, np.float32)
+    batch = Batch(torch.zeros(0, dtype=torch.int64), {"a": LearnableRows(table), "b": plain}, [], [], 0.0, 0.0)
+    x = batch.learnable_as_leaves()  # what Trainer.input gives a model without reads_learnable_rows
+    assert x["a"].requires_grad and x["a"].is_leaf and torch.equal(x["a"], torch.from_numpy(want))
+    assert x["b"] is plain  # other row tables stay where they are
+    x["a"].sum().backward()
+    assert batch.inputs["a"].grad is not None  # where the embedding update reads it
+    x = batch.x
+    assert not x["b"].requires_grad and torch.equal(x["b"], torch.from_numpy(features))

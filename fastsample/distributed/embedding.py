@@ -68,7 +68,7 @@ class ShardedEmbeddings:
         to their owners and update those rows. Collective: every rank, every training step,
         after backward, also when its batch was empty."""
         gather, route = batch.route
-        rows = batch.inputs  # the learnable rows are tensors there already (batch.x would make the others)
+        rows = batch.inputs  # learnable rows' .grad: a leaf tensor's, or LearnableRows' (set by the model)
         grads = {t: None if rows[t].grad is None else rows[t].grad.detach().cpu().numpy() for t in self.tables}
         t0 = time.perf_counter()
         received = gather.send_back(route, grads)

@@ -60,7 +60,7 @@ from fastsample.distributed.cache import FeatureCache, build_cache, degree_score
 from fastsample.data.graph import load_dataset, unwrap_one_type
 from fastsample.loading.seeds import EdgeSeeds, NodeSeeds, StepSeeds
 from fastsample.partition import RankPartition, load_partition
-from fastsample.rows import RowTable
+from fastsample.rows import LearnableRows, RowTable
 from fastsample.loading.prefetch import Prefetcher
 from fastsample.sampling import MFG, LocalSampler, Sampler, get_num_threads, set_num_threads
 
@@ -77,8 +77,9 @@ class Batch:
             are its learnable embeddings (a leaf tensor that takes a gradient) when the
             loader has ``embeddings``, else None. Made on first access from
     inputs: the same rows as the gather left them: on the CPU, row tables (fastsample/rows.py)
-            that the built-in models' input layers read where the rows are, without x's copy;
-            learnable rows and rows on a GPU are x's tensors already
+            that the built-in models' input layers read where the rows are, without x's copy
+            (learnable rows as LearnableRows, which take the gradient a leaf would); rows on a
+            GPU, and learnable rows gathered by a prefetching loader, are x's tensors already
     mfgs:   the sampled MFGs (numpy, global ids in src_ids), input layer first
     blocks: the same as Blocks, what a model's forward takes (fastsample/nn/block.py; typed
             data: with per-relation edge lists)
@@ -118,11 +119,22 @@ class Batch:
         """The input rows as tensors (see the class doc): ``inputs`` with each row table
         (fastsample/rows.py: rows still where the gather found them, as the built-in models
         read them) made a tensor, on first access, and kept."""
-        if isinstance(self.inputs, RowTable):
-            self.inputs = as_tensor(self.inputs.materialize(), torch.device("cpu"))
+        return self._as_tensors(RowTable)
+
+    def learnable_as_leaves(self) -> torch.Tensor | dict:
+        """``inputs`` with each LearnableRows made a leaf tensor, on first call, and kept: what
+        a model that reads row tables but not learnable ones (``reads_learnable_rows``) takes."""
+        return self._as_tensors(LearnableRows)
+
+    def _as_tensors(self, kind: type) -> torch.Tensor | dict:
+        """``inputs`` with each row table of ``kind`` a tensor; learnable rows become leaves
+        that take a gradient (the update reads their .grad)."""
+        cpu = torch.device("cpu")
+        if isinstance(self.inputs, kind):
+            self.inputs = as_tensor(self.inputs.materialize(), cpu)
         elif isinstance(self.inputs, dict):
-            self.inputs.update({t: as_tensor(v.materialize(), torch.device("cpu"))
-                                for t, v in self.inputs.items() if isinstance(v, RowTable)})
+            self.inputs.update({t: as_tensor(v.materialize(), cpu, isinstance(v, LearnableRows))
+                                for t, v in self.inputs.items() if isinstance(v, kind)})
         return self.inputs
 
     def edge_index(self, i: int) -> torch.Tensor:
@@ -186,11 +198,12 @@ def inputs_of(gather: FeatureGather, got, mfgs: list[MFG], device, node_types=()
     (``learnable`` types' as leaves that take a gradient; untyped data's one matrix, as
     unwrap_one_type shows it) and blocks with each source's type (each layer's source types
     are the input layer's first rows': its destinations are the next layer's sources).
-    ``in_place``: on the CPU, the rows that take no gradient stay row tables (Batch.inputs)."""
+    ``in_place``: on the CPU, the rows stay row tables (Batch.inputs), ``learnable`` types'
+    as LearnableRows."""
     device = torch.device(device)
     keep = in_place and device.type == "cpu"
-    x = {t: None if r is None else r if keep and t not in learnable else as_tensor(r.materialize(), device, t in learnable)
-         for t, r in got.tables.items()}
+    x = {t: None if r is None else (LearnableRows(r) if t in learnable else r) if keep
+         else as_tensor(r.materialize(), device, t in learnable) for t, r in got.tables.items()}
     return unwrap_one_type(x), [Block.from_mfg(m, device, got.types[:m.num_src], node_types, edge_types,
                                                (got.index, got.counts) if m.num_src == len(got.types) else None)
                                 for m in mfgs]

@@ -52,6 +52,10 @@ class Headed(nn.Module):
     def reads_row_tables(self) -> bool:
         return getattr(self.encoder, "reads_row_tables", False)
 
+    @property
+    def reads_learnable_rows(self) -> bool:
+        return getattr(self.encoder, "reads_learnable_rows", False)
+
     def product_shape(self, rows: int):
         """The encoder's widest product (fastsample/nn/matmul.py's engine choice), if it says."""
         shape_of = getattr(self.encoder, "product_shape", None)

@@ -37,6 +37,7 @@ from fastsample.native import lib as _native
 from fastsample.nn import matmul
 from fastsample.nn.block import Block, check_widths, typed_inputs
 from fastsample.nn.sage import dropout
+from fastsample.rows import takes_grad
 
 SCORE_SLOPE = 0.2  # GATConv's negative_slope of the attention scores
 ACTIVATION_SLOPE = 0.01  # F.leaky_relu's default, between layers (the reference's)
@@ -269,7 +270,7 @@ class RGAT(nn.Module):
         scores' (rows, d_in) x (d_in, heads) products, forward, weight gradient and input
         gradient where the input takes one; then the final linear layer."""
         learnable = {t for t, v in (batch.inputs.items() if batch is not None and isinstance(batch.inputs, dict) else ())
-                     if isinstance(v, torch.Tensor) and v.requires_grad}
+                     if takes_grad(v)}
         out = []
         for i, block in enumerate(blocks):
             for r, e in enumerate(block.edge_types):

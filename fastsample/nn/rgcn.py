@@ -8,7 +8,8 @@ numerically: for a destination node v of type t,
 followed, below the last layer, by ReLU and dropout. Node types without features take
 their rows from learnable embedding tables that live outside the model, sharded over the
 ranks and updated sparsely (fastsample/distributed/embedding.py; the loader gathers
-their rows into ``x`` as it does features). The means run on the native kernels on the CPU
+their rows as it does features, and the model reads them where they landed, LearnableRows,
+setting their gradient). The means run on the native kernels on the CPU
 where built, else on a sparse product (backward: index_add_), to rounding the same numbers.
 The last layer computes the target type only.
 
@@ -31,7 +32,7 @@ from fastsample.nn import matmul
 from fastsample.nn.block import Block, check_widths, typed_inputs
 from fastsample.nn.sage import relu_dropout
 from fastsample.native import lib as _native
-from fastsample.rows import RowTable, tensor_of
+from fastsample.rows import LearnableRows, RowTable, takes_grad, tensor_of
 
 
 def _mean_backward(block: Block, g: torch.Tensor, grad: torch.Tensor, accumulate: bool = False,
@@ -80,8 +81,9 @@ def mean(block: Block, h) -> torch.Tensor:
 
 
 def _takes_grad(h) -> bool:
-    """Whether autograd needs ``h``'s gradient here (a row table never takes one)."""
-    return torch.is_grad_enabled() and isinstance(h, torch.Tensor) and h.requires_grad
+    """Whether ``h``'s rows take a gradient here: a tensor autograd needs one of, or
+    learnable rows read in place (LearnableRows: _Layer's backward sets their .grad)."""
+    return torch.is_grad_enabled() and takes_grad(h)
 
 
 def _self_rows(h, n: int, out: torch.Tensor) -> None:
@@ -117,9 +119,9 @@ class _Layer(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, spec, *tensors):
-        G, T = len(spec.grad_types), len(spec.types)
-        h = {**spec.h, **dict(zip(spec.grad_types, tensors[:G]))}
-        ws, bs = tensors[G:G + T], tensors[G + T:]
+        P, T = len(spec.passed), len(spec.types)
+        h = {**spec.h, **dict(zip(spec.passed, tensors[:P]))}
+        ws, bs = tensors[P:P + T], tensors[P + T:]
         plan, zs, outs = matmul.current(), [], []
         for (t, n, spans), w, b in zip(spec.types, ws, bs):
             z = torch.empty(n, w.shape[1], device=w.device)
@@ -139,8 +141,8 @@ class _Layer(torch.autograd.Function):
     @staticmethod
     def backward(ctx, *gs):
         spec, plan, ws = ctx.spec, ctx.plan, ctx.saved_tensors
-        G, T = len(spec.grad_types), len(spec.types)
-        need_w, need_b = ctx.needs_input_grad[1 + G:1 + G + T], ctx.needs_input_grad[1 + G + T:]
+        P, T = len(spec.passed), len(spec.types)
+        need_w, need_b = ctx.needs_input_grad[1 + P:1 + P + T], ctx.needs_input_grad[1 + P + T:]
         own = {s: None for s in spec.grad_types}  # type -> its own span's gradient (rows [0, n))
         reads = {s: [] for s in spec.grad_types}  # type -> [(relation block, its span's gradient)]
         gws, gbs = [], []
@@ -162,11 +164,11 @@ class _Layer(torch.autograd.Function):
                         own[s] = gz[:, a - first:e - first]
                     else:
                         reads[s].append((rel, gz[:, a - first:e - first]))
-        grads = []
+        grads = {}
         for s, num_src in zip(spec.grad_types, ctx.num_src):
             g_own, rels = own[s], reads[s]
             if g_own is None and not rels:
-                grads.append(None)
+                grads[s] = None
                 continue
             width = (g_own if g_own is not None else rels[0][1]).shape[1]
             # the first relation's pass writes every row; with none, only the own span adds to zeros
@@ -178,8 +180,11 @@ class _Layer(torch.autograd.Function):
                 _mean_backward(rel, g_rel, grad, accumulate=j > 0, g_self=g_own if j == carrier else None)
             if g_own is not None and carrier is None:
                 grad[:g_own.shape[0]] += g_own
-            grads.append(grad)
-        return (None, *grads, *gws, *gbs)
+            grads[s] = grad
+        for s in spec.grad_types:
+            if isinstance(spec.h.get(s), LearnableRows):  # read in place: no autograd input to return it to
+                spec.h[s].grad = grads[s]
+        return (None, *(grads[s] for s in spec.passed), *gws, *gbs)
 
 
 def _runs(spans: list) -> list[list]:
@@ -197,12 +202,14 @@ def _runs(spans: list) -> list[list]:
 class _LayerSpec:
     """What _Layer reads besides its tensors: per computed type (type, destinations,
     [(source type, relation block or None for the type's own rows, first column, end column)]),
-    the input rows that take no gradient (h), the types whose rows take one (grad_types, in
-    the order of _Layer's tensors) and the links shared with the ReLUs after it."""
+    the input rows not passed as tensors (h: those that take no gradient, and LearnableRows),
+    the types whose rows take a gradient (grad_types), those of them passed as tensors
+    (passed, in the order of _Layer's tensors) and the links shared with the ReLUs after it."""
 
     types: list
     h: dict
     grad_types: list
+    passed: list
     links: dict | None
 
 
@@ -219,6 +226,7 @@ class RGCN(nn.Module):
     """
 
     reads_row_tables = True
+    reads_learnable_rows = True
 
     def __init__(self, in_dims: dict, hidden: int, num_classes: int, num_layers: int, edge_types, target_type: str,
                  dropout: float = 0.5):
@@ -265,8 +273,7 @@ class RGCN(nn.Module):
         into the type] (see _conv): the forward, the weight gradient, and the input gradient
         of the spans that take one (above the input layer, those of types some relation flows
         into; there, a learnable embedding's)."""
-        learnable = {t for t, v in (batch.inputs.items() if batch is not None else ())
-                     if isinstance(v, torch.Tensor) and v.requires_grad}
+        learnable = {t for t, v in (batch.inputs.items() if batch is not None else ()) if takes_grad(v)}
         out = []
         for i, block in enumerate(blocks):
             n = self.layers[i]["__".join(self.edge_types[0])].self_lin.out_features
@@ -342,8 +349,9 @@ class RGCN(nn.Module):
                 weight_only.add(t)
             if links is not None:
                 links.setdefault(t, {})
-        spec = _LayerSpec(types, {s: v for s, v in h.items() if s not in grad_types}, grad_types, links)
-        outs = dict(zip([t for t, _, _ in types], _Layer.apply(spec, *(h[s] for s in grad_types), *ws, *bs)))
+        passed = [s for s in grad_types if isinstance(h[s], torch.Tensor)]  # LearnableRows take theirs in .grad
+        spec = _LayerSpec(types, {s: v for s, v in h.items() if s not in passed}, grad_types, passed, links)
+        outs = dict(zip([t for t, _, _ in types], _Layer.apply(spec, *(h[s] for s in passed), *ws, *bs)))
         return {t: outs[t] if t in outs else zeros[t] for t in self._computed(i)}
 
 

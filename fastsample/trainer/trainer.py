@@ -265,9 +265,13 @@ class Trainer:
     def input(self, batch: Batch) -> torch.Tensor:
         """The input rows for the model: row tables as they are to a model that reads them
         (``reads_row_tables``: the built-in GraphSAGE and R-GCN read the rows where the gather
-        found them), else batch.x; 16-bit features as they are to a model that reads them
+        found them; learnable rows too where it reads those, ``reads_learnable_rows``, as the
+        R-GCN), else batch.x; 16-bit features as they are to a model that reads them
         (``reads_16bit_input``, as the built-in GraphSAGE), widened for any other."""
-        x = batch.inputs if getattr(self.model, "reads_row_tables", False) else batch.x
+        if not getattr(self.model, "reads_row_tables", False):
+            x = batch.x
+        else:
+            x = batch.inputs if getattr(self.model, "reads_learnable_rows", False) else batch.learnable_as_leaves()
         if getattr(self.model, "reads_16bit_input", False):
             return x
         return tree_map(lambda v: v if not isinstance(v, torch.Tensor) or v.dtype == torch.float32 else v.float(), x)
