@@ -135,8 +135,6 @@ class LearnableRows(RowTable):
     the leaf's copy of every row each step; the rows must not change before the backward
     ends (the update comes after it)."""
 
-    requires_grad = True
-
     def __init__(self, table: RowTable):
         self.__dict__.update(table.__dict__)  # the same rows, checked when ``table`` was made
         self.grad = None

@@ -341,7 +341,7 @@ class RGCN(nn.Module):
             bs.append(sum(c.self_lin.bias for c in convs))
             spans, at = [], 0
             for rel, s in [(None, t)] + [(block.relation_block(r), e[0]) for r, e in into]:
-                width = h[s].width if isinstance(h[s], RowTable) else h[s].shape[1]
+                width = h[s].shape[1]  # a tensor's or a row table's
                 spans.append((s, rel, at, at + width))
                 at += width
             types.append((t, n, spans))
