@@ -10,9 +10,10 @@ there. Its native module is this tree's built one (copied in): fine for changes 
 kernels or change Python, not for a change to an existing kernel's behaviour, and the
 worktree refuses to start if the copy does not import. ``--own-native`` builds the old
 tree's own native module instead (``pip wheel`` of it, a few minutes): for a change to a
-kernel, speed included. Epoch 0 (warm-up) is left out; the table shows the medians over the remaining
-epochs of every round, and the speed-up before/after per phase. The CPU and the job's
-arguments are printed with the result.
+kernel, speed included. Epoch 0 (warm-up) is left out; the table shows the medians over the
+remaining epochs of every round, and the speed-up before/after per phase; a last line says
+whether every run's losses (every epoch's, warm-up included) are bitwise the same. The CPU and
+the job's arguments are printed with the result.
 """
 
 from __future__ import annotations
@@ -117,12 +118,14 @@ def main(argv=None) -> None:
           f"the working tree; {a.rounds} rounds, alternating; medians of epochs >= 1; before's native module: "
           + ("its own, built" if a.own_native else "this tree's, copied in"), flush=True)
     records = {"before": [], "after": []}
+    losses = {"before": [], "after": []}  # per run, every epoch's step losses (else its loss), warm-up included
     with tempfile.TemporaryDirectory(prefix="before-after-") as tmp:
         tree = worktree(a.rev, Path(tmp) / "tree", a.own_native)
         try:
             for r in range(a.rounds):
                 for side, where in (("before", tree), ("after", None)):
                     got = run(side, where, a.ranks, args, Path(tmp) / f"{side}.jsonl", a.timeout)
+                    losses[side].append([e.get("step_losses") or e["loss"] for e in got])
                     kept = [e for e in got if e["epoch"] >= 1] or got
                     records[side] += kept
                     print(f"round {r + 1} {side:6s}: epochs " + ", ".join(f"{e['epoch_s']:.2f}" for e in kept) +
@@ -136,8 +139,17 @@ def main(argv=None) -> None:
             continue
         b, f = statistics.median(vals["before"]), statistics.median(vals["after"])
         print(f"{k:16s} {b:9.3f} {f:9.3f} {b / f if f else float('inf'):12.2f}x")
+    # JSON floats round-trip exactly: equal here is bitwise equal
+    same = all(x == losses["before"][0] for x in losses["before"] + losses["after"])
+    print("losses (every run, every epoch): " + ("bitwise the same before and after" if same else
+          f"DIFFER: before {_firsts(losses['before'])}, after {_firsts(losses['after'])}"))
     if a.json:
         Path(a.json).write_text(json.dumps(records, indent=1))
+
+
+def _firsts(runs: list) -> str:
+    """Each run's epoch losses, short (the first step's where steps were logged)."""
+    return "; ".join(", ".join(f"{(e[0] if isinstance(e, list) else e):.6g}" for e in run) for run in runs)
 
 
 if __name__ == "__main__":

@@ -137,6 +137,11 @@ class Plan:
         above: the weight gradient reads g^T, so no copy is made); anything else made whole."""
         return g if g.t().is_contiguous() else g.contiguous()
 
+    def operand(self, a: torch.Tensor) -> torch.Tensor:
+        """``a`` as this plan's products read it (bf16 products: in bfloat16), for an operand
+        read by more than one product, converted once; the products take it as is."""
+        return a.to(torch.bfloat16) if self.bf16 else a
+
     @property
     def reads_transposed_grad(self) -> bool:
         """Whether the weight gradient reads g as g^T whole (oneDNN: given g row-major, it
@@ -153,7 +158,7 @@ class Plan:
 
     def _run(self, op: str, *args: torch.Tensor) -> torch.Tensor:
         if any(a.numel() == 0 for a in args):  # a type with no rows this step: oneDNN has no empty product
-            return _IMPL["blas", op](*args)
+            return _IMPL["blas", op](*(a.float() for a in args))  # (an operand made bf16 by `operand` too)
         return _IMPL["bf16" if self.bf16 else self.engines[op], op](*args)
 
     def describe(self, figures: bool = True) -> str:

@@ -15,10 +15,11 @@ The last layer computes the target type only.
 
 A layer is one autograd function (_Layer) with one product per destination type over
 [h | a mean per relation into it]: each mean is written into its columns of that product's
-input as it is made (no concatenation); only the spans whose rows take a gradient get an
-input gradient (the input layer's features take none); each source type's gradient is
-made in one buffer, one native pass per relation reading it; and ReLU with dropout is one
-native pass in place (sage.relu_dropout).
+input as it is made (no concatenation; with bf16 products converted to bf16 once, for the
+forward and the weight gradient, as the output gradient is once for both of its products);
+only the spans whose rows take a gradient get an input gradient (the input layer's features
+take none); each source type's gradient is made in one buffer, one native pass per relation
+reading it; and ReLU with dropout is one native pass in place (sage.relu_dropout).
 """
 
 from __future__ import annotations
@@ -130,6 +131,8 @@ class _Layer(torch.autograd.Function):
                     _self_rows(h[s], n, z[:, a:e])
                 else:
                     _mean_into(rel, h[s], z[:, a:e])
+            if plan.bf16:  # its products read z in bf16: converted once, for forward and weight gradient
+                z = z.to(torch.bfloat16)
             zs.append(z)
             outs.append(plan.forward(z, w, b))
         ctx.spec, ctx.zs, ctx.plan = spec, zs, plan
@@ -154,11 +157,12 @@ class _Layer(torch.autograd.Function):
             g = plan.output_grad(g)  # g^T whole where the ReLU's backward wrote it so
             link = spec.links.get(t, {}) if spec.links is not None else {}
             g_t, bias_grad = link.pop("g_t", None), link.pop("bias_grad", None)  # made by the ReLU's backward
-            gws.append(plan.weight_grad(g if g_t is None else g_t.t(), z) if need_w[k] else None)
             gbs.append((g.sum(0) if bias_grad is None else bias_grad) if need_b[k] else None)
+            g_p = plan.operand(g)  # as the products read it (bf16: converted once, for both; no g_t then)
+            gws.append(plan.weight_grad(g_p if g_t is None else g_t.t(), z) if need_w[k] else None)
             for run in _runs([x for x in spans if x[0] in own]):
                 first = run[0][2]
-                gz = plan.input_grad(g, w[:, first:run[-1][3]])
+                gz = plan.input_grad(g_p, w[:, first:run[-1][3]])
                 for s, rel, a, e in run:
                     if rel is None:
                         own[s] = gz[:, a - first:e - first]

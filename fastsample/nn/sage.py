@@ -181,8 +181,7 @@ class _NativeSAGE(torch.autograd.Function):
         aggregate(block, h, z)  # z = [h[:n] | mean], in fp32 whatever h's width
         w = torch.cat([w_self, w_neigh], 1)
         plan = matmul.current()
-        if plan.bf16:  # its products read Z in bf16: converted once, for forward and weight gradient (half the bytes kept)
-            z = z.to(torch.bfloat16)
+        z = plan.operand(z)  # bf16 products: converted once, for forward and weight gradient (half the bytes kept)
         if drop is None:
             out = plan.forward(z, w, bias)
         else:  # bias, ReLU and dropout in one pass (a fused bias would first be copied everywhere)
@@ -206,11 +205,12 @@ class _NativeSAGE(torch.autograd.Function):
         z, w, kept = ctx.saved_tensors
         d = z.shape[1] // 2
         g = ctx.plan.output_grad(g)
-        grad_w = ctx.plan.weight_grad(g, z)  # (d_out, 2 d): [w_self | w_neigh]'s gradient
+        g_p = ctx.plan.operand(g)  # bf16 products: converted once, for both gradients
+        grad_w = ctx.plan.weight_grad(g_p, z)  # (d_out, 2 d): [w_self | w_neigh]'s gradient
         grad_h = None
         own, below = ctx.link
         if ctx.needs_input_grad[0]:
-            gz = ctx.plan.input_grad(g, w)
+            gz = ctx.plan.input_grad(g_p, w)
             transposed = below is not None and below.get("transposed", False)
             grad_h = torch.empty((d, ctx.num_src) if transposed else (ctx.num_src, d), dtype=torch.float32)
             scale = 1.0 if ctx.in_scale is None else ctx.in_scale
