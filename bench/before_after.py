@@ -135,7 +135,7 @@ def main(argv=None) -> None:
     print(f"\n{'phase':16s} {'before':>9s} {'after':>9s} {'before/after':>13s}")
     for k in PHASES:
         vals = {s: [e[k] for e in records[s] if e.get(k) is not None] for s in records}
-        if not vals["before"] or not vals["after"]:
+        if not any(vals["before"]) and not any(vals["after"]):  # absent, or a phase the job has not (embeddings)
             continue
         b, f = statistics.median(vals["before"]), statistics.median(vals["after"])
         print(f"{k:16s} {b:9.3f} {f:9.3f} {b / f if f else float('inf'):12.2f}x")

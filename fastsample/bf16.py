@@ -34,3 +34,9 @@ def to_tensor(a: np.ndarray) -> torch.Tensor:
     """A torch view of feature rows: bfloat16 bits as torch.bfloat16, others as they are."""
     t = torch.from_numpy(a)
     return t.view(torch.bfloat16) if a.dtype == BITS else t
+
+
+def bits(t: torch.Tensor) -> torch.Tensor:
+    """What the native kernels take for output rows: a torch.bfloat16 tensor as its bits
+    (uint16, a view), float32 as it is (they round as torch rounds: native/aggregate.cpp)."""
+    return t.view(torch.uint16) if t.dtype == torch.bfloat16 else t

@@ -113,18 +113,22 @@ class RowTable:
         return out if self.out_dtype == self.dtype else bf16.widen(out).astype(self.out_dtype, copy=False)
 
     def copy_into(self, out: torch.Tensor) -> None:
-        """``out`` = rows [0, len(out)) as float32; ``out`` may be a column block of a wider
-        matrix (a product's input), written in place rather than through a copy of the rows."""
-        if self.readable and self.dtype == np.float32 and out.dtype == torch.float32 and out.device.type == "cpu":
-            _native.copy_rows_at(self.addresses()[:len(out)], out)
+        """``out`` = rows [0, len(out)), float32 or bfloat16 (converted as torch converts);
+        ``out`` may be a column block of a wider matrix (a product's input), written in place
+        rather than through a copy of the rows where their dtype is out's."""
+        same = self.dtype == np.float32 and out.dtype == torch.float32 or \
+            self.dtype == bf16.BITS and out.dtype == torch.bfloat16
+        if self.readable and same and out.device.type == "cpu":
+            _native.copy_rows_at(self.addresses()[:len(out)], bf16.bits(out))
         else:
             out.copy_(tensor_of(self, len(out)))
 
     def mean_into(self, indptr: torch.Tensor, indices: torch.Tensor, out: torch.Tensor, with_self: bool) -> None:
         """out = [row i | mean of its sources' rows] (with_self) or the mean alone, per
-        destination of a CSC (indptr int64, indices int32), in fp32: mean_aggregate_at."""
-        _native.mean_aggregate_at(indptr, indices, torch.from_numpy(self.addresses()), KINDS[self.dtype], out,
-                                  with_self)
+        destination of a CSC (indptr int64, indices int32), summed in fp32 and stored as out's
+        dtype (float32 or bfloat16): mean_aggregate_at."""
+        _native.mean_aggregate_at(indptr, indices, torch.from_numpy(self.addresses()), KINDS[self.dtype],
+                                  bf16.bits(out), with_self)
 
 
 class LearnableRows(RowTable):

@@ -109,51 +109,92 @@ template <typename Load, typename Src>
   }
 }
 
+// The rows a product's bf16 operand is made of, written so directly (no fp32 matrix then a
+// conversion pass): rounded to nearest even as torch rounds float to bfloat16 (c10's
+// round_to_nearest_even; NaN as 0x7fc0), so the same bits as the conversion after.
+[[gnu::always_inline]] inline void store_bf16(const float* in, uint16_t* out, int64_t n) {
+#pragma omp simd
+  for (int64_t f = 0; f < n; ++f) {
+    uint32_t u;
+    std::memcpy(&u, in + f, sizeof u);
+    const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    out[f] = static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? 0x7fc0u : rounded);
+  }
+}
+
+// Destination i's output row: made in place in fp32, or in `scratch` (a row of the thread's)
+// and then stored as bf16.
+template <typename Load, typename Src>
+[[gnu::always_inline]] inline void mean_out(const int64_t* indptr, const int32_t* indices, int64_t num_edges,
+                                            const Src& src, int64_t width, const OutRows& out, bool with_self,
+                                            int64_t i, float* scratch) {
+  float* o = out.bf16 != nullptr ? scratch : out.f32 + i * out.stride;
+  mean_row<Load>(indptr, indices, num_edges, src, width, o, with_self, i);
+  if (out.bf16 != nullptr) store_bf16(o, out.bf16 + i * out.stride, with_self ? 2 * width : width);
+}
+
 }  // namespace
 
+// Each thread's scratch row (bf16 output only): one per parallel region, not per row.
+#define FS_SCRATCH std::vector<float> scratch(out.bf16 != nullptr ? 2 * width : 0)
+
 FS_CLONES void mean_aggregate(const int64_t* indptr, const int32_t* indices, int64_t num_dst, const float* h,
-                              int64_t width, float* out, int64_t out_stride, bool with_self) {
-  const int64_t num_edges = indptr[num_dst], stride = out_stride;
-#pragma omp parallel for schedule(dynamic, 64)
-  for (int64_t i = 0; i < num_dst; ++i)
-    mean_row<F32>(indptr, indices, num_edges, Dense<float>{h, width}, width, out + i * stride, with_self, i);
+                              int64_t width, OutRows out, bool with_self) {
+  const int64_t num_edges = indptr[num_dst];
+#pragma omp parallel
+  {
+    FS_SCRATCH;
+#pragma omp for schedule(dynamic, 64)
+    for (int64_t i = 0; i < num_dst; ++i)
+      mean_out<F32>(indptr, indices, num_edges, Dense<float>{h, width}, width, out, with_self, i, scratch.data());
+  }
 }
 
 FS_CLONES void mean_aggregate_half(const int64_t* indptr, const int32_t* indices, int64_t num_dst, const uint16_t* h,
-                                   int64_t width, float* out, int64_t out_stride, bool with_self, bool bf16) {
-  const int64_t num_edges = indptr[num_dst], stride = out_stride;
-  if (bf16) {
-#pragma omp parallel for schedule(dynamic, 64)
-    for (int64_t i = 0; i < num_dst; ++i)
-      mean_row<Bf16>(indptr, indices, num_edges, Dense<uint16_t>{h, width}, width, out + i * stride, with_self, i);
-  } else {
-#pragma omp parallel for schedule(dynamic, 64)
-    for (int64_t i = 0; i < num_dst; ++i)
-      mean_row<Fp16>(indptr, indices, num_edges, Dense<uint16_t>{h, width}, width, out + i * stride, with_self, i);
+                                   int64_t width, OutRows out, bool with_self, bool bf16) {
+  const int64_t num_edges = indptr[num_dst];
+#pragma omp parallel
+  {
+    FS_SCRATCH;
+    if (bf16) {
+#pragma omp for schedule(dynamic, 64)
+      for (int64_t i = 0; i < num_dst; ++i)
+        mean_out<Bf16>(indptr, indices, num_edges, Dense<uint16_t>{h, width}, width, out, with_self, i, scratch.data());
+    } else {
+#pragma omp for schedule(dynamic, 64)
+      for (int64_t i = 0; i < num_dst; ++i)
+        mean_out<Fp16>(indptr, indices, num_edges, Dense<uint16_t>{h, width}, width, out, with_self, i, scratch.data());
+    }
   }
 }
 
 FS_CLONES void mean_aggregate_at(const int64_t* indptr, const int32_t* indices, int64_t num_dst, const int64_t* addr,
-                                 RowKind kind, int64_t width, float* out, int64_t out_stride, bool with_self) {
-  const int64_t num_edges = indptr[num_dst], stride = out_stride;
-  switch (kind) {
-    case RowKind::kF32:
-#pragma omp parallel for schedule(dynamic, 64)
-      for (int64_t i = 0; i < num_dst; ++i)
-        mean_row<F32>(indptr, indices, num_edges, Table<float>{addr}, width, out + i * stride, with_self, i);
-      break;
-    case RowKind::kBf16:
-#pragma omp parallel for schedule(dynamic, 64)
-      for (int64_t i = 0; i < num_dst; ++i)
-        mean_row<Bf16>(indptr, indices, num_edges, Table<uint16_t>{addr}, width, out + i * stride, with_self, i);
-      break;
-    case RowKind::kF16:
-#pragma omp parallel for schedule(dynamic, 64)
-      for (int64_t i = 0; i < num_dst; ++i)
-        mean_row<Fp16>(indptr, indices, num_edges, Table<uint16_t>{addr}, width, out + i * stride, with_self, i);
-      break;
+                                 RowKind kind, int64_t width, OutRows out, bool with_self) {
+  const int64_t num_edges = indptr[num_dst];
+#pragma omp parallel
+  {
+    FS_SCRATCH;
+    switch (kind) {
+      case RowKind::kF32:
+#pragma omp for schedule(dynamic, 64)
+        for (int64_t i = 0; i < num_dst; ++i)
+          mean_out<F32>(indptr, indices, num_edges, Table<float>{addr}, width, out, with_self, i, scratch.data());
+        break;
+      case RowKind::kBf16:
+#pragma omp for schedule(dynamic, 64)
+        for (int64_t i = 0; i < num_dst; ++i)
+          mean_out<Bf16>(indptr, indices, num_edges, Table<uint16_t>{addr}, width, out, with_self, i, scratch.data());
+        break;
+      case RowKind::kF16:
+#pragma omp for schedule(dynamic, 64)
+        for (int64_t i = 0; i < num_dst; ++i)
+          mean_out<Fp16>(indptr, indices, num_edges, Table<uint16_t>{addr}, width, out, with_self, i, scratch.data());
+        break;
+    }
   }
 }
+
+#undef FS_SCRATCH
 
 FS_CLONES void mean_aggregate_backward(const int64_t* indptr, const int32_t* indices, int64_t num_dst,
                              int64_t num_src, const float* grad_agg, int64_t agg_stride,

@@ -3,18 +3,28 @@
 
 namespace fastsample {
 
+// A forward kernel's output rows, `stride` elements apart (a column block of a wider
+// matrix): float32 (f32), or bfloat16 bits (bf16: what bf16 products read, written so
+// directly, rounded as torch rounds). Exactly one is set.
+struct OutRows {
+  float* f32;
+  uint16_t* bf16;
+  int64_t stride;
+};
+
 // out[i, :] = mean of h[indices[j], :] over j in indptr[i]..indptr[i+1]) (0 if no edge),
 // h (num_src, width) row-major. With_self, out is (num_dst, 2 * width) and row i is
 // [h[i, :] | mean]: a GraphSAGE layer's whole input to its projection, in one pass. Out's
-// rows are out_stride elements apart: out may be a column block of a wider matrix (the
-// R-GCN writes each relation's mean into its columns of the product's input).
+// rows are out.stride elements apart: out may be a column block of a wider matrix (the
+// R-GCN writes each relation's mean into its columns of the product's input). Summed in
+// fp32 either way; a bf16 out is rounded once, as stored.
 void mean_aggregate(const int64_t* indptr, const int32_t* indices, int64_t num_dst, const float* h,
-                    int64_t width, float* out, int64_t out_stride, bool with_self);
+                    int64_t width, OutRows out, bool with_self);
 
 // The same over 16-bit rows (bfloat16 if bf16, else IEEE half), widened to fp32 as read:
 // layer 1 of a reduced-precision model reads its input features at half the bytes.
 void mean_aggregate_half(const int64_t* indptr, const int32_t* indices, int64_t num_dst, const uint16_t* h,
-                         int64_t width, float* out, int64_t out_stride, bool with_self, bool bf16);
+                         int64_t width, OutRows out, bool with_self, bool bf16);
 
 // The element type of rows read through an address table.
 enum class RowKind : int { kF32 = 0, kBf16 = 1, kF16 = 2 };
@@ -24,7 +34,7 @@ enum class RowKind : int { kF32 = 0, kBf16 = 1, kF16 = 2 };
 // where they landed (shard, cache, receive buffer) instead of a copy of them in one matrix;
 // the same sums in the same order, so the same bits.
 void mean_aggregate_at(const int64_t* indptr, const int32_t* indices, int64_t num_dst, const int64_t* addr,
-                       RowKind kind, int64_t width, float* out, int64_t out_stride, bool with_self);
+                       RowKind kind, int64_t width, OutRows out, bool with_self);
 
 // The input gradient of a GraphSAGE layer, in one pass over the sources:
 //   grad_h[u, :] = grad_self[u, :] (u < num_dst, if grad_self)

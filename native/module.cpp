@@ -10,6 +10,7 @@
 
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "activation.hpp"
@@ -122,6 +123,14 @@ using ConstKept = nb::ndarray<const uint8_t, nb::ndim<2>, nb::c_contig, nb::devi
 using Vec = nb::ndarray<float, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 using ConstStridedRows = nb::ndarray<const float, nb::ndim<2>, nb::device::cpu>;
 using StridedRows = nb::ndarray<float, nb::ndim<2>, nb::device::cpu>;
+using StridedRows16 = nb::ndarray<uint16_t, nb::ndim<2>, nb::device::cpu>;  // bfloat16 bits
+
+// A kernel's view of float32 or bfloat16 (uint16) output rows, `stride` elements apart
+template <typename O>
+OutRows out_rows(O& out, int64_t stride) {
+  if constexpr (std::is_same_v<typename O::Scalar, float>) return {out.data(), nullptr, stride};
+  else return {nullptr, out.data(), stride};
+}
 
 // kept bits (kept_bits.hpp) for `rows` rows of `width` elements, else a ValueError naming `name`
 template <typename K>
@@ -247,6 +256,68 @@ void split_relations_(In<int64_t> indptr, In<int32_t> indices, In<T> edge_types,
   if (!ok) throw nb::value_error("the MFG does not fit the relations' counts (an edge's relation, source or destination)");
 }
 
+// The forward mean kernels, into out rows of type O (float32, or bfloat16 bits as uint16).
+template <typename O>
+void def_aggregate(nb::module_& m) {
+  m.def("mean_aggregate",
+        [](In<int64_t> indptr, In<int32_t> indices, ConstRows h, O out) {
+          check_aggregate(indptr, h, out);
+          const int64_t stride = row_stride(out, "out");
+          nb::gil_scoped_release release;
+          mean_aggregate(indptr.data(), indices.data(), indptr.shape(0) - 1, h.data(), h.shape(1), out_rows(out, stride),
+                         out.shape(1) == 2 * h.shape(1));
+        },
+        nb::arg("indptr").noconvert(), nb::arg("indices").noconvert(), nb::arg("h").noconvert(),
+        nb::arg("out").noconvert(),
+        "out[i] = mean of h[indices[indptr[i]:indptr[i+1]]] (0 without edges); if out is twice "
+        "h's width, out[i] = [h[i] | mean]; out's rows may be apart (a column block); out float32, or bfloat16 "
+        "bits as uint16 (summed in fp32, rounded as torch rounds); see aggregate.cpp");
+  m.def("mean_aggregate_half",
+        [](In<int64_t> indptr, In<int32_t> indices, ConstRows16 h, O out, bool bf16) {
+          check_aggregate(indptr, h, out);
+          const int64_t stride = row_stride(out, "out");
+          nb::gil_scoped_release release;
+          mean_aggregate_half(indptr.data(), indices.data(), indptr.shape(0) - 1, h.data(), h.shape(1), out_rows(out, stride),
+                              out.shape(1) == 2 * h.shape(1), bf16);
+        },
+        nb::arg("indptr").noconvert(), nb::arg("indices").noconvert(), nb::arg("h").noconvert(),
+        nb::arg("out").noconvert(), nb::arg("bf16"),
+        "mean_aggregate over 16-bit rows h (bfloat16 bits if bf16, else float16, as uint16), summed in fp32");
+  m.def("mean_aggregate_at",
+        [](In<int64_t> indptr, In<int32_t> indices, In<int64_t> addr, int kind, O out, bool with_self) {
+          if (kind < 0 || kind > 2) throw nb::value_error("kind: 0 (float32), 1 (bfloat16) or 2 (float16)");
+          if (static_cast<int64_t>(out.shape(0)) != indptr.shape(0) - 1)
+            throw nb::value_error("out: one row per destination");
+          if (with_self && (out.shape(1) % 2 != 0 || addr.shape(0) < out.shape(0)))
+            throw nb::value_error("with_self: out twice the rows' width, and a row per destination");
+          const int64_t stride = row_stride(out, "out");
+          nb::gil_scoped_release release;
+          mean_aggregate_at(indptr.data(), indices.data(), indptr.shape(0) - 1, addr.data(), static_cast<RowKind>(kind),
+                            with_self ? out.shape(1) / 2 : out.shape(1), out_rows(out, stride), with_self);
+        },
+        nb::arg("indptr").noconvert(), nb::arg("indices").noconvert(), nb::arg("addr").noconvert(), nb::arg("kind"),
+        nb::arg("out").noconvert(), nb::arg("with_self"),
+        "mean_aggregate over rows found through an address table: source u's row starts at addr[u] "
+        "(kind: 0 float32, 1 bfloat16, 2 float16; out's width, halved if with_self); the addresses are the "
+        "caller's to keep valid (fastsample/rows.py)");
+}
+
+// copy_rows_at into rows of T (float32, or 16-bit bits) that may be a column block of a wider matrix
+template <typename T>
+void def_copy_rows_at(nb::module_& m) {
+  m.def("copy_rows_at",
+        [](In<int64_t> addr, nb::ndarray<T, nb::ndim<2>, nb::device::cpu> dst) {
+          if (dst.shape(0) != addr.shape(0)) throw nb::value_error("dst: one row per address");
+          if (dst.shape(0) > 1 && (dst.stride(1) != 1 || dst.stride(0) < static_cast<int64_t>(dst.shape(1))))
+            throw nb::value_error("dst: rows of contiguous elements (a column block of a row-major matrix)");
+          nb::gil_scoped_release release;
+          copy_rows_at(addr.data(), reinterpret_cast<char*>(dst.data()), addr.shape(0), dst.shape(1) * sizeof(T),
+                       dst.stride(0) * static_cast<int64_t>(sizeof(T)));
+        },
+        nb::arg("addr").noconvert(), nb::arg("dst").noconvert(),
+        "the same into float32 (or 16-bit) rows that may be a column block of a wider matrix (row stride >= width)");
+}
+
 NB_MODULE(_native, m) {
   m.doc() = "fastsample C++/OpenMP kernels";
   m.def("max_threads", []() { return omp_get_max_threads(); },
@@ -263,46 +334,8 @@ NB_MODULE(_native, m) {
   def_sampling<int32_t, int64_t, int16_t>(m);
   def_sampling<int64_t, int64_t, int16_t>(m);
 
-  m.def("mean_aggregate",
-        [](In<int64_t> indptr, In<int32_t> indices, ConstRows h, StridedRows out) {
-          check_aggregate(indptr, h, out);
-          const int64_t stride = row_stride(out, "out");
-          nb::gil_scoped_release release;
-          mean_aggregate(indptr.data(), indices.data(), indptr.shape(0) - 1, h.data(), h.shape(1), out.data(), stride,
-                         out.shape(1) == 2 * h.shape(1));
-        },
-        nb::arg("indptr").noconvert(), nb::arg("indices").noconvert(), nb::arg("h").noconvert(),
-        nb::arg("out").noconvert(),
-        "out[i] = mean of h[indices[indptr[i]:indptr[i+1]]] (0 without edges); if out is twice "
-        "h's width, out[i] = [h[i] | mean]; out's rows may be apart (a column block); see aggregate.cpp");
-  m.def("mean_aggregate_half",
-        [](In<int64_t> indptr, In<int32_t> indices, ConstRows16 h, StridedRows out, bool bf16) {
-          check_aggregate(indptr, h, out);
-          const int64_t stride = row_stride(out, "out");
-          nb::gil_scoped_release release;
-          mean_aggregate_half(indptr.data(), indices.data(), indptr.shape(0) - 1, h.data(), h.shape(1), out.data(),
-                              stride, out.shape(1) == 2 * h.shape(1), bf16);
-        },
-        nb::arg("indptr").noconvert(), nb::arg("indices").noconvert(), nb::arg("h").noconvert(),
-        nb::arg("out").noconvert(), nb::arg("bf16"),
-        "mean_aggregate over 16-bit rows h (bfloat16 bits if bf16, else float16, as uint16), summed in fp32");
-  m.def("mean_aggregate_at",
-        [](In<int64_t> indptr, In<int32_t> indices, In<int64_t> addr, int kind, StridedRows out, bool with_self) {
-          if (kind < 0 || kind > 2) throw nb::value_error("kind: 0 (float32), 1 (bfloat16) or 2 (float16)");
-          if (static_cast<int64_t>(out.shape(0)) != indptr.shape(0) - 1)
-            throw nb::value_error("out: one row per destination");
-          if (with_self && (out.shape(1) % 2 != 0 || addr.shape(0) < out.shape(0)))
-            throw nb::value_error("with_self: out twice the rows' width, and a row per destination");
-          const int64_t stride = row_stride(out, "out");
-          nb::gil_scoped_release release;
-          mean_aggregate_at(indptr.data(), indices.data(), indptr.shape(0) - 1, addr.data(), static_cast<RowKind>(kind),
-                            with_self ? out.shape(1) / 2 : out.shape(1), out.data(), stride, with_self);
-        },
-        nb::arg("indptr").noconvert(), nb::arg("indices").noconvert(), nb::arg("addr").noconvert(), nb::arg("kind"),
-        nb::arg("out").noconvert(), nb::arg("with_self"),
-        "mean_aggregate over rows found through an address table: source u's row starts at addr[u] "
-        "(kind: 0 float32, 1 bfloat16, 2 float16; out's width, halved if with_self); the addresses are the "
-        "caller's to keep valid (fastsample/rows.py)");
+  def_aggregate<StridedRows>(m);
+  def_aggregate<StridedRows16>(m);
   m.def("mean_aggregate_backward",
         [](In<int64_t> indptr, In<int32_t> indices, ConstStridedRows grad_agg, std::optional<ConstStridedRows> grad_self,
            std::optional<ConstKept> kept, float scale, Rows grad_h, std::optional<Vec> col_sum, bool transposed,
@@ -444,17 +477,8 @@ NB_MODULE(_native, m) {
         },
         nb::arg("addr").noconvert(), nb::arg("dst").noconvert(),
         "dst[i] = the dst.shape[1] bytes at address addr[i] (a row table's rows into one matrix)");
-  m.def("copy_rows_at",
-        [](In<int64_t> addr, nb::ndarray<float, nb::ndim<2>, nb::device::cpu> dst) {
-          if (dst.shape(0) != addr.shape(0)) throw nb::value_error("dst: one row per address");
-          if (dst.shape(0) > 1 && (dst.stride(1) != 1 || dst.stride(0) < static_cast<int64_t>(dst.shape(1))))
-            throw nb::value_error("dst: rows of contiguous elements (a column block of a row-major matrix)");
-          nb::gil_scoped_release release;
-          copy_rows_at(addr.data(), reinterpret_cast<char*>(dst.data()), addr.shape(0), dst.shape(1) * sizeof(float),
-                       dst.stride(0) * static_cast<int64_t>(sizeof(float)));
-        },
-        nb::arg("addr").noconvert(), nb::arg("dst").noconvert(),
-        "the same into float32 rows that may be a column block of a wider matrix (row stride >= width)");
+  def_copy_rows_at<float>(m);
+  def_copy_rows_at<uint16_t>(m);
   m.def("copy_rows", &copy_rows_<float>, nb::arg("src").noconvert(), nb::arg("src_rows").noconvert(),
         nb::arg("dst").noconvert(), nb::arg("dst_rows").noconvert().none() = nb::none(),
         "dst[dst_rows[i] (or i)] = src[src_rows[i]]; row ids are not checked (the caller's are in range)");

@@ -120,6 +120,54 @@ def test_the_mean_over_a_table_equals_the_mean_over_its_matrix(name, with_self):
     assert np.array_equal(got, want)  # the same sums in the same order
 
 
+@needs_native
+@pytest.mark.parametrize("name", list(DTYPES))
+@pytest.mark.parametrize("with_self", [True, False])
+def test_the_means_written_in_bf16_are_the_fp32_means_as_torch_converts_them(name, with_self):
+    # bf16 products read their input in bf16: the kernels store it so directly (a column
+    # block of a wider matrix), bit for bit torch's conversion of the fp32 result, from a
+    # matrix and from a table, over values spanning ~1e-42 (subnormal) .. 1e5
+    from fastsample.native import lib
+
+    rng = np.random.default_rng(5)
+    rows, table = scattered(rng, 200, 24, DTYPES[name])
+    if name == "float32":
+        rows *= (10.0 ** rng.integers(-42, 6, (200, 1))).astype(np.float32)
+        table = RowTable(np.float32, 24, (rows,), None, np.arange(200, dtype=np.int64) * 24 * 4)
+    indptr, indices = csc(rng, 80, 200)
+    width = 48 if with_self else 24
+    fp32 = np.empty((80, width), np.float32)
+    if name == "float32":
+        lib.mean_aggregate(indptr, indices, rows, fp32)
+    else:
+        lib.mean_aggregate_half(indptr, indices, rows.view(np.uint16), fp32, name == "bfloat16")
+    want = torch.from_numpy(fp32).to(torch.bfloat16).view(torch.int16)
+    for via in ("matrix", "table"):
+        wide = torch.full((80, width + 5), -7.0, dtype=torch.bfloat16)
+        out = wide[:, 2:2 + width]
+        if via == "table":
+            table.mean_into(torch.from_numpy(indptr), torch.from_numpy(indices), out, with_self)
+        elif name == "float32":
+            lib.mean_aggregate(indptr, indices, torch.from_numpy(rows), bf16.bits(out))
+        else:
+            lib.mean_aggregate_half(torch.from_numpy(indptr), torch.from_numpy(indices),
+                                    torch.from_numpy(rows.view(np.uint16)), bf16.bits(out), name == "bfloat16")
+        assert torch.equal(out.view(torch.int16), want), via
+        assert torch.all(wide[:, :2] == -7) and torch.all(wide[:, 2 + width:] == -7), via
+
+
+@pytest.mark.parametrize("name", ["float32", "bfloat16"])
+@pytest.mark.parametrize("native", [True, False])
+def test_copy_into_a_bf16_column_block_converts_as_torch_does(name, native, monkeypatch):
+    native_or_numpy(rows_module, native, monkeypatch)
+    rows, table = scattered(np.random.default_rng(6), 50, 6, DTYPES[name])
+    wide = torch.full((40, 11), -7.0, dtype=torch.bfloat16)
+    table.copy_into(wide[:, 3:9])
+    fp32 = torch.from_numpy(bf16.widen(rows[:40]) if name == "bfloat16" else rows[:40])
+    assert torch.equal(wide[:, 3:9].view(torch.int16), fp32.to(torch.bfloat16).view(torch.int16))
+    assert torch.all(wide[:, :3] == -7) and torch.all(wide[:, 9:] == -7)
+
+
 def block(rng, num_dst: int, num_src: int) -> Block:
     indptr, indices = csc(rng, num_dst, num_src)
     mfg = MFG(indptr, indices, np.arange(num_src, dtype=np.int64), num_dst)

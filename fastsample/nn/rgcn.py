@@ -15,8 +15,8 @@ The last layer computes the target type only.
 
 A layer is one autograd function (_Layer) with one product per destination type over
 [h | a mean per relation into it]: each mean is written into its columns of that product's
-input as it is made (no concatenation; with bf16 products converted to bf16 once, for the
-forward and the weight gradient, as the output gradient is once for both of its products);
+input as it is made (no concatenation; with bf16 products made in bf16 as it is written, for
+the forward and the weight gradient, and the output gradient converted once for both of its products);
 only the spans whose rows take a gradient get an input gradient (the input layer's features
 take none); each source type's gradient is made in one buffer, one native pass per relation
 reading it; and ReLU with dropout is one native pass in place (sage.relu_dropout).
@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from fastsample import bf16
 from fastsample.nn import matmul
 from fastsample.nn.block import Block, check_widths, typed_inputs
 from fastsample.nn.sage import relu_dropout
@@ -88,7 +89,7 @@ def _takes_grad(h) -> bool:
 
 
 def _self_rows(h, n: int, out: torch.Tensor) -> None:
-    """``out`` = rows [0, n) of ``h`` (the destinations', first among the sources)."""
+    """``out`` (float32 or bfloat16) = rows [0, n) of ``h`` (the destinations', first among the sources)."""
     if isinstance(h, RowTable):
         h.copy_into(out)
     else:
@@ -96,13 +97,14 @@ def _self_rows(h, n: int, out: torch.Tensor) -> None:
 
 
 def _mean_into(block: Block, h, out: torch.Tensor) -> None:
-    """``out`` (rows apart: a column block of a product's input) = ``mean(block, h)``, in place."""
+    """``out`` (rows apart: a column block of a product's input; float32, or bfloat16 for bf16
+    products, rounded once as torch rounds) = ``mean(block, h)``, in place."""
     if isinstance(h, RowTable) and h.readable:
         h.mean_into(block.indptr, block.indices, out, with_self=False)
     elif isinstance(h, RowTable):
         _mean_into(block, tensor_of(h).float(), out)
     elif _native is not None and h.device.type == "cpu" and h.dtype == torch.float32:
-        _native.mean_aggregate(block.indptr, block.indices, h.contiguous(), out)
+        _native.mean_aggregate(block.indptr, block.indices, h.contiguous(), bf16.bits(out))
     else:
         out.copy_(block.mean(h.float()))
 
@@ -125,14 +127,13 @@ class _Layer(torch.autograd.Function):
         ws, bs = tensors[P:P + T], tensors[P + T:]
         plan, zs, outs = matmul.current(), [], []
         for (t, n, spans), w, b in zip(spec.types, ws, bs):
-            z = torch.empty(n, w.shape[1], device=w.device)
+            # bf16 products read z in bf16 (forward and weight gradient): made so as it is written
+            z = torch.empty(n, w.shape[1], device=w.device, dtype=torch.bfloat16 if plan.bf16 else torch.float32)
             for s, rel, a, e in spans:
                 if rel is None:
                     _self_rows(h[s], n, z[:, a:e])
                 else:
                     _mean_into(rel, h[s], z[:, a:e])
-            if plan.bf16:  # its products read z in bf16: converted once, for forward and weight gradient
-                z = z.to(torch.bfloat16)
             zs.append(z)
             outs.append(plan.forward(z, w, b))
         ctx.spec, ctx.zs, ctx.plan = spec, zs, plan

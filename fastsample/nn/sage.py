@@ -8,9 +8,10 @@ Layer l maps source rows h_src (num_src, d_in) to destination rows (num_dst, d_o
 projection, at width d_in, with no per-edge message tensors. Two paths:
   * "native" (CPU, float32): each layer is one autograd Function (_NativeSAGE) on the
     C++/OpenMP kernels of native/aggregate.cpp. Forward writes the mean beside h_dst in one
-    buffer Z = [h_dst | mean] (in fp32; the input layer reads float32, bfloat16 or float16
-    features as they come) and projects it with one matmul (fastsample/nn/matmul.py picks
-    the engine, and bf16 products where they pay), then adds the bias and applies
+    buffer Z = [h_dst | mean] (summed in fp32, stored in fp32, or in bf16 where the products
+    are bf16; the input layer reads float32, bfloat16 or float16 features as they come) and
+    projects it with one matmul (fastsample/nn/matmul.py picks the engine, and bf16 products
+    where they pay), then adds the bias and applies
     ReLU and dropout in one pass, in place (native/activation.cpp: counter-based keep bits,
     ~20x cheaper than torch's bernoulli_). Backward is one matmul for both weights (Z^T g), one for Z's gradient, and
     one native pass that scatters the mean's gradient to the sources, adds the self term,
@@ -29,6 +30,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from fastsample import bf16
 from fastsample.nn import matmul
 from fastsample.nn.block import Block
 
@@ -177,11 +179,12 @@ class _NativeSAGE(torch.autograd.Function):
     @staticmethod
     def forward(ctx, h, w_self, bias, w_neigh, block, drop, seed, in_scale, link=None):
         d, n = h.shape[1], block.num_dst
-        z = torch.empty(n, 2 * d, dtype=torch.float32)
-        aggregate(block, h, z)  # z = [h[:n] | mean], in fp32 whatever h's width
-        w = torch.cat([w_self, w_neigh], 1)
         plan = matmul.current()
-        z = plan.operand(z)  # bf16 products: converted once, for forward and weight gradient (half the bytes kept)
+        # z = [h[:n] | mean], summed in fp32 whatever h's dtype; stored in bf16 where the products read
+        # it so (forward and weight gradient: half the bytes kept, no conversion pass)
+        z = torch.empty(n, 2 * d, dtype=torch.bfloat16 if plan.bf16 else torch.float32)
+        aggregate(block, h, z)
+        w = torch.cat([w_self, w_neigh], 1)
         if drop is None:
             out = plan.forward(z, w, bias)
         else:  # bias, ReLU and dropout in one pass (a fused bias would first be copied everywhere)
@@ -227,14 +230,16 @@ class _NativeSAGE(torch.autograd.Function):
 
 def aggregate(block: Block, h, z: torch.Tensor) -> None:
     """z = [h[:num_dst] | mean of the in-neighbours' rows] (or only the mean, if z is as wide
-    as h) in fp32, on the native kernel; h float32, bfloat16 or float16 (read as is), or a
-    row table of them (fastsample/rows.py: the gathered rows read where they are)."""
+    as h), summed in fp32, stored as z's dtype (float32, or bfloat16 rounded as torch rounds),
+    on the native kernel; h float32, bfloat16 or float16 (read as is), or a row table of them
+    (fastsample/rows.py: the gathered rows read where they are)."""
     if isinstance(h, RowTable):
         h.mean_into(block.indptr, block.indices, z, with_self=z.shape[1] == 2 * h.width)
     elif h.dtype == torch.float32:
-        _native.mean_aggregate(block.indptr, block.indices, h, z)
+        _native.mean_aggregate(block.indptr, block.indices, h, bf16.bits(z))
     elif h.dtype in HALF:
-        _native.mean_aggregate_half(block.indptr, block.indices, h.view(torch.uint16), z, h.dtype == torch.bfloat16)
+        _native.mean_aggregate_half(block.indptr, block.indices, h.view(torch.uint16), bf16.bits(z),
+                                    h.dtype == torch.bfloat16)
     else:
         raise TypeError(f"features must be float32, bfloat16 or float16 (got {h.dtype})")
 
