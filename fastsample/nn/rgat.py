@@ -44,17 +44,22 @@ ACTIVATION_SLOPE = 0.01  # F.leaky_relu's default, between layers (the reference
 
 
 class _Project(torch.autograd.Function):
-    """x @ w^T on the current product plan (fastsample/nn/matmul.py), and its gradients."""
+    """x @ w^T on the current product plan (fastsample/nn/matmul.py), and its gradients; with
+    bf16 products x and g are converted once each, for both products that read them."""
 
     @staticmethod
     def forward(ctx, x, w):
+        plan = matmul.current()
+        x = plan.operand(x)  # kept so for the weight gradient
         ctx.save_for_backward(x, w)
-        return matmul.current().forward(x, w)
+        ctx.plan = plan
+        return plan.forward(x, w)
 
     @staticmethod
     def backward(ctx, g):
         x, w = ctx.saved_tensors
-        plan, g = matmul.current(), g.contiguous()
+        plan = ctx.plan
+        g = plan.operand(g.contiguous())
         return (plan.input_grad(g, w) if ctx.needs_input_grad[0] else None,
                 plan.weight_grad(g, x) if ctx.needs_input_grad[1] else None)
 
