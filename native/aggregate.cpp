@@ -110,8 +110,9 @@ template <typename Load, typename Src>
 }
 
 // The rows a product's bf16 operand is made of, written so directly (no fp32 matrix then a
-// conversion pass): rounded to nearest even as torch rounds float to bfloat16 (c10's
-// round_to_nearest_even; NaN as 0x7fc0), so the same bits as the conversion after.
+// conversion pass): rounded to nearest even as torch rounds float to bfloat16, so the same
+// bits as the conversion after (NaN aside: written 0x7fc0, as c10's scalar path; torch's
+// vector path writes 0xffff).
 [[gnu::always_inline]] inline void store_bf16(const float* in, uint16_t* out, int64_t n) {
 #pragma omp simd
   for (int64_t f = 0; f < n; ++f) {
@@ -133,17 +134,19 @@ template <typename Load, typename Src>
   if (out.bf16 != nullptr) store_bf16(o, out.bf16 + i * out.stride, with_self ? 2 * width : width);
 }
 
-}  // namespace
+// A thread's scratch row for mean_out (bf16 output only): one per parallel region, not per row.
+inline std::vector<float> scratch_row(const OutRows& out, int64_t width) {
+  return std::vector<float>(out.bf16 != nullptr ? 2 * width : 0);
+}
 
-// Each thread's scratch row (bf16 output only): one per parallel region, not per row.
-#define FS_SCRATCH std::vector<float> scratch(out.bf16 != nullptr ? 2 * width : 0)
+}  // namespace
 
 FS_CLONES void mean_aggregate(const int64_t* indptr, const int32_t* indices, int64_t num_dst, const float* h,
                               int64_t width, OutRows out, bool with_self) {
   const int64_t num_edges = indptr[num_dst];
 #pragma omp parallel
   {
-    FS_SCRATCH;
+    std::vector<float> scratch = scratch_row(out, width);
 #pragma omp for schedule(dynamic, 64)
     for (int64_t i = 0; i < num_dst; ++i)
       mean_out<F32>(indptr, indices, num_edges, Dense<float>{h, width}, width, out, with_self, i, scratch.data());
@@ -155,7 +158,7 @@ FS_CLONES void mean_aggregate_half(const int64_t* indptr, const int32_t* indices
   const int64_t num_edges = indptr[num_dst];
 #pragma omp parallel
   {
-    FS_SCRATCH;
+    std::vector<float> scratch = scratch_row(out, width);
     if (bf16) {
 #pragma omp for schedule(dynamic, 64)
       for (int64_t i = 0; i < num_dst; ++i)
@@ -173,7 +176,7 @@ FS_CLONES void mean_aggregate_at(const int64_t* indptr, const int32_t* indices, 
   const int64_t num_edges = indptr[num_dst];
 #pragma omp parallel
   {
-    FS_SCRATCH;
+    std::vector<float> scratch = scratch_row(out, width);
     switch (kind) {
       case RowKind::kF32:
 #pragma omp for schedule(dynamic, 64)
@@ -193,8 +196,6 @@ FS_CLONES void mean_aggregate_at(const int64_t* indptr, const int32_t* indices, 
     }
   }
 }
-
-#undef FS_SCRATCH
 
 FS_CLONES void mean_aggregate_backward(const int64_t* indptr, const int32_t* indices, int64_t num_dst,
                              int64_t num_src, const float* grad_agg, int64_t agg_stride,
