@@ -101,20 +101,27 @@ def test_copy_into_a_column_block_writes_the_rows_there_alone(name, native, monk
     assert torch.all(wide[:, :3] == -7) and torch.all(wide[:, 9:] == -7)
 
 
+def matrix_means(rows: np.ndarray, indptr: np.ndarray, indices: np.ndarray, out) -> None:
+    """out = the means over the matrix ``rows`` (float32, or 16-bit bits: bf16.BITS or float16),
+    [self | mean] where out is twice as wide; out float32, or bfloat16 bits (bf16.bits)."""
+    from fastsample.native import lib
+
+    to = torch.from_numpy
+    if rows.dtype == np.float32:
+        lib.mean_aggregate(to(indptr), to(indices), to(rows), out)
+    else:
+        lib.mean_aggregate_half(to(indptr), to(indices), to(rows.view(np.uint16)), out, rows.dtype == bf16.BITS)
+
+
 @needs_native
 @pytest.mark.parametrize("name", list(DTYPES))
 @pytest.mark.parametrize("with_self", [True, False])
 def test_the_mean_over_a_table_equals_the_mean_over_its_matrix(name, with_self):
-    from fastsample.native import lib
-
     rng = np.random.default_rng(2)
     rows, table = scattered(rng, 200, 24, DTYPES[name])
     indptr, indices = csc(rng, 80, 200)
     want = np.empty((80, 48 if with_self else 24), np.float32)
-    if name == "float32":
-        lib.mean_aggregate(indptr, indices, rows, want)
-    else:
-        lib.mean_aggregate_half(indptr, indices, rows.view(np.uint16), want, name == "bfloat16")
+    matrix_means(rows, indptr, indices, torch.from_numpy(want))
     got = np.full_like(want, np.nan)
     table.mean_into(torch.from_numpy(indptr), torch.from_numpy(indices), torch.from_numpy(got), with_self)
     assert np.array_equal(got, want)  # the same sums in the same order
@@ -127,8 +134,6 @@ def test_the_means_written_in_bf16_are_the_fp32_means_as_torch_converts_them(nam
     # bf16 products read their input in bf16: the kernels store it so directly (a column
     # block of a wider matrix), bit for bit torch's conversion of the fp32 result, from a
     # matrix and from a table, over values spanning ~1e-42 (subnormal) .. 1e5
-    from fastsample.native import lib
-
     rng = np.random.default_rng(5)
     rows, table = scattered(rng, 200, 24, DTYPES[name])
     if name == "float32":
@@ -136,22 +141,16 @@ def test_the_means_written_in_bf16_are_the_fp32_means_as_torch_converts_them(nam
         table = RowTable(np.float32, 24, (rows,), None, np.arange(200, dtype=np.int64) * 24 * 4)
     indptr, indices = csc(rng, 80, 200)
     width = 48 if with_self else 24
-    fp32 = np.empty((80, width), np.float32)
-    if name == "float32":
-        lib.mean_aggregate(indptr, indices, rows, fp32)
-    else:
-        lib.mean_aggregate_half(indptr, indices, rows.view(np.uint16), fp32, name == "bfloat16")
-    want = torch.from_numpy(fp32).to(torch.bfloat16).view(torch.int16)
+    fp32 = torch.empty(80, width)
+    matrix_means(rows, indptr, indices, fp32)
+    want = fp32.to(torch.bfloat16).view(torch.int16)
     for via in ("matrix", "table"):
         wide = torch.full((80, width + 5), -7.0, dtype=torch.bfloat16)
         out = wide[:, 2:2 + width]
         if via == "table":
             table.mean_into(torch.from_numpy(indptr), torch.from_numpy(indices), out, with_self)
-        elif name == "float32":
-            lib.mean_aggregate(indptr, indices, torch.from_numpy(rows), bf16.bits(out))
         else:
-            lib.mean_aggregate_half(torch.from_numpy(indptr), torch.from_numpy(indices),
-                                    torch.from_numpy(rows.view(np.uint16)), bf16.bits(out), name == "bfloat16")
+            matrix_means(rows, indptr, indices, bf16.bits(out))
         assert torch.equal(out.view(torch.int16), want), via
         assert torch.all(wide[:, :2] == -7) and torch.all(wide[:, 2 + width:] == -7), via
 
