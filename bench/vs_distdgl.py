@@ -22,7 +22,7 @@ Each DistDGL runs in two environments (--distdgl, default both), each a column o
            (huge=always), as fastsample's feature shards are read into huge pages
   shipped  as DistDGL is shipped and run: glibc's defaults, 4 KiB tmpfs pages
 fastsample runs the same in both (its tuning is its own, applied at start-up; the like
-environment is exported to it too), once per --precisions entry (fp32, bf16: each a column).
+environment is exported to it too), once per --precisions entry (fp32, bf16, int8: each a column).
 What each DistDGL machine ran with (its GLIBC_TUNABLES, its /dev/shm mount) is in
 results.json ("distdgl_environment"). With --cache-fraction F every round runs fastsample
 (fp32) a second time with its hot-feature cache (the same losses bitwise, fewer rows
@@ -56,6 +56,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from fastsample.choices import PRECISIONS
 
 from timing import cpu_model
 
@@ -242,7 +244,7 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--ranks", type=int, default=2)
     ap.add_argument("--precisions", default="fp32",
-                    help="fastsample's --precision, one column each, e.g. fp32,bf16 (default fp32)")
+                    help="fastsample's --precision, one column each, e.g. fp32,bf16,int8 (default fp32)")
     ap.add_argument("--cache-fraction", type=float, default=0.0,
                     help="also run fastsample with this --cache-fraction each round, a column of its own (default: 0, not)")
     ap.add_argument("--lock", default="/tmp/w/bench.lock", help="flock file around every timed run ('' : none)")
@@ -263,8 +265,8 @@ def main():
     if not a.distdgl or any(e not in ENVIRONMENTS for e in environments):
         die(f"--distdgl {a.distdgl!r}: a comma-separated list of {', '.join(ENVIRONMENTS)}")
     precisions = [x.strip() for x in a.precisions.split(",")]
-    if not precisions or any(x not in ("fp32", "bf16") for x in precisions):
-        die(f"--precisions {a.precisions!r}: a comma-separated list of fp32, bf16")
+    if not precisions or any(x not in PRECISIONS for x in precisions):
+        die(f"--precisions {a.precisions!r}: a comma-separated list of {', '.join(PRECISIONS)}")
     if not (a.dgl or a.graphbolt):
         die("nothing to compare with: give --dgl (DistDGL 1.1.3's partition) and/or --graphbolt (DGL 2.1's)")
 

@@ -25,9 +25,12 @@ KERNELS = ("native", "numba", "twostep")
 # trainer's precisions.
 MATMUL_ENGINES = ("blas", "onednn")
 MATMUL_CHOICES = ("auto", *MATMUL_ENGINES)
-PRECISIONS = ("fp32", "bf16")
+PRECISIONS = ("fp32", "bf16", "int8")
+# the precisions whose products are bf16 where the CPU runs them faster (int8 is a storage of
+# the features: what the model computes on is bf16's)
+BF16_PRODUCTS = ("bf16", "int8")
 
-# How node features are stored in a dataset (bf16 is a training precision, not a storage).
+# How node features are stored in a dataset (bf16 and int8 are training precisions, not storages).
 FEATURE_DTYPES = ("float32", "float16")
 
 # Which rows the hot-feature cache keeps (fastsample/distributed/cache.py).

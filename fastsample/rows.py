@@ -28,21 +28,30 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from fastsample import bf16
+from fastsample import bf16, int8
 from fastsample.native import lib as _native
 
 # the native kernels' element kinds (native/aggregate.hpp, RowKind)
-KINDS = {np.dtype(np.float32): 0, bf16.BITS: 1, np.dtype(np.float16): 2}
+KINDS = {np.dtype(np.float32): 0, bf16.BITS: 1, np.dtype(np.float16): 2, int8.DTYPE: 3}
 
 
 class RowTable:
     """``n`` rows of ``width`` elements of ``dtype``, row i at byte ``offset[i]`` of
     ``sources[which[i]]`` (C-contiguous arrays of any shape; which None: all in sources[0]);
-    ``materialize`` gives them as ``out_dtype`` (default ``dtype``; float32 widens 16-bit rows)."""
+    ``materialize`` gives them as ``out_dtype`` (default ``dtype``; float32 widens 16-bit rows).
+    int8 rows (fastsample/int8.py) come with their columns' ``scale`` and are always read as
+    their decoded float32 values."""
 
-    def __init__(self, dtype, width: int, sources, which: np.ndarray | None, offset: np.ndarray, out_dtype=None):
+    def __init__(self, dtype, width: int, sources, which: np.ndarray | None, offset: np.ndarray, out_dtype=None,
+                 scale: np.ndarray | None = None):
         self.dtype, self.width = np.dtype(dtype), int(width)
         self.out_dtype = self.dtype if out_dtype is None else np.dtype(out_dtype)
+        self.scale = None
+        if self.dtype == int8.DTYPE:
+            self.scale = np.ascontiguousarray(scale, dtype=np.float32) if scale is not None else None
+            if self.scale is None or self.scale.shape != (self.width,):
+                raise ValueError(f"scale: int8 rows take one scale per column ({self.width})")
+            self.out_dtype = np.dtype(np.float32)
         self.sources = tuple(sources)
         if which is not None and len(which) and np.asarray(which).dtype != np.int8:
             if np.min(which) < 0 or np.max(which) >= len(self.sources):  # before int8 could wrap it
@@ -110,6 +119,8 @@ class RowTable:
             for s, src in enumerate(self.sources):
                 at = np.arange(n) if self.which is None else np.flatnonzero(self.which[:n] == s)
                 flat[at] = src.reshape(-1).view(np.uint8)[self.offset[at, None] + cols]
+        if self.scale is not None:
+            return int8.decode(out, self.scale)
         return out if self.out_dtype == self.dtype else bf16.widen(out).astype(self.out_dtype, copy=False)
 
     def copy_into(self, out: torch.Tensor) -> None:
@@ -118,8 +129,11 @@ class RowTable:
         rather than through a copy of the rows where their dtype is out's."""
         same = self.dtype == np.float32 and out.dtype == torch.float32 or \
             self.dtype == bf16.BITS and out.dtype == torch.bfloat16
-        if self.readable and same and out.device.type == "cpu":
+        native = self.readable and out.device.type == "cpu"
+        if native and same:
             _native.copy_rows_at(self.addresses()[:len(out)], bf16.bits(out))
+        elif native and self.scale is not None and out.dtype in (torch.float32, torch.bfloat16):
+            _native.decode_rows_at(self.addresses()[:len(out)], self.scale, bf16.bits(out))
         else:
             out.copy_(tensor_of(self, len(out)))
 
@@ -128,7 +142,7 @@ class RowTable:
         destination of a CSC (indptr int64, indices int32), summed in fp32 and stored as out's
         dtype (float32 or bfloat16): mean_aggregate_at."""
         _native.mean_aggregate_at(indptr, indices, torch.from_numpy(self.addresses()), KINDS[self.dtype],
-                                  bf16.bits(out), with_self)
+                                  bf16.bits(out), with_self, self.scale)
 
 
 class LearnableRows(RowTable):

@@ -61,6 +61,10 @@ struct F32 {
   static float load(float v) { return v; }
 };
 
+struct I8 {  // int8 rows: integers, exact in fp32; their column scale is applied after the sum
+  static float load(int8_t v) { return static_cast<float>(v); }
+};
+
 // Where the sources' rows are: one matrix (h, width wide), or a table of each row's
 // address (rows read where they landed: a feature shard, a cache, a receive buffer;
 // fastsample/rows.py), so an input layer reads them without a copy into one matrix first.
@@ -84,13 +88,20 @@ struct Table {
 // Destination i's row of the output. Inlined into each FS_CLONES function, whose own
 // `omp parallel for` calls it: an OpenMP region inside a shared helper would be outlined
 // once, for the baseline ISA, and lose the clones' vector width.
+// col_scale (int8 rows only, else null): each column's scale, a power of two, applied to the
+// self row and to the sum (exact: the same bits as summing the decoded rows).
 template <typename Load, typename Src>
 [[gnu::always_inline]] inline void mean_row(const int64_t* indptr, const int32_t* indices, int64_t num_edges,
-                                            const Src& src, int64_t width, float* o, bool with_self, int64_t i) {
+                                            const Src& src, int64_t width, float* o, bool with_self, int64_t i,
+                                            const float* col_scale) {
   if (with_self) {
     const typename Src::Value* self = src.row(i);
 #pragma omp simd
     for (int64_t f = 0; f < width; ++f) o[f] = Load::load(self[f]);
+    if (col_scale != nullptr) {
+#pragma omp simd
+      for (int64_t f = 0; f < width; ++f) o[f] *= col_scale[f];
+    }
     o += width;
   }
   std::fill(o, o + width, 0.0f);
@@ -101,6 +112,10 @@ template <typename Load, typename Src>
     const typename Src::Value* row = src.row(indices[j]);
 #pragma omp simd
     for (int64_t f = 0; f < width; ++f) o[f] += Load::load(row[f]);
+  }
+  if (col_scale != nullptr) {
+#pragma omp simd
+    for (int64_t f = 0; f < width; ++f) o[f] *= col_scale[f];
   }
   if (end > begin) {
     const float scale = 1.0f / static_cast<float>(end - begin);
@@ -128,9 +143,9 @@ template <typename Load, typename Src>
 template <typename Load, typename Src>
 [[gnu::always_inline]] inline void mean_out(const int64_t* indptr, const int32_t* indices, int64_t num_edges,
                                             const Src& src, int64_t width, const OutRows& out, bool with_self,
-                                            int64_t i, float* scratch) {
+                                            int64_t i, float* scratch, const float* col_scale = nullptr) {
   float* o = out.bf16 != nullptr ? scratch : out.f32 + i * out.stride;
-  mean_row<Load>(indptr, indices, num_edges, src, width, o, with_self, i);
+  mean_row<Load>(indptr, indices, num_edges, src, width, o, with_self, i, col_scale);
   if (out.bf16 != nullptr) store_bf16(o, out.bf16 + i * out.stride, with_self ? 2 * width : width);
 }
 
@@ -172,7 +187,7 @@ FS_CLONES void mean_aggregate_half(const int64_t* indptr, const int32_t* indices
 }
 
 FS_CLONES void mean_aggregate_at(const int64_t* indptr, const int32_t* indices, int64_t num_dst, const int64_t* addr,
-                                 RowKind kind, int64_t width, OutRows out, bool with_self) {
+                                 RowKind kind, int64_t width, OutRows out, bool with_self, const float* col_scale) {
   const int64_t num_edges = indptr[num_dst];
 #pragma omp parallel
   {
@@ -193,6 +208,28 @@ FS_CLONES void mean_aggregate_at(const int64_t* indptr, const int32_t* indices, 
         for (int64_t i = 0; i < num_dst; ++i)
           mean_out<Fp16>(indptr, indices, num_edges, Table<uint16_t>{addr}, width, out, with_self, i, scratch.data());
         break;
+      case RowKind::kI8:
+#pragma omp for schedule(dynamic, 64)
+        for (int64_t i = 0; i < num_dst; ++i)
+          mean_out<I8>(indptr, indices, num_edges, Table<int8_t>{addr}, width, out, with_self, i, scratch.data(),
+                       col_scale);
+        break;
+    }
+  }
+}
+
+FS_CLONES void decode_rows_at(const int64_t* addr, int64_t n, int64_t width, const float* col_scale, OutRows out) {
+#pragma omp parallel
+  {
+    std::vector<float> scratch = scratch_row(out, width);
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < n; ++i) {
+      if (i + kAhead < n) prefetch_lines(reinterpret_cast<const int8_t*>(addr[i + kAhead]), width);
+      const int8_t* q = reinterpret_cast<const int8_t*>(addr[i]);
+      float* o = out.bf16 != nullptr ? scratch.data() : out.f32 + i * out.stride;
+#pragma omp simd
+      for (int64_t f = 0; f < width; ++f) o[f] = static_cast<float>(q[f]) * col_scale[f];
+      if (out.bf16 != nullptr) store_bf16(o, out.bf16 + i * out.stride, width);
     }
   }
 }

@@ -26,15 +26,22 @@ void mean_aggregate(const int64_t* indptr, const int32_t* indices, int64_t num_d
 void mean_aggregate_half(const int64_t* indptr, const int32_t* indices, int64_t num_dst, const uint16_t* h,
                          int64_t width, OutRows out, bool with_self, bool bf16);
 
-// The element type of rows read through an address table.
-enum class RowKind : int { kF32 = 0, kBf16 = 1, kF16 = 2 };
+// The element type of rows read through an address table: kI8 is int8 with a scale per
+// column (col_scale, powers of two: fastsample/int8.py), the value q * col_scale[f].
+enum class RowKind : int { kF32 = 0, kBf16 = 1, kF16 = 2, kI8 = 3 };
 
 // mean_aggregate / mean_aggregate_half over rows found through addr: source u's row (width
 // elements of `kind`) starts at address addr[u]. The input layer reads the gathered rows
 // where they landed (shard, cache, receive buffer) instead of a copy of them in one matrix;
-// the same sums in the same order, so the same bits.
+// the same sums in the same order, so the same bits. int8 rows are summed as integers and
+// scaled once per column before the mean's 1 / degree: with power-of-two scales exactly the
+// sums of the decoded values, so the same bits as over the decoded float32 matrix.
 void mean_aggregate_at(const int64_t* indptr, const int32_t* indices, int64_t num_dst, const int64_t* addr,
-                       RowKind kind, int64_t width, OutRows out, bool with_self);
+                       RowKind kind, int64_t width, OutRows out, bool with_self, const float* col_scale = nullptr);
+
+// out[i, :] = the int8 row at addr[i] decoded, q * col_scale (exact in float32 and in
+// bfloat16 for power-of-two scales): the self rows of a product's input, read where they are.
+void decode_rows_at(const int64_t* addr, int64_t n, int64_t width, const float* col_scale, OutRows out);
 
 // The input gradient of a GraphSAGE layer, in one pass over the sources:
 //   grad_h[u, :] = grad_self[u, :] (u < num_dst, if grad_self)

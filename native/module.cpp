@@ -284,22 +284,37 @@ void def_aggregate(nb::module_& m) {
         nb::arg("out").noconvert(), nb::arg("bf16"),
         "mean_aggregate over 16-bit rows h (bfloat16 bits if bf16, else float16, as uint16), summed in fp32");
   m.def("mean_aggregate_at",
-        [](In<int64_t> indptr, In<int32_t> indices, In<int64_t> addr, int kind, O out, bool with_self) {
-          if (kind < 0 || kind > 2) throw nb::value_error("kind: 0 (float32), 1 (bfloat16) or 2 (float16)");
+        [](In<int64_t> indptr, In<int32_t> indices, In<int64_t> addr, int kind, O out, bool with_self,
+           std::optional<In<float>> col_scale) {
+          if (kind < 0 || kind > 3) throw nb::value_error("kind: 0 (float32), 1 (bfloat16), 2 (float16) or 3 (int8)");
           if (static_cast<int64_t>(out.shape(0)) != indptr.shape(0) - 1)
             throw nb::value_error("out: one row per destination");
           if (with_self && (out.shape(1) % 2 != 0 || addr.shape(0) < out.shape(0)))
             throw nb::value_error("with_self: out twice the rows' width, and a row per destination");
+          const int64_t width = with_self ? out.shape(1) / 2 : out.shape(1);
+          if ((kind == 3) != col_scale.has_value() || (col_scale && static_cast<int64_t>(col_scale->shape(0)) != width))
+            throw nb::value_error("col_scale: one per column for int8 rows (kind 3), and only for them");
           const int64_t stride = row_stride(out, "out");
           nb::gil_scoped_release release;
           mean_aggregate_at(indptr.data(), indices.data(), indptr.shape(0) - 1, addr.data(), static_cast<RowKind>(kind),
-                            with_self ? out.shape(1) / 2 : out.shape(1), out_rows(out, stride), with_self);
+                            width, out_rows(out, stride), with_self, col_scale ? col_scale->data() : nullptr);
         },
         nb::arg("indptr").noconvert(), nb::arg("indices").noconvert(), nb::arg("addr").noconvert(), nb::arg("kind"),
-        nb::arg("out").noconvert(), nb::arg("with_self"),
+        nb::arg("out").noconvert(), nb::arg("with_self"), nb::arg("col_scale").noconvert().none() = nb::none(),
         "mean_aggregate over rows found through an address table: source u's row starts at addr[u] "
-        "(kind: 0 float32, 1 bfloat16, 2 float16; out's width, halved if with_self); the addresses are the "
-        "caller's to keep valid (fastsample/rows.py)");
+        "(kind: 0 float32, 1 bfloat16, 2 float16, 3 int8 with col_scale, its columns' power-of-two scales; "
+        "out's width, halved if with_self); the addresses are the caller's to keep valid (fastsample/rows.py)");
+  m.def("decode_rows_at",
+        [](In<int64_t> addr, In<float> col_scale, O out) {
+          if (out.shape(0) != addr.shape(0)) throw nb::value_error("out: one row per address");
+          if (col_scale.shape(0) != out.shape(1)) throw nb::value_error("col_scale: one per column of out");
+          const int64_t stride = row_stride(out, "out");
+          nb::gil_scoped_release release;
+          decode_rows_at(addr.data(), addr.shape(0), out.shape(1), col_scale.data(), out_rows(out, stride));
+        },
+        nb::arg("addr").noconvert(), nb::arg("col_scale").noconvert(), nb::arg("out").noconvert(),
+        "out[i] = the int8 row at addr[i] times col_scale (exact for power-of-two scales); out float32 or "
+        "bfloat16 bits, its rows may be apart (a column block)");
 }
 
 // copy_rows_at into rows of T (float32, or 16-bit bits) that may be a column block of a wider matrix
@@ -485,6 +500,9 @@ NB_MODULE(_native, m) {
   m.def("copy_rows", &copy_rows_<uint16_t>, nb::arg("src").noconvert(), nb::arg("src_rows").noconvert(),
         nb::arg("dst").noconvert(), nb::arg("dst_rows").noconvert().none() = nb::none(),
         "the same for 16-bit rows (float16 or bfloat16 bits as uint16)");
+  m.def("copy_rows", &copy_rows_<int8_t>, nb::arg("src").noconvert(), nb::arg("src_rows").noconvert(),
+        nb::arg("dst").noconvert(), nb::arg("dst_rows").noconvert().none() = nb::none(),
+        "the same for int8 rows");
   const char* locate_doc = "run[i], rows[i] = the run of ids[i] (runs[r] <= id < runs[r + 1]) and its row in it; "
                            "returns the first i outside [runs[0], runs[-1]), or -1 (route.hpp)";
   m.def("locate_runs", &locate_runs_<int32_t>, nb::arg("ids").noconvert(), nb::arg("runs").noconvert(),

@@ -2,10 +2,11 @@
 TASKS x {untyped, typed} x {hybrid, vanilla} x {native, numba, twostep}. In each
 data and task, every mode and kernel gives bitwise the same per-step losses; in every
 cell --prefetch 1 (the sampler runs on the prefetch thread) gives bitwise the losses without
-it; in each mode --cache-fraction 0.2 gives bitwise the losses without it and --precision
-bf16 trains (finite losses). The cache and bf16 run once per mode, not per kernel: every
-kernel samples the same batches (their losses agree bitwise above), so the cache and the
-bf16 rows would see the same ids whichever kernel drew them. Typed link batches use no
+it; in each mode --cache-fraction 0.2 gives bitwise the losses without it, --precision
+bf16 trains (finite losses) and --precision int8 trains, with the same losses in both modes.
+The cache and the precisions run once per mode, not per kernel: every kernel samples the
+same batches (their losses agree bitwise above), so the cache and the reduced rows would
+see the same ids whichever kernel drew them. Typed link batches use no
 edge the exclusion rule names, in any layer, and neither do typed edge-class batches. One line per (task, data) that passed
 (helpers.passed)."""
 
@@ -53,6 +54,7 @@ def main() -> None:
                                embed_dim=8, **({"negatives": 2} if task == "link" else {}))
             want = losses(base, comm)
             assert want and all(math.isfinite(x) for x in want), want
+            quantized = []
             for mode in ("hybrid", "vanilla"):
                 for kernel in KERNELS:
                     cell = dataclasses.replace(base, mode=mode, sampler=kernel)
@@ -67,6 +69,9 @@ def main() -> None:
                 assert got == want, (task, data, mode, "cache", got, want)
                 bf16 = losses(dataclasses.replace(cell, precision="bf16"), comm)
                 assert len(bf16) == len(want) and all(math.isfinite(x) for x in bf16), bf16
+                quantized.append(losses(dataclasses.replace(cell, precision="int8"), comm))
+            assert len(quantized[0]) == len(want) and all(math.isfinite(x) for x in quantized[0]), quantized
+            assert quantized[0] == quantized[1], (task, data, "int8", quantized)
             passed(comm.rank, f"{task}-{data}")
 
 

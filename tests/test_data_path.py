@@ -32,6 +32,6 @@ def matrix(tmp_path_factory):
 
 @pytest.mark.mpi
 @pytest.mark.slow
-def test_every_task_data_mode_and_kernel_trains_alike_with_cache_prefetch_and_bf16(matrix):
+def test_every_task_data_mode_and_kernel_trains_alike_with_cache_prefetch_bf16_and_int8(matrix):
     proc = mpiexec(2, REPO / "tests" / "matrix_worker.py", matrix, timeout=900)
     assert_checks(proc, 2, [f"{t}-{d}" for t in TASKS for d in ("untyped", "typed")])

@@ -19,10 +19,10 @@ PACKAGE = REPO / "fastsample"
 # Lowest first. A module takes the layer of the longest prefix listed here.
 LAYERS = [
     # 0: facts and schemas that depend on nothing of ours
-    ["fastsample.choices", "fastsample.options", "fastsample.atomic", "fastsample.allocator", "fastsample.bf16", "fastsample.rows",
-     "fastsample.native", "fastsample.launcher", "fastsample.sampling.mfg", "fastsample.sampling.rng",
-     "fastsample.sampling.nodemap", "fastsample.comm.base", "fastsample.faults", "fastsample.phases",
-     "fastsample.progress"],
+    ["fastsample.choices", "fastsample.options", "fastsample.atomic", "fastsample.allocator", "fastsample.bf16",
+     "fastsample.int8", "fastsample.rows", "fastsample.native", "fastsample.launcher", "fastsample.sampling.mfg",
+     "fastsample.sampling.rng", "fastsample.sampling.nodemap", "fastsample.comm.base", "fastsample.faults",
+     "fastsample.phases", "fastsample.progress"],
     # 1: the dataset record and the job's settings
     ["fastsample.data.graph", "fastsample.data.edge_splits", "fastsample.job"],
     # 2: making datasets; sampling; collectives

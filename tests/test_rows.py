@@ -6,7 +6,8 @@ import pytest
 import torch
 
 import fastsample.rows as rows_module
-from fastsample import bf16
+from fastsample import bf16, int8
+from fastsample.comm.local import LocalCommunicator
 from fastsample.nn.block import Block
 from fastsample.nn.rgcn import RGCN
 from fastsample.nn.sage import GraphSAGE
@@ -17,14 +18,20 @@ from helpers import native_built, native_or_numpy
 
 needs_native = pytest.mark.skipif(not native_built(), reason="native module not built")
 
-DTYPES = {"float32": np.float32, "bfloat16": bf16.BITS, "float16": np.float16}
+DTYPES = {"float32": np.float32, "bfloat16": bf16.BITS, "float16": np.float16, "int8": int8.DTYPE}
 
 
 def scattered(rng, n: int, width: int, dtype) -> tuple[np.ndarray, RowTable]:
     """n rows, and a table of the same rows spread over three sources as a gather leaves
     them: a shard, a cache, and a byte buffer (rows back to back) of another layout."""
     values = rng.standard_normal((n, width)).astype(np.float32)
-    rows = bf16.narrow(values) if dtype == bf16.BITS else values.astype(dtype)
+    scale = None
+    if dtype == int8.DTYPE:  # columns of different magnitudes, each its own scale
+        values *= (2.0 ** rng.integers(-20, 20, width)).astype(np.float32)
+        scale = int8.scales({"t": values}, LocalCommunicator())["t"]
+        rows = int8.quantize(values, scale)
+    else:
+        rows = bf16.narrow(values) if dtype == bf16.BITS else values.astype(dtype)
     which = rng.integers(0, 3, n).astype(np.int8)
     shard = np.zeros((n + 5, width), dtype=rows.dtype)
     at_shard = rng.permutation(n + 5)[:n]
@@ -36,7 +43,12 @@ def scattered(rng, n: int, width: int, dtype) -> tuple[np.ndarray, RowTable]:
     buffer = np.ascontiguousarray(rows[mine]).view(np.uint8).reshape(-1)
     offset = np.where(which == 0, at_shard, at_cache).astype(np.int64) * rows.itemsize * width
     offset[mine] = np.arange(len(mine)) * rows.itemsize * width
-    return rows, RowTable(rows.dtype, width, (shard, cache, buffer), which, offset)
+    return rows, RowTable(rows.dtype, width, (shard, cache, buffer), which, offset, scale=scale)
+
+
+def values_of(rows: np.ndarray, table: RowTable) -> np.ndarray:
+    """What a table of ``rows`` materializes: the rows, int8 ones decoded (float32)."""
+    return int8.decode(rows, table.scale) if rows.dtype == int8.DTYPE else rows
 
 
 def csc(rng, num_dst: int, num_src: int, max_deg: int = 6) -> tuple[np.ndarray, np.ndarray]:
@@ -50,8 +62,8 @@ def csc(rng, num_dst: int, num_src: int, max_deg: int = 6) -> tuple[np.ndarray, 
 def test_materialize_gives_the_rows_native_or_not(name, native, monkeypatch):
     native_or_numpy(rows_module, native, monkeypatch)
     rows, table = scattered(np.random.default_rng(0), 97, 13, DTYPES[name])
-    assert np.array_equal(table.materialize(), rows)
-    assert np.array_equal(table.materialize(40), rows[:40])
+    assert np.array_equal(table.materialize(), values_of(rows, table))
+    assert np.array_equal(table.materialize(40), values_of(rows, table)[:40])
 
 
 def test_materialize_widens_to_the_out_dtype():
@@ -89,21 +101,22 @@ def test_a_table_is_read_in_place_only_where_every_row_is_aligned():
     assert np.array_equal(off.materialize()[1].view(np.uint8), shard.view(np.uint8).reshape(-1)[2:14])
 
 
-@pytest.mark.parametrize("name", ["float32", "bfloat16"])
+@pytest.mark.parametrize("name", ["float32", "bfloat16", "int8"])
 @pytest.mark.parametrize("native", [True, False])
 def test_copy_into_a_column_block_writes_the_rows_there_alone(name, native, monkeypatch):
     native_or_numpy(rows_module, native, monkeypatch)
     rows, table = scattered(np.random.default_rng(4), 50, 6, DTYPES[name])
     wide = torch.full((40, 11), -7.0)
     table.copy_into(wide[:, 3:9])  # rows [0, 40) into columns 3..8 of a wider matrix
-    want = torch.from_numpy(bf16.widen(rows[:40]) if name == "bfloat16" else rows[:40])
+    want = torch.from_numpy(bf16.widen(values_of(rows, table)[:40]))
     assert torch.equal(wide[:, 3:9], want)
     assert torch.all(wide[:, :3] == -7) and torch.all(wide[:, 9:] == -7)
 
 
 def matrix_means(rows: np.ndarray, indptr: np.ndarray, indices: np.ndarray, out) -> None:
     """out = the means over the matrix ``rows`` (float32, or 16-bit bits: bf16.BITS or float16),
-    [self | mean] where out is twice as wide; out float32, or bfloat16 bits (bf16.bits)."""
+    [self | mean] where out is twice as wide; out float32, or bfloat16 bits (bf16.bits). int8
+    rows are passed decoded (values_of): their table's means must equal those."""
     from fastsample.native import lib
 
     to = torch.from_numpy
@@ -121,7 +134,7 @@ def test_the_mean_over_a_table_equals_the_mean_over_its_matrix(name, with_self):
     rows, table = scattered(rng, 200, 24, DTYPES[name])
     indptr, indices = csc(rng, 80, 200)
     want = np.empty((80, 48 if with_self else 24), np.float32)
-    matrix_means(rows, indptr, indices, torch.from_numpy(want))
+    matrix_means(values_of(rows, table), indptr, indices, torch.from_numpy(want))
     got = np.full_like(want, np.nan)
     table.mean_into(torch.from_numpy(indptr), torch.from_numpy(indices), torch.from_numpy(got), with_self)
     assert np.array_equal(got, want)  # the same sums in the same order
@@ -139,6 +152,8 @@ def test_the_means_written_in_bf16_are_the_fp32_means_as_torch_converts_them(nam
     if name == "float32":
         rows *= (10.0 ** rng.integers(-42, 6, (200, 1))).astype(np.float32)
         table = RowTable(np.float32, 24, (rows,), None, np.arange(200, dtype=np.int64) * 24 * 4)
+    if name == "int8":  # the matrix below is what the table stands for: the decoded values
+        rows = values_of(rows, table)
     indptr, indices = csc(rng, 80, 200)
     width = 48 if with_self else 24
     fp32 = torch.empty(80, width)
@@ -155,14 +170,14 @@ def test_the_means_written_in_bf16_are_the_fp32_means_as_torch_converts_them(nam
         assert torch.all(wide[:, :2] == -7) and torch.all(wide[:, 2 + width:] == -7), via
 
 
-@pytest.mark.parametrize("name", ["float32", "bfloat16"])
+@pytest.mark.parametrize("name", ["float32", "bfloat16", "int8"])
 @pytest.mark.parametrize("native", [True, False])
 def test_copy_into_a_bf16_column_block_converts_as_torch_does(name, native, monkeypatch):
     native_or_numpy(rows_module, native, monkeypatch)
     rows, table = scattered(np.random.default_rng(6), 50, 6, DTYPES[name])
     wide = torch.full((40, 11), -7.0, dtype=torch.bfloat16)
     table.copy_into(wide[:, 3:9])
-    fp32 = torch.from_numpy(bf16.widen(rows[:40]) if name == "bfloat16" else rows[:40])
+    fp32 = torch.from_numpy(bf16.widen(values_of(rows, table)[:40]))
     assert torch.equal(wide[:, 3:9].view(torch.int16), fp32.to(torch.bfloat16).view(torch.int16))
     assert torch.all(wide[:, :3] == -7) and torch.all(wide[:, 9:] == -7)
 

@@ -67,7 +67,7 @@ def test_cora_accuracy(cora, tmp_path):
     assert best["test_acc"] >= 0.78, f"test accuracy {best['test_acc']} at the best validation epoch"
 
 
-PRECISIONS = {"fp32": [], "bf16": ["--precision", "bf16", "--matmul", "blas"]}
+PRECISIONS = {"fp32": [], "bf16": ["--precision", "bf16", "--matmul", "blas"], "int8": ["--precision", "int8"]}
 
 
 @pytest.fixture(scope="module")
@@ -220,22 +220,27 @@ def test_missing_part_stops_a_vanilla_job_without_hanging(train_parts, tmp_path)
 
 @pytest.mark.mpi
 @pytest.mark.slow
-def test_bf16_losses_identical_across_modes_cache_and_prefetch(train_parts, tmp_path):
-    # --precision bf16 narrows the features once; every data path (hybrid and vanilla
-    # gathers, the hot-feature cache, the prefetch thread) must then move the same 16-bit
-    # rows, so the losses agree bitwise. They differ from fp32's (the features are random
-    # floats, not bf16-exact) by the rounding only.
+def test_reduced_precision_losses_identical_across_modes_cache_and_prefetch(train_parts, tmp_path):
+    # --precision bf16 narrows the features once, int8 quantizes them once; every data path
+    # (hybrid and vanilla gathers, the hot-feature cache, the prefetch thread) must then move
+    # the same rows, so the losses agree bitwise. int8's prefetch thread decodes the rows into
+    # one float32 matrix where the others read the 8-bit rows in place: the same losses say
+    # that the kernels' sums over 8-bit rows are the sums of the decoded values. Both differ
+    # from fp32's (the features are random floats) by the rounding only, int8 from bf16's too.
     variants = {"hybrid": ["--mode", "hybrid"], "vanilla": ["--mode", "vanilla"],
                 "cache+prefetch": ["--mode", "hybrid", "--cache-fraction", "0.2", "--prefetch", "1"]}
-    # the four runs in one launch (helpers.train_many: the command's main() per run)
-    runs = train_many(train_parts / "p2", 2, {name: (tmp_path / f"{name}.json", [*ARGS, "--precision", "bf16", *extra])
-                                              for name, extra in variants.items()}
-                      | {"fp32": (tmp_path / "fp32.json", ARGS)})
-    losses = {name: [loss for r in records for loss in r["step_losses"]] for name, records in runs.items()}
-    fp32 = losses.pop("fp32")
-    assert losses["vanilla"] == losses["hybrid"] and losses["cache+prefetch"] == losses["hybrid"]
-    assert losses["hybrid"] != fp32
-    np.testing.assert_allclose(losses["hybrid"], fp32, rtol=1e-2)
+    # the seven runs in one launch (helpers.train_many: the command's main() per run)
+    runs = train_many(train_parts / "p2", 2, {(p, name): (tmp_path / f"{p}-{name}.json",
+                                                          [*ARGS, "--precision", p, *extra])
+                                              for p in ("bf16", "int8") for name, extra in variants.items()}
+                      | {("fp32", "hybrid"): (tmp_path / "fp32.json", ARGS)})
+    losses = {key: [loss for r in records for loss in r["step_losses"]] for key, records in runs.items()}
+    fp32 = losses.pop(("fp32", "hybrid"))
+    for p in ("bf16", "int8"):
+        assert losses[p, "vanilla"] == losses[p, "hybrid"] and losses[p, "cache+prefetch"] == losses[p, "hybrid"], p
+        assert losses[p, "hybrid"] != fp32
+        np.testing.assert_allclose(losses[p, "hybrid"], fp32, rtol=1e-2)
+    assert losses["int8", "hybrid"] != losses["bf16", "hybrid"]
 
 
 def test_start_up_line_names_precision_and_matmul(train_parts, tmp_path):

@@ -27,7 +27,7 @@ from functools import cached_property
 
 import numpy as np
 
-from fastsample import bf16
+from fastsample import bf16, int8
 
 
 @dataclass(frozen=True)
@@ -83,10 +83,13 @@ class FeatureCache:
         return sum(c.nbytes for c in self.by_type.values())
 
 
-def as_stored(rows: np.ndarray, dtype) -> np.ndarray:
-    """Gathered rows back in the shard's dtype (a cache holds rows as the shard does)."""
+def as_stored(rows: np.ndarray, dtype, scale: np.ndarray | None = None) -> np.ndarray:
+    """Gathered rows back in the shard's dtype (a cache holds rows as the shard does; int8
+    ones, which come decoded, quantized again with their ``scale``: the same integers)."""
     if rows.dtype == dtype:
         return rows
+    if dtype == int8.DTYPE:
+        return int8.quantize(rows, scale)
     return bf16.narrow(rows) if dtype == bf16.BITS else rows.astype(dtype)
 
 

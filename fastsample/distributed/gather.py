@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fastsample import bf16
+from fastsample import bf16, int8
 from fastsample.allocator import populate
 from fastsample.nn.block import positions_by_type
 from fastsample.data.graph import by_type, unwrap_one_type
@@ -40,7 +40,8 @@ from fastsample.native import lib as _native
 from fastsample.rows import RowTable
 
 
-_ROWS = {np.dtype(np.float32): np.float32, np.dtype(np.float16): np.uint16, bf16.BITS: np.uint16}
+_ROWS = {np.dtype(np.float32): np.float32, np.dtype(np.float16): np.uint16, bf16.BITS: np.uint16,
+         int8.DTYPE: np.int8}
 
 
 def copy_rows(src: np.ndarray, rows: np.ndarray, dst: np.ndarray, dst_rows: np.ndarray | None = None) -> None:
@@ -126,15 +127,24 @@ class FeatureGather:
         shards: {node type: this rank's rows of that type, or None} in node type order; or
             one array, the rows of untyped data (``__call__`` then returns one matrix).
         keep_dtype: rows come out in their stored dtype (16-bit stays 16-bit); else float32.
+            int8 rows travel as int8 and always come out decoded (float32).
         learnable: the types whose shards are learnable float32 tables, all of one width
             (their rows' gradients go back through send_back).
+        scales: {node type: its columns' scales} for each int8 shard (fastsample/int8.py).
     """
 
-    def __init__(self, comm: Communicator, runs: np.ndarray, shards, keep_dtype: bool = False, learnable=()):
+    def __init__(self, comm: Communicator, runs: np.ndarray, shards, keep_dtype: bool = False, learnable=(),
+                 scales=None):
         self.comm, self.runs = comm, np.asarray(runs, dtype=np.int64)
         shards = by_type(shards)
         self.types = list(shards)
         self.shards = [shards[t] for t in self.types]
+        scales = by_type(scales) if scales is not None else {}
+        self.scales = [scales.get(t) if s is not None and s.dtype == int8.DTYPE else None
+                       for t, s in zip(self.types, self.shards)]
+        for t, s, scale in zip(self.types, self.shards, self.scales):
+            if s is not None and s.dtype == int8.DTYPE and (scale is None or np.shape(scale) != (s.shape[1],)):
+                raise ValueError(f"scales[{t!r}]: the int8 shard's column scales ({s.shape[1]}) are missing")
         T = len(self.types)
         if len(self.runs) != comm.size * T + 1:
             raise ValueError(f"runs: {len(self.runs)} boundaries, expected ranks x types + 1 = {comm.size * T + 1}")
@@ -147,7 +157,7 @@ class FeatureGather:
         self.row_bytes = np.array([0 if s is None else s.shape[1] * s.itemsize for s in self.shards], dtype=np.int64)
         # the wire's element: the shards' dtype when they share one, else a byte
         dtypes = {s.dtype for s in self.shards if s is not None}
-        self.unit = dtypes.pop() if len(dtypes) == 1 else np.dtype(np.uint8)
+        self.unit = dtypes.pop() if len(dtypes) == 1 and dtypes != {int8.DTYPE} else np.dtype(np.uint8)
         self.row_units = self.row_bytes // self.unit.itemsize
         unknown = [t for t in learnable if t not in shards or shards[t] is None or shards[t].dtype != np.float32]
         if unknown:
@@ -237,7 +247,7 @@ class FeatureGather:
         empty = np.empty(0, np.uint8)
         tables = {name: None if shard is None else
                   RowTable(shard.dtype, shard.shape[1], (shard, cached.get(t, empty), data), which[t], offset[t],
-                           self.out_dtypes[t])
+                           self.out_dtypes[t], self.scales[t])
                   for t, (name, shard) in enumerate(zip(self.types, self.shards))}
         return Gathered(tables, types, index, counts, Route(index, counts, which, offset, order, per_run, w_rows,
                                                             w_per_run))
@@ -265,7 +275,8 @@ class FeatureGather:
         for t, name in enumerate(self.types):
             mine = got.types == t
             if np.any(mine):
-                by_type[t] = CachedRows(ids[mine], as_stored(got.rows[name][got.index[mine]], self.shards[t].dtype))
+                by_type[t] = CachedRows(ids[mine], as_stored(got.rows[name][got.index[mine]], self.shards[t].dtype,
+                                                             self.scales[t]))
         return FeatureCache(by_type)
 
     def send_back(self, route: Route, grads: dict) -> dict:

@@ -47,7 +47,7 @@ import numpy as np
 import torch
 
 from fastsample.phases import phase
-from fastsample import bf16
+from fastsample import bf16, int8
 from fastsample import allocator
 from fastsample.allocator import available_memory
 from fastsample.nn.block import Block
@@ -72,7 +72,8 @@ class Batch:
     seeds:  int64 (S,) global ids of the last MFG's destinations: the nodes trained on (a
             node batch), or a link batch's unique endpoints, sorted (S may be 0)
     x:      (blocks[0].num_src, F) input features, writable, on the loader's device: float32, or
-            with precision "bf16" 16-bit (bfloat16; float16 where the features are stored so).
+            with precision "bf16" 16-bit (bfloat16; float16 where the features are stored so);
+            with "int8" float32, the 8-bit rows decoded (fastsample/int8.py).
             Typed data: {node type: (its input nodes, its width)}; a featureless type's rows
             are its learnable embeddings (a leaf tensor that takes a gradient) when the
             loader has ``embeddings``, else None. Made on first access from
@@ -183,6 +184,28 @@ def narrow_features(part: RankPartition) -> RankPartition:
     return dataclasses.replace(part, features=unwrap_one_type({t: narrow(f) for t, f in part.shards.items()}))
 
 
+def quantize_features(part: RankPartition, comm: Communicator) -> RankPartition:
+    """``part`` with its features quantized to int8 (in memory, a quarter of float32's
+    bytes), each column with a power-of-two scale shared by every rank (fastsample/int8.py;
+    collective: every rank calls it); an already quantized one as it is."""
+    if part.scales:
+        return part
+    shards = part.shards
+    scales = int8.scales(shards, comm)
+    quantized = {t: None if f is None else int8.quantize(f, scales[t]) for t, f in shards.items()}
+    return dataclasses.replace(part, features=unwrap_one_type(quantized), scales=scales)
+
+
+def reduce_features(part: RankPartition, precision: str, comm: Communicator) -> RankPartition:
+    """``part``'s features as ``precision`` keeps them in memory: bf16 narrowed, int8
+    quantized, fp32 as they are (collective for int8)."""
+    if precision == "bf16":
+        return narrow_features(part)
+    if precision == "int8":
+        return quantize_features(part, comm)
+    return part
+
+
 def as_tensor(rows: np.ndarray, device: torch.device, learnable: bool = False) -> torch.Tensor:
     """Gathered rows as a tensor on ``device`` (pinned first on CUDA: the copy runs
     asynchronously); a learnable table's rows as a leaf that takes a gradient."""
@@ -234,8 +257,10 @@ class Loader:
         prefetch: steps made ahead in a background thread (0: none; 1 or 2 is enough).
         precision: "fp32" (batch.x float32) or "bf16": the features are gathered and sent in
             16 bits (float32 ones narrowed to bfloat16 once, here; float16 ones as stored)
-            and batch.x keeps them so (fastsample/bf16.py). Pass the same opened partition
-            (open_data, then narrow_features) to several loaders to narrow it once.
+            and batch.x keeps them so (fastsample/bf16.py); or "int8": held, gathered and sent
+            in 8 bits with a power-of-two scale per column, read decoded (fastsample/int8.py).
+            Pass the same opened partition (open_data, then reduce_features) to several
+            loaders to narrow or quantize it once.
         cache_fraction: keep a copy of this fraction of all nodes' feature rows, those
             this rank would fetch most (fastsample/distributed/cache.py), built by
             ``warm_up`` (or the first iteration); 0: none. Same batches; fewer bytes on the wire.
@@ -265,9 +290,9 @@ class Loader:
         if not 0 <= cache_fraction < 1:
             raise ConfigError("cache_fraction", f"must be in [0, 1) (got {cache_fraction!r})")
         self.comm = comm if comm is not None else LocalCommunicator()
-        self.part = open_data(data, self.comm, mode, resident=precision != "bf16")  # bf16: narrowed into memory
-        if precision == "bf16":
-            self.part = narrow_features(self.part)
+        # bf16 and int8: narrowed or quantized into memory
+        self.part = reduce_features(open_data(data, self.comm, mode, resident=precision == "fp32"), precision,
+                                    self.comm)
         self.source = seeds(self.part, split, self.comm)
         self.split, self.batch_size, self.seed, self.mode = split, int(batch_size), int(seed), mode
         self.shuffle = split == "train" if shuffle is None else bool(shuffle)
@@ -287,7 +312,7 @@ class Loader:
         shards = self.part.features
         if tables and not self.prefetch:
             shards = {**shards, **tables}
-        self.gather = FeatureGather(data_comm, runs, shards, keep_dtype=precision == "bf16",
+        self.gather = FeatureGather(data_comm, runs, shards, keep_dtype=precision != "fp32", scales=self.part.scales,
                                     learnable=() if self.prefetch else tables)
         self.embed_gather = (FeatureGather(self.comm, runs, {t: tables.get(t) for t in shards}, learnable=tables)
                              if self.prefetch and tables else None)

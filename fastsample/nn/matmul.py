@@ -20,6 +20,7 @@ their results rounded to bfloat16 (torch's CPU bf16 products return bf16) and wi
 weights, optimizer and loss stay fp32. Only where the measurement says they pay (CPUs
 with AVX-512 BF16 or AMX); elsewhere (AVX2: bf16 products are emulated, 7-40x slower
 than fp32) the products stay fp32 and bf16 only narrows the features (fastsample/bf16.py).
+``--precision int8`` computes as bf16 does, its features held in 8 bits (fastsample/int8.py).
 
 The chosen plan is process-wide (`use`, `current`), like torch's own backend flags: the
 trainer decides on rank 0 and every rank uses rank 0's plan, so ranks compute alike. A
@@ -50,7 +51,7 @@ from pathlib import Path
 
 import torch
 
-from fastsample.choices import MATMUL_CHOICES, MATMUL_ENGINES as ENGINES, PRECISIONS
+from fastsample.choices import BF16_PRODUCTS, MATMUL_CHOICES, MATMUL_ENGINES as ENGINES, PRECISIONS
 
 # oneDNN (and ideep, torch's wrapper of it) keep a compiled primitive per matrix shape,
 # up to 1024; a layer's row count differs every step, so a rank on the onednn engine
@@ -115,8 +116,8 @@ class Plan:
     """Which engine runs each product, and in which precision.
 
     engines: op -> "blas" or "onednn" (see OPS); bf16: products on bfloat16 operands;
-    precision: what was asked for ("fp32" or "bf16": bf16 may still compute in fp32, see
-    the module doc); measured: GFLOP/s per candidate from `choose` ({} if not measured).
+    precision: what was asked for ("fp32", "bf16" or "int8": the last two may still compute
+    in fp32, see the module doc); measured: GFLOP/s per candidate from `choose` ({} if not measured).
     """
 
     engines: dict = field(default_factory=lambda: dict.fromkeys(OPS, "blas"))
@@ -168,8 +169,9 @@ class Plan:
         else:
             names = sorted(set(self.engines.values()))
             what = "fp32 " + (names[0] if len(names) == 1 else ", ".join(f"{op} {self.engines[op]}" for op in OPS))
-        if self.precision == "bf16" and not self.bf16:
-            what += " (bf16 products do not pay on this CPU: bf16 narrows the features only)"
+        if self.precision in BF16_PRODUCTS and not self.bf16:
+            what += (f" (bf16 products do not pay on this CPU: {self.precision} "
+                     f"{'narrows' if self.precision == 'bf16' else 'quantizes'} the features only)")
         if self.measured and figures:
             m = self.measured
             figures = "; ".join(f"{op} " + " ".join(f"{e} {m[f'{op} {e}']:.0f}" for e in ENGINES if f"{op} {e}" in m)
@@ -277,7 +279,7 @@ def choose(backend: str = "auto", precision: str = "fp32", shape: tuple[int, int
     if backend == "onednn" and not onednn_available():
         raise ValueError("backend onednn: this torch build has no usable oneDNN inner product")
     if backend != "auto":  # pinned: no measurement; with bf16, bf16 products whether they pay or not
-        return Plan(dict.fromkeys(OPS, backend), bf16=precision == "bf16", precision=precision)
+        return Plan(dict.fromkeys(OPS, backend), bf16=precision in BF16_PRODUCTS, precision=precision)
     t0 = time.perf_counter()
     rows, k, n = shape
     args = _operands(rows, k, n, seed)
@@ -294,7 +296,7 @@ def choose(backend: str = "auto", precision: str = "fp32", shape: tuple[int, int
     if not steady:  # a choice under someone else's load would differ run to run: BLAS, as without a measurement
         chosen = dict.fromkeys(OPS, "blas")
     bf16 = False
-    if precision == "bf16":  # on a slice: emulated bf16 is slow, and a slice shows the ratio
+    if precision in BF16_PRODUCTS:  # on a slice: emulated bf16 is slow, and a slice shows the ratio
         cut = max(1, rows // 8)
         small = {"forward": (z[:cut], w), "weight_grad": (g[:cut], z[:cut]), "input_grad": (g[:cut], w)}
         fp32, half = Plan(chosen), Plan(bf16=True)

@@ -361,6 +361,8 @@ class RankPartition(Dataset):
     local_graph: vanilla: in-edges of the owned nodes; indptr is over the owned range
                  (local row i = global id offsets[rank] + i), indices are global; else None
     layout:      partition.json (every part's split sizes in ``layout["parts"]``)
+    scales:      {node type: its columns' scales} where features are int8 in memory
+                 (--precision int8: fastsample/int8.py, loading.quantize_features); else {}
     """
 
     rank: int
@@ -368,6 +370,7 @@ class RankPartition(Dataset):
     offsets: np.ndarray
     local_graph: CSCGraph | None = None
     layout: dict = field(default_factory=dict)
+    scales: dict = field(default_factory=dict)
 
     @property
     def num_nodes(self) -> int:

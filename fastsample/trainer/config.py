@@ -183,11 +183,14 @@ class TrainConfig(JobShape):
                             "sent and read by the first layer in 16 bits (bfloat16, or float16 where stored so), "
                             "and the model's matrix products in bfloat16 with fp32 accumulation where the CPU "
                             "makes that pay (AVX-512 BF16, AMX: measured at start-up); weights, optimizer and loss "
-                            "stay fp32. See fastsample/nn/matmul.py", choices=PRECISIONS)
+                            "stay fp32. int8: as bf16, with the features held, gathered and sent in 8 bits (a "
+                            "power-of-two scale per column, the same on every rank; the values the model reads "
+                            "are within 1/128 of each column's largest magnitude). See fastsample/nn/matmul.py "
+                            "and fastsample/int8.py", choices=PRECISIONS)
     matmul: str = option("auto", "the engine of the built-in models' matrix products (GraphSAGE, R-GCN, R-GAT): "
                          "auto (the faster of blas and onednn for this model's shapes, measured once per host and "
                          "cached, so reruns reproduce), blas (torch's default, MKL on x86) or onednn. With "
-                         "--precision bf16, auto uses bf16 products only where they measure faster, blas or onednn "
+                         "--precision bf16 or int8, auto uses bf16 products only where they measure faster, blas or onednn "
                          "use them always",
                          choices=MATMUL_CHOICES)
     checkpoint_dir: str | None = option(None, "save model and optimizer after every epoch (rank 0; typed data's "

@@ -35,7 +35,7 @@ from fastsample.options import ConfigError, marked
 from fastsample.distributed import average_gradients
 from fastsample.distributed.embedding import ShardedEmbeddings
 from fastsample.data.graph import NODE, describe_types, unwrap_one_type
-from fastsample.loading import Batch, narrow_features, open_data
+from fastsample.loading import Batch, open_data, reduce_features
 from fastsample.nn.models import build_encoder
 from fastsample.sampling import fanout_matrix, layer_key, set_num_threads
 from fastsample.tasks import task_for
@@ -209,11 +209,11 @@ class Trainer:
 
     def _open_data(self) -> None:
         c = self.config
-        # a partition, or a dataset for one process; bf16 narrows the shards into memory itself
-        self.shard = open_data(c.data, self.comm, c.mode, resident=c.precision != "bf16")
+        # a partition, or a dataset for one process; bf16 and int8 narrow or quantize the shards
+        # into memory themselves, once, for every loader
+        self.shard = reduce_features(open_data(c.data, self.comm, c.mode, resident=c.precision == "fp32"),
+                                     c.precision, self.comm)
         self.num_classes = self.shard.num_classes
-        if c.precision == "bf16":  # once, for every loader
-            self.shard = narrow_features(self.shard)
         self.embeddings = embeddings_for(c, self.shard, self.rank, self.comm.size)
         common = dict(comm=self.comm, kernel=c.sampler, mode=c.mode, device=self.device, prefetch=c.prefetch,
                       precision=c.precision, embeddings=self.embeddings)
