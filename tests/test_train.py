@@ -106,6 +106,21 @@ def test_partition_for_another_rank_count_stops_every_rank(train_parts):
 
 
 @pytest.mark.mpi
+def test_int8_refuses_a_non_finite_feature_on_every_rank(tmp_path):
+    from conftest import make_small_dataset
+
+    make_small_dataset(tmp_path / "ds", num_nodes=200, num_edges=800)
+    features = np.load(tmp_path / "ds" / "features.npy", mmap_mode="r+")
+    features[150, 2] = np.inf  # a row one rank owns: the other must stop too
+    features.flush()
+    partition_dataset(tmp_path / "ds", tmp_path / "p2", 2, method="random", progress=False)
+    proc = mpiexec(2, "-m", "fastsample.train", "--data", tmp_path / "p2", *ARGS, "--precision", "int8", timeout=120)
+    assert proc.returncode != 0
+    message = "the node features: NaN or infinite values; --precision int8 needs finite features"
+    assert proc.stderr.count(message) == 1 and proc.stderr.count("\n") == 1, proc.stderr
+
+
+@pytest.mark.mpi
 def test_mismatched_settings_are_reported(train_parts):
     script = ("import sys; from mpi4py import MPI; from fastsample.train import main; "
               "sys.exit(main(sys.argv[1:] + ['--lr', str(0.01 * (1 + MPI.COMM_WORLD.Get_rank()))]))")

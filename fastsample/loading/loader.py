@@ -191,7 +191,7 @@ def quantize_features(part: RankPartition, comm: Communicator) -> RankPartition:
     if part.scales:
         return part
     shards = part.shards
-    scales = int8.scales(shards, comm)
+    scales = int8.scales(shards, comm, typed=part.typed)
     quantized = {t: None if f is None else int8.quantize(f, scales[t]) for t, f in shards.items()}
     return dataclasses.replace(part, features=unwrap_one_type(quantized), scales=scales)
 
