@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fastsample.choices import CACHE_POLICIES, FANOUTS_RULE, MODES, fanouts_ok
+from fastsample.choices import CACHE_POLICIES, FANOUTS_RULE, MODES, PRECISIONS, fanouts_ok
 from fastsample.options import ConfigError, option, validate
 
 __all__ = ["JobShape", "positive"]
@@ -44,6 +44,14 @@ class JobShape:
     prefetch: int = option(0, "sample and gather up to DEPTH steps ahead in a background thread while the model "
                            "computes (same results; pays when the gather waits on the network, see "
                            "bench/README.md); 0: off", metavar="DEPTH", check=(lambda v: 0 <= v <= 8, "must be in 0..8"))
+    precision: str = option("fp32", "fp32: everything in float32 (the paper's setting); bf16: features gathered, "
+                            "sent and read by the first layer in 16 bits (bfloat16, or float16 where stored so), "
+                            "and the model's matrix products in bfloat16 with fp32 accumulation where the CPU "
+                            "makes that pay (AVX-512 BF16, AMX: measured at start-up); weights, optimizer and loss "
+                            "stay fp32. int8: as bf16, with the features held, gathered and sent in 8 bits (a "
+                            "power-of-two scale per column, the same on every rank; the values the model reads "
+                            "are within 1/128 of each column's largest magnitude). See fastsample/nn/matmul.py "
+                            "and fastsample/int8.py", choices=PRECISIONS)
     allocator: str = option("retain", "retain: keep freed memory mapped for reuse (no per-step page faults; the "
                             "process keeps its peak heap; see fastsample/allocator.py); system: malloc's defaults",
                             choices=("retain", "system"), shared=False)

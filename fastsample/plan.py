@@ -10,10 +10,12 @@ Persistent, per rank
                   largest part's nodes n and in-edges e under the partitioner's balance.
                   Dtypes by graph.py's rule: ids int32 while N < 2^31, indptr int32 while
                   E < 2^31, else int64 (and int64 whenever the ids are).
-  feature shard   the largest part's rows x F x the feature dtype (private to its rank: read
-                  into its memory at start-up where it fits in half the available memory,
-                  allocator.resident; else memory-mapped), plus labels (int64) and the
-                  rank's split ids. The partitioner
+  feature shard   the largest part's rows x F x the bytes of a value: the stored dtype's
+                  (read into the rank's memory at start-up where it fits in half the available
+                  memory, allocator.resident; else memory-mapped), or --precision bf16's 2 and
+                  int8's 1 (narrowed or quantized into memory at start-up); private to its
+                  rank; the cache's rows and the gather's buffers the same; plus labels
+                  (int64) and the rank's split ids. The partitioner
                   holds every node type and the in-edges within 5 % of the mean per part
                   (fastsample/partition/balance.py) and uses that room to keep its cut, so
                   the largest part's rows of a type are 1.05 x N_type/P (type_cap), not
@@ -138,8 +140,8 @@ class PlanConfig(JobShape):
          ("dataset", "nodes", "edges", "feature_dim", "feature_dtype", "classes", "degree_exponent")),
         ("the cluster", None, ("ranks", "ranks_per_machine", "memory")),
         ("the job's shape", "As python -m fastsample.train takes it.",
-         ("mode", "fanouts", "batch_size", "hidden", "layers", "embed_dim", "cache_fraction", "cache_policy",
-          "prefetch", "allocator")),
+         ("mode", "fanouts", "batch_size", "hidden", "layers", "embed_dim", "precision", "cache_fraction",
+          "cache_policy", "prefetch", "allocator")),
         ("output", None, ("json",)),
     )
 
@@ -291,6 +293,12 @@ def _itemsize(dtype) -> int:
     return np.dtype(dtype).itemsize
 
 
+def _held(dtype, precision: str) -> int:
+    """The bytes a feature value of the stored ``dtype`` takes in a job of ``precision``:
+    bf16 narrows float32 to 2, int8 holds 1 (fastsample/int8.py), fp32 keeps the dtype's."""
+    return {"bf16": min(2, _itemsize(dtype)), "int8": 1}.get(precision, _itemsize(dtype))
+
+
 def _types(c: PlanConfig) -> dict:
     """The node and edge types' terms: per-type feature rows and row bytes, the target type's
     rows, the bytes per edge of edge types, the relations into a node per type, the model's
@@ -305,7 +313,7 @@ def _types(c: PlanConfig) -> dict:
     types = describe_types(meta)
     counts = dict(zip(types["node_types"], np.diff(types["node_type_offset"]).tolist()))
     specs, edge_types = types["features"], types["edge_types"]
-    featured = [(counts[t], s["dim"] * _itemsize(s["dtype"])) for t, s in specs.items() if s]
+    featured = [(counts[t], s["dim"] * _held(s["dtype"], c.precision)) for t, s in specs.items() if s]
     dims = {t: (s["dim"] if s else c.embed_dim) for t, s in specs.items()}
     params = 0
     for i in range(c.layers):  # per layer and relation: W_self (dst), W_neigh (src), bias
@@ -335,7 +343,7 @@ def plan(c: PlanConfig) -> dict:
     machines = math.ceil(P / R)
     ids = id_dtype(n)
     offs = np.dtype(np.int64) if ids == np.int64 else offset_dtype(e)
-    idb, offb, fb = _itemsize(ids), _itemsize(offs), np.dtype(c.feature_dtype).itemsize
+    idb, offb, fb = _itemsize(ids), _itemsize(offs), _held(c.feature_dtype, c.precision)
     shard_rows = [n // P + (r < n % P) for r in range(P)]  # an even split: what the parts hold on average
     types = _types(c)
     # the largest part's rows: each type at its cap under the partitioner's balance
@@ -441,6 +449,8 @@ def format_plan(p: dict) -> str:
         f"job         {c['ranks']} ranks, {c['ranks_per_machine']} per machine ({p['machines']} machines), mode "
         f"{c['mode']}; {p['model']['kind']} {'-'.join(map(str, p['model']['dims']))}, fanouts "
         f"{','.join(map(str, c['fanouts']))}, batch {c['batch_size']}/rank"
+        + (f", precision {c['precision']} (features held in {'8' if c['precision'] == 'int8' else '16'} bits)"
+           if c["precision"] != "fp32" else "")
         + (f", cache {c['cache_fraction']:g} ({c['cache_policy']})" if c["cache_fraction"] else "")
         + (f", prefetch {c['prefetch']}" if c["prefetch"] else ""),
         "expected MFGs per step (input layer first; degree model exponent "

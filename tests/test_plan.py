@@ -95,6 +95,22 @@ def test_shards_add_up_to_the_whole_feature_matrix(dtype, size, ranks):
     assert ranks > 1 or type_cap(n, ranks) == n
 
 
+@pytest.mark.parametrize("precision, dtype, size", [("bf16", "float32", 2), ("bf16", "float16", 2),
+                                                   ("int8", "float32", 1), ("int8", "float16", 1)])
+def test_reduced_precisions_hold_the_features_in_fewer_bytes(precision, dtype, size):
+    # --precision bf16 narrows float32 features into memory, int8 quantizes any: the shard,
+    # the cache and the gather's buffers hold them so
+    n, f, ranks = 1_000_003, 100, 4
+    shape = dict(nodes=n, edges=20 * n, feature_dim=f, feature_dtype=dtype, ranks=ranks, cache_fraction=0.1)
+    stored, held = _plan(**shape), _plan(**shape, precision=precision)
+    assert held["per_rank"]["feature_shard"] == type_cap(n, ranks) * f * size
+    rows = held["per_rank"]["cache_rows"]
+    assert held["per_rank"]["feature_cache"] == rows * (f * size + 8) and rows == stored["per_rank"]["cache_rows"]
+    inputs = held["mfgs"][0]["num_src"]  # the buffers' rows, besides their ids (5 int64 each)
+    rows_bytes = [p["per_rank"]["step"]["gather_buffers"] - inputs * 5 * 8 for p in (held, stored)]
+    assert rows_bytes[0] * np.dtype(dtype).itemsize == pytest.approx(rows_bytes[1] * size)
+
+
 def test_hybrid_topology_is_per_machine_and_ranks_add_to_the_machine():
     totals = {}
     for r in (1, 2, 4, 8):

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 
 from fastsample.comm.watchdog import stall_option
-from fastsample.choices import COMM_BACKENDS, KERNELS, MATMUL_CHOICES, PRECISIONS, SCORERS
+from fastsample.choices import COMM_BACKENDS, KERNELS, MATMUL_CHOICES, SCORERS
 from fastsample.options import ConfigError, option
 from fastsample.job import JobShape, positive
 from fastsample.tasks import TASKS, task_class, task_options
@@ -179,14 +179,6 @@ class TrainConfig(JobShape):
                                     "...) has not improved for N evaluations in a row (--eval-every); with "
                                     "--checkpoint-dir the best epoch's checkpoint is kept", metavar="PATIENCE",
                                     check=(positive, "must be positive"))
-    precision: str = option("fp32", "fp32: everything in float32 (the paper's setting); bf16: features gathered, "
-                            "sent and read by the first layer in 16 bits (bfloat16, or float16 where stored so), "
-                            "and the model's matrix products in bfloat16 with fp32 accumulation where the CPU "
-                            "makes that pay (AVX-512 BF16, AMX: measured at start-up); weights, optimizer and loss "
-                            "stay fp32. int8: as bf16, with the features held, gathered and sent in 8 bits (a "
-                            "power-of-two scale per column, the same on every rank; the values the model reads "
-                            "are within 1/128 of each column's largest magnitude). See fastsample/nn/matmul.py "
-                            "and fastsample/int8.py", choices=PRECISIONS)
     matmul: str = option("auto", "the engine of the built-in models' matrix products (GraphSAGE, R-GCN, R-GAT): "
                          "auto (the faster of blas and onednn for this model's shapes, measured once per host and "
                          "cached, so reruns reproduce), blas (torch's default, MKL on x86) or onednn. With "
