@@ -31,17 +31,17 @@ def _column_absmax(a: np.ndarray) -> np.ndarray:
     return out
 
 
-def scales(shards: dict, comm, typed: bool = True) -> dict:
+def scales(shards: dict, comm, labels: dict | None = None) -> dict:
     """{node type: float32 (width,) column scales} of the featured types of ``shards``
-    ({type: this rank's rows, or None}; ``typed`` False: untyped data's one type), the same
-    on every rank (collective: every rank calls it, with its shard of each type). A
-    non-finite value is an error, on every rank."""
+    ({type: this rank's rows, or None}), the same on every rank (collective: every rank
+    calls it, with its shard of each type). A non-finite value is an error, on every rank,
+    naming the features as ``labels`` does ({type: a name}; default: by node type)."""
     mine = {t: None if a is None else _column_absmax(a) for t, a in shards.items()}
     bad = sorted(str(t) for t, m in mine.items() if m is not None and not np.all(np.isfinite(m)))
     everyone = comm.allgather_object((mine, bad))
     bad = sorted({t for _, b in everyone for t in b})
     if bad:
-        what = f"features of node type(s) {', '.join(bad)}" if typed else "the node features"
+        what = "; ".join((labels or {}).get(t, f"the features of node type {t}") for t in bad)
         raise ValueError(f"{what}: NaN or infinite values; --precision int8 needs finite features")
     out = {}
     for t, a in shards.items():

@@ -71,5 +71,6 @@ def test_a_non_finite_feature_is_refused_on_every_rank(bad):
     with pytest.raises(ValueError):
         int8.scales({"author": dirty}, other)  # the rank that holds it (its message recorded)
     for comm, shard in ((Ranks([other.sent]), clean), (Ranks(), dirty)):  # one that does not, and it
-        with pytest.raises(ValueError, match="node type\\(s\\) author: NaN or infinite values; --precision int8"):
+        with pytest.raises(ValueError, match="the features of node type author: NaN or infinite values; "
+                                             "--precision int8 needs finite features"):
             int8.scales({"author": shard}, comm)

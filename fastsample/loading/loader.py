@@ -57,7 +57,7 @@ from fastsample.comm.local import LocalCommunicator
 from fastsample.options import ConfigError
 from fastsample.distributed import FeatureGather
 from fastsample.distributed.cache import FeatureCache, build_cache, degree_scores, frequency_scores
-from fastsample.data.graph import load_dataset, unwrap_one_type
+from fastsample.data.graph import NODE, load_dataset, unwrap_one_type
 from fastsample.loading.seeds import EdgeSeeds, NodeSeeds, StepSeeds
 from fastsample.partition import RankPartition, load_partition
 from fastsample.rows import LearnableRows, RowTable
@@ -191,7 +191,7 @@ def quantize_features(part: RankPartition, comm: Communicator) -> RankPartition:
     if part.scales:
         return part
     shards = part.shards
-    scales = int8.scales(shards, comm, typed=part.typed)
+    scales = int8.scales(shards, comm, labels={NODE: "the node features"})  # untyped data's one type
     quantized = {t: None if f is None else int8.quantize(f, scales[t]) for t, f in shards.items()}
     return dataclasses.replace(part, features=unwrap_one_type(quantized), scales=scales)
 
