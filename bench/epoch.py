@@ -1,4 +1,4 @@
-"""Epoch benchmark: the paper's three scenarios, and four more, on the same partitioned graph.
+"""Epoch benchmark: the paper's three scenarios, and five more, on the same partitioned graph.
 
     vanilla               topology partitioned, 2L rounds per step (owner side: numba)
     hybrid-twostep        topology replicated, conventional two-step sampler, 2 rounds
@@ -8,6 +8,7 @@
     hybrid-bf16           hybrid-native with --precision bf16
     hybrid-bf16-products  --precision bf16 with the products pinned to BLAS (bf16 products
                           whether they pay or not)
+    hybrid-int8           hybrid-native with --precision int8 (the features in 8 bits)
 --scenarios picks them (default: the first three).
 
 Each scenario runs --reps times (median reported) for each partition given (one per P),
@@ -73,7 +74,8 @@ SCENARIOS = {"vanilla": ("vanilla", "numba", []), "vanilla-native": ("vanilla", 
              "hybrid-twostep": ("hybrid", "twostep", []), "hybrid-native": ("hybrid", "native", []),
              "hybrid-blas": ("hybrid", "native", ["--matmul", "blas"]),
              "hybrid-bf16": ("hybrid", "native", ["--precision", "bf16"]),
-             "hybrid-bf16-products": ("hybrid", "native", ["--precision", "bf16", "--matmul", "blas"])}
+             "hybrid-bf16-products": ("hybrid", "native", ["--precision", "bf16", "--matmul", "blas"]),
+             "hybrid-int8": ("hybrid", "native", ["--precision", "int8"])}
 
 
 class Interrupted(Exception):
