@@ -110,6 +110,10 @@ class RowTable:
     def materialize(self, stop: int | None = None) -> np.ndarray:
         """Rows [0, stop) (all by default) as one (rows, width) matrix of ``out_dtype``."""
         n = len(self) if stop is None else int(stop)
+        if self.scale is not None and self.readable:  # int8: decoded in the one pass that copies
+            out = np.empty((n, self.width), dtype=np.float32)
+            _native.decode_rows_at(self.addresses()[:n], self.scale, out)
+            return out
         out = np.empty((n, self.width), dtype=self.dtype)
         flat = out.view(np.uint8).reshape(n, self.row_bytes)
         if _native is not None:
