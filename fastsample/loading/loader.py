@@ -150,16 +150,19 @@ class Batch:
         return self.num_items
 
 
-def open_data(data, comm: Communicator, mode: str = "hybrid", resident: bool = True) -> RankPartition:
+def open_data(data, comm: Communicator, mode: str = "hybrid", precision: str = "fp32") -> RankPartition:
     """This rank's share of ``data``: a partition directory (python -m fastsample.partition)
     built for ``comm.size`` ranks, or, for one process, a dataset directory; an opened one
-    as it is. ``resident``: feature shards that fit are read into memory (allocator.resident:
-    the gathered rows are read in place, at random; a file mapping's small pages slow that)."""
+    as it is. Its features as ``precision`` holds them: fp32's shards that fit are read into
+    memory (allocator.resident: the gathered rows are read in place, at random; a file
+    mapping's small pages slow that); bf16 and int8 narrow or quantize them into memory
+    (reduce_features; collective for int8), an opened partition too where not yet done."""
+    if precision != "fp32":
+        return reduce_features(data if isinstance(data, RankPartition) else _open(Path(data), comm, mode),
+                               precision, comm)
     if isinstance(data, RankPartition):
         return data
     part = _open(Path(data), comm, mode)
-    if not resident:
-        return part
     return dataclasses.replace(part, features=unwrap_one_type(
         {t: None if f is None else allocator.resident(f) for t, f in part.shards.items()}))
 
@@ -259,7 +262,7 @@ class Loader:
             16 bits (float32 ones narrowed to bfloat16 once, here; float16 ones as stored)
             and batch.x keeps them so (fastsample/bf16.py); or "int8": held, gathered and sent
             in 8 bits with a power-of-two scale per column, read decoded (fastsample/int8.py).
-            Pass the same opened partition (open_data, then reduce_features) to several
+            Pass the same opened partition (open_data with the precision) to several
             loaders to narrow or quantize it once.
         cache_fraction: keep a copy of this fraction of all nodes' feature rows, those
             this rank would fetch most (fastsample/distributed/cache.py), built by
@@ -290,9 +293,7 @@ class Loader:
         if not 0 <= cache_fraction < 1:
             raise ConfigError("cache_fraction", f"must be in [0, 1) (got {cache_fraction!r})")
         self.comm = comm if comm is not None else LocalCommunicator()
-        # bf16 and int8: narrowed or quantized into memory
-        self.part = reduce_features(open_data(data, self.comm, mode, resident=precision == "fp32"), precision,
-                                    self.comm)
+        self.part = open_data(data, self.comm, mode, precision)
         self.source = seeds(self.part, split, self.comm)
         self.split, self.batch_size, self.seed, self.mode = split, int(batch_size), int(seed), mode
         self.shuffle = split == "train" if shuffle is None else bool(shuffle)

@@ -35,7 +35,7 @@ from fastsample.options import ConfigError, marked
 from fastsample.distributed import average_gradients
 from fastsample.distributed.embedding import ShardedEmbeddings
 from fastsample.data.graph import NODE, describe_types, unwrap_one_type
-from fastsample.loading import Batch, open_data, reduce_features
+from fastsample.loading import Batch, open_data
 from fastsample.nn.models import build_encoder
 from fastsample.sampling import fanout_matrix, layer_key, set_num_threads
 from fastsample.tasks import task_for
@@ -211,8 +211,7 @@ class Trainer:
         c = self.config
         # a partition, or a dataset for one process; bf16 and int8 narrow or quantize the shards
         # into memory themselves, once, for every loader
-        self.shard = reduce_features(open_data(c.data, self.comm, c.mode, resident=c.precision == "fp32"),
-                                     c.precision, self.comm)
+        self.shard = open_data(c.data, self.comm, c.mode, c.precision)
         self.num_classes = self.shard.num_classes
         self.embeddings = embeddings_for(c, self.shard, self.rank, self.comm.size)
         common = dict(comm=self.comm, kernel=c.sampler, mode=c.mode, device=self.device, prefetch=c.prefetch,
