@@ -100,7 +100,7 @@ FS_CLONES void relu_dropout_backward(const float* g, const uint8_t* kept, float 
   // A block of rows at a time (~128 KiB, in L2): the gradient made there (or in grad), then
   // written as columns (write_transposed: runs of whole cache lines, stored without reading
   // them first) and summed into the block's column sums while still in cache (ColumnSums).
-  const int64_t block_rows = std::clamp<int64_t>(32768 / std::max<int64_t>(width, 1) / 16 * 16, 16, 256);
+  const int64_t block_rows = activation_block_rows(width);
   const int64_t blocks = (rows + block_rows - 1) / block_rows;
   ColumnSums sums(blocks, width, col_sum != nullptr);
 #pragma omp parallel

@@ -237,7 +237,8 @@ FS_CLONES void decode_rows_at(const int64_t* addr, int64_t n, int64_t width, con
 FS_CLONES void mean_aggregate_backward(const int64_t* indptr, const int32_t* indices, int64_t num_dst,
                              int64_t num_src, const float* grad_agg, int64_t agg_stride,
                              const float* grad_self, int64_t self_stride, int64_t width, const uint8_t* kept, float scale,
-                             float* grad_h, float* col_sum, bool transposed, bool accumulate) {
+                             float* grad_h, float* col_sum, bool transposed, bool accumulate, float* grad_t,
+                             bool activation_blocks) {
   const int64_t E = indptr[num_dst];
   // transpose: for each source, the destinations it feeds, in destination order
   std::vector<int64_t> tptr(num_src + 1, 0);
@@ -252,15 +253,17 @@ FS_CLONES void mean_aggregate_backward(const int64_t* indptr, const int32_t* ind
     const int64_t d = indptr[i + 1] - indptr[i];
     inv[i] = d ? 1.0f / static_cast<float>(d) : 0.0f;
   }
-  const int64_t blocks = (num_src + kSumRows - 1) / kSumRows;
+  // a block of rows is a thread's unit of work and one partial column sum
+  const int64_t block_rows = activation_blocks ? activation_block_rows(width) : kSumRows;
+  const int64_t blocks = (num_src + block_rows - 1) / block_rows;
   ColumnSums sums(blocks, width, col_sum != nullptr);
 #pragma omp parallel
   {
     // transposed: a block's rows are made in a tile (in cache), then written as columns
-    std::vector<float> tile(transposed ? kSumRows * width : 0), scratch;
+    std::vector<float> tile(transposed ? block_rows * width : 0), scratch;
 #pragma omp for schedule(dynamic, 1)
     for (int64_t b = 0; b < blocks; ++b) {
-      const int64_t first = b * kSumRows, last = std::min(num_src, (b + 1) * kSumRows);
+      const int64_t first = b * block_rows, last = std::min(num_src, (b + 1) * block_rows);
       for (int64_t u = first; u < last; ++u) {
         float* g = transposed ? tile.data() + (u - first) * width : grad_h + u * width;
         if (accumulate) {
@@ -286,6 +289,8 @@ FS_CLONES void mean_aggregate_backward(const int64_t* indptr, const int32_t* ind
         if (col_sum != nullptr) sums.add(b, g);
       }
       if (transposed) write_transposed(tile.data(), width, last - first, width, grad_h + first, num_src, scratch);
+      if (grad_t != nullptr)  // the block's rows, still in cache, also as columns
+        write_transposed(grad_h + first * width, width, last - first, width, grad_t + first, num_src, scratch);
     }
   }
   if (col_sum != nullptr) sums.write(col_sum);

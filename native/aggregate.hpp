@@ -57,9 +57,14 @@ void decode_rows_at(const int64_t* addr, int64_t n, int64_t width, const float* 
 // grad_h), in double, in blocks of rows summed in a fixed order: the same on any thread count.
 // If transposed: grad_h is (width, num_src) and holds the same values as its transpose (the
 // lower layer's weight gradient reads it so, with no copy of its own: fastsample/nn/sage.py).
+// If grad_t (width, num_src; grad_h row-major): the rows made are also written there
+// transposed (a last pass that accumulates into grad_h and feeds a weight gradient that reads
+// them so: fastsample/nn/rgcn.py). activation_blocks: the column sums are taken in
+// relu_dropout_backward's blocks of rows, so the same bits as that pass would give.
 void mean_aggregate_backward(const int64_t* indptr, const int32_t* indices, int64_t num_dst,
                              int64_t num_src, const float* grad_agg, int64_t agg_stride,
                              const float* grad_self, int64_t self_stride, int64_t width, const uint8_t* kept, float scale,
-                             float* grad_h, float* col_sum, bool transposed = false, bool accumulate = false);
+                             float* grad_h, float* col_sum, bool transposed = false, bool accumulate = false,
+                             float* grad_t = nullptr, bool activation_blocks = false);
 
 }  // namespace fastsample

@@ -8,6 +8,14 @@
 
 namespace fastsample {
 
+// The rows per block of relu_dropout_backward's column sums (~128 KiB of rows, in L2): a
+// pass that takes its place (mean_aggregate_backward with activation_blocks) sums in the
+// same blocks, so a bias gradient comes out with the same bits either way.
+inline int64_t activation_block_rows(int64_t width) {
+  const int64_t rows = 32768 / (width > 1 ? width : 1) / 16 * 16;
+  return rows < 16 ? 16 : (rows > 256 ? 256 : rows);
+}
+
 class ColumnSums {
  public:
   // blocks x width sums, or nothing to keep (and nothing written) when not `wanted`

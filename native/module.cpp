@@ -354,8 +354,10 @@ NB_MODULE(_native, m) {
   m.def("mean_aggregate_backward",
         [](In<int64_t> indptr, In<int32_t> indices, ConstStridedRows grad_agg, std::optional<ConstStridedRows> grad_self,
            std::optional<ConstKept> kept, float scale, Rows grad_h, std::optional<Vec> col_sum, bool transposed,
-           bool accumulate) {
+           bool accumulate, std::optional<Rows> grad_t, bool activation_blocks) {
           if (transposed && accumulate) throw nb::value_error("accumulate: not with transposed");
+          if (grad_t && (transposed || grad_t->shape(0) != grad_h.shape(1) || grad_t->shape(1) != grad_h.shape(0)))
+            throw nb::value_error("grad_t: grad_h's transpose, with grad_h not transposed");
           const int64_t agg_stride = row_stride(grad_agg, "grad_agg");
           const int64_t self_stride = grad_self ? row_stride(*grad_self, "grad_self") : 0;
           const int64_t num_src = grad_h.shape(transposed ? 1 : 0), width = grad_h.shape(transposed ? 0 : 1);
@@ -366,17 +368,20 @@ NB_MODULE(_native, m) {
           mean_aggregate_backward(indptr.data(), indices.data(), indptr.shape(0) - 1, num_src,
                                   grad_agg.data(), agg_stride, grad_self ? grad_self->data() : nullptr,
                                   self_stride, width, kept ? kept->data() : nullptr, scale,
-                                  grad_h.data(), col_sum ? col_sum->data() : nullptr, transposed, accumulate);
+                                  grad_h.data(), col_sum ? col_sum->data() : nullptr, transposed, accumulate,
+                                  grad_t ? grad_t->data() : nullptr, activation_blocks);
         },
         nb::arg("indptr").noconvert(), nb::arg("indices").noconvert(), nb::arg("grad_agg").noconvert(),
         nb::arg("grad_self").noconvert().none(),
         nb::arg("kept").noconvert().none(), nb::arg("scale"), nb::arg("grad_h").noconvert(),
         nb::arg("col_sum").noconvert().none() = nb::none(), nb::arg("transposed") = false,
-        nb::arg("accumulate") = false,
+        nb::arg("accumulate") = false, nb::arg("grad_t").noconvert().none() = nb::none(),
+        nb::arg("activation_blocks") = false,
         "grad_h = A^T grad_agg (+ grad_self on the first rows), zero where not kept (kept bits, if "
         "given) and scaled; col_sum, if given, = grad_h's column sums (fixed order); transposed: grad_h is "
         "(width, sources), the same values; accumulate: grad_h's values are added to, not replaced (the "
-        "first term); see aggregate.cpp");
+        "first term); grad_t, if given: grad_h's rows also written transposed there; activation_blocks: "
+        "col_sum summed in relu_dropout_backward's blocks (its bits); see aggregate.cpp");
   m.def("gat_aggregate",
         [](In<int64_t> indptr, In<int32_t> indices, ConstRows xs, ConstRows a_src, ConstRows a_dst, bool shared,
            float slope, Rows out, Rows alpha) {

@@ -23,27 +23,27 @@ EDGE_TYPES = [("paper", "cites", "paper"), ("author", "writes", "paper"), ("venu
 WIDTHS = {"paper": 12, "author": 10, "venue": 6}  # venue: a learnable embedding's
 
 
-def typed_block(rng, src_types: np.ndarray, num_dst: int) -> Block:
+def typed_block(rng, src_types: np.ndarray, num_dst: int, edge_types=EDGE_TYPES) -> Block:
     """A random typed block over sources of ``src_types`` (destinations first), a destination's
     edges in relation order, every edge of a relation into the destination's type."""
     indptr, indices, etypes = [0], [], []
     for d in range(num_dst):
-        into = [r for r, e in enumerate(EDGE_TYPES) if e[2] == NODE_TYPES[src_types[d]]]
+        into = [r for r, e in enumerate(edge_types) if e[2] == NODE_TYPES[src_types[d]]]
         for r in into:
-            of = np.flatnonzero(src_types == NODE_TYPES.index(EDGE_TYPES[r][0]))
+            of = np.flatnonzero(src_types == NODE_TYPES.index(edge_types[r][0]))
             picked = rng.choice(of, size=min(int(rng.integers(0, 4)), len(of)), replace=False)
             indices += picked.tolist()
             etypes += [r] * len(picked)
         indptr.append(len(indices))
     mfg = MFG(np.array(indptr, np.int64), np.array(indices, np.int32), np.arange(len(src_types), dtype=np.int64),
               num_dst, np.array(etypes, np.uint8))
-    return Block.from_mfg(mfg, "cpu", src_types, NODE_TYPES, EDGE_TYPES)
+    return Block.from_mfg(mfg, "cpu", src_types, NODE_TYPES, edge_types)
 
 
-def two_blocks(rng):
+def two_blocks(rng, edge_types=EDGE_TYPES):
     top = np.array([0] * 8 + [1] * 12 + [2] * 3 + [0] * 9, np.int8)  # the output block's sources
     below = np.concatenate([top, rng.integers(0, 3, 60).astype(np.int8)])
-    return [typed_block(rng, below, len(top)), typed_block(rng, top, 8)]
+    return [typed_block(rng, below, len(top), edge_types), typed_block(rng, top, 8, edge_types)]
 
 
 def plain(model: RGCN, blocks, x: dict, mean) -> torch.Tensor:
@@ -106,6 +106,46 @@ def test_the_native_step_equals_the_plain_one(means, engine):
     # the embedding's gradient to rounding either way: its span's product g @ w[:, span] is
     # narrower than linear()'s g @ w, and BLAS may order a narrower product's sums otherwise
     assert torch.allclose(venue, want_venue, rtol=1e-5, atol=1e-7) and venue.abs().sum() > 0
+
+
+@needs_native
+@pytest.mark.parametrize("learnable", [True, False])
+def test_the_relus_backward_made_in_the_layer_above_gives_its_bits(engine, learnable, monkeypatch):
+    # the ReLU/dropout's backward made in the last pass of the layer above's mean backward
+    # (rgcn._activation), where sage._ReluDropout made it in a pass of its own: the same
+    # outputs, weight and bias gradients and embedding gradient, bit for bit. A second
+    # relation from paper into paper makes that pass add to the first's; without a learnable
+    # venue every product below is weight-only (its gradient made transposed, alone when one
+    # pass makes it); on oneDNN the weight gradient also reads the transpose beside the rows
+    edge_types = EDGE_TYPES + [("paper", "cited_by", "paper")]
+    rng = np.random.default_rng(4)
+    blocks = two_blocks(rng, edge_types)
+    num = blocks[0].num_src_dict
+    feats = {t: torch.from_numpy(rng.standard_normal((num[t], WIDTHS[t])).astype(np.float32)) for t in NODE_TYPES}
+    torch.manual_seed(0)
+    model = RGCN(WIDTHS, 16, 5, 2, edge_types, "paper", dropout=0.5)
+    made, activation = [], rgcn._activation
+
+    def counted(*args):
+        act = activation(*args)
+        made.append(act is not None)
+        return act
+
+    results = []
+    for fused in (counted, lambda *args: None):
+        monkeypatch.setattr(rgcn, "_activation", fused)
+        x = {t: v.clone().requires_grad_(learnable and t == "venue") for t, v in feats.items()}
+        model.zero_grad()
+        torch.manual_seed(7)
+        out = model(blocks, x)
+        out.square().sum().backward()
+        results.append((out.detach(), [p.grad.clone() for p in model.parameters() if p.grad is not None],
+                        x["venue"].grad))
+    assert made.count(True) == 2  # paper's (two passes) and author's (one)
+    (out, grads, venue), (want, want_grads, want_venue) = results
+    assert torch.equal(out, want) and len(grads) == len(want_grads)
+    assert all(torch.equal(a, b) for a, b in zip(grads, want_grads))
+    assert (venue is None and want_venue is None) if not learnable else torch.equal(venue, want_venue)
 
 
 @needs_native

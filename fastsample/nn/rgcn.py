@@ -38,13 +38,23 @@ from fastsample.rows import LearnableRows, RowTable, takes_grad, tensor_of
 
 
 def _mean_backward(block: Block, g: torch.Tensor, grad: torch.Tensor, accumulate: bool = False,
-                   g_self: torch.Tensor | None = None) -> None:
+                   g_self: torch.Tensor | None = None, act: dict | None = None) -> None:
     """grad (=, or += with ``accumulate``) the mean's backward, A^T (g / degree), plus
     ``g_self`` on its first rows: on the native kernel (mean_aggregate_backward, one pass, g
-    and g_self may be column blocks of a wider gradient), else by index_add_ (any device)."""
+    and g_self may be column blocks of a wider gradient), else by index_add_ (any device).
+    ``act`` (native only; see _Layer.backward): the same pass then also does the backward of
+    the ReLU/dropout that made the rows (its "kept" bits and "scale"), sums the result's
+    columns into act["bias_grad"] and writes it transposed into act["grad_t"] where given;
+    with act["only_t"] ``grad`` is itself the (width, rows) transpose, and not accumulated."""
     if _native is not None and g.device.type == "cpu":
-        _native.mean_aggregate_backward(block.indptr, block.indices, g, g_self, None, 1.0, grad, None, False,
-                                        accumulate)
+        if act is None:
+            _native.mean_aggregate_backward(block.indptr, block.indices, g, g_self, None, 1.0, grad, None, False,
+                                            accumulate)
+        else:
+            only_t = act["only_t"]
+            _native.mean_aggregate_backward(block.indptr, block.indices, g, g_self, act["kept"], act["scale"], grad,
+                                            act["bias_grad"], only_t, accumulate,
+                                            None if only_t else act.get("grad_t"), True)
         return
     if not accumulate:
         grad.zero_()
@@ -176,20 +186,60 @@ class _Layer(torch.autograd.Function):
                 grads[s] = None
                 continue
             width = (g_own if g_own is not None else rels[0][1]).shape[1]
-            # the first relation's pass writes every row; with none, only the own span adds to zeros
-            grad = (torch.empty if rels else torch.zeros)(num_src, width, dtype=torch.float32, device=ws[0].device)
+            device = ws[0].device
             # the own span rides with a relation over as many destinations (its rows), else is added after
             carrier = next((j for j, (rel, _) in enumerate(rels) if g_own is not None
                             and rel.num_dst == g_own.shape[0]), None)
+            act = _activation(spec.below, s, rels, g_own is None or carrier is not None, device)
+            if act is not None and act["only_t"]:  # one pass, written transposed: the gradient's only form
+                grad = torch.empty(width, num_src, dtype=torch.float32, device=device)
+            else:
+                # the first relation's pass writes every row; with none, only the own span adds to zeros
+                grad = (torch.empty if rels else torch.zeros)(num_src, width, dtype=torch.float32, device=device)
+            if act is not None and not act["only_t"] and (act["transposed"] or matmul.current().reads_transposed_grad):
+                act["grad_t"] = torch.empty(width, num_src, dtype=torch.float32, device=device)
             for j, (rel, g_rel) in enumerate(rels):
-                _mean_backward(rel, g_rel, grad, accumulate=j > 0, g_self=g_own if j == carrier else None)
+                _mean_backward(rel, g_rel, grad, accumulate=j > 0, g_self=g_own if j == carrier else None,
+                               act=act if j == len(rels) - 1 else None)
             if g_own is not None and carrier is None:
                 grad[:g_own.shape[0]] += g_own
-            grads[s] = grad
+            grads[s] = grad if act is None else _made(act, grad)
         for s in spec.grad_types:
             if isinstance(spec.h.get(s), LearnableRows):  # read in place: no autograd input to return it to
                 spec.h[s].grad = grads[s]
         return (None, *(grads[s] for s in spec.passed), *gws, *gbs)
+
+
+def _activation(below: dict | None, s: str, rels: list, own_rides: bool, device) -> dict | None:
+    """The link of the native ReLU/dropout that made type ``s``'s rows (sage._ReluDropout:
+    its kept bits, scale and ``transposed``), with room for what its backward makes, where
+    the last relation's pass of _Layer.backward can make it (``rels``, and the own span, if
+    any, riding on one of them: ``own_rides``), so that no pass of its own runs over the
+    gradient; else None. The pass applies the same kept bits to the same sums, so the
+    same bits come out."""
+    act = below.get(s) if below is not None else None
+    if act is None or "kept" not in act or not rels or not own_rides or _native is None or device.type != "cpu":
+        return None
+    width = rels[0][1].shape[1]
+    act["bias_grad"] = torch.empty(width, dtype=torch.float32)
+    act["only_t"] = act["transposed"] and len(rels) == 1  # one pass: it writes the transpose alone
+    return act
+
+
+def _made(act: dict, grad: torch.Tensor) -> torch.Tensor:
+    """The pre-activation gradient that _Layer.backward made for a ReLU/dropout (``act``:
+    _activation's), as that backward would have returned it; its other outputs left in the
+    link for the product below (sage._ReluDropout, rgcn._Layer), which it then passes on."""
+    act["made"] = True
+    del act["kept"]
+    if act.pop("only_t"):
+        return grad.t()
+    grad_t = act.pop("grad_t", None)
+    if act["transposed"]:
+        return grad_t.t()
+    if grad_t is not None:
+        act["g_t"] = grad_t
+    return grad
 
 
 def _runs(spans: list) -> list[list]:
@@ -209,13 +259,16 @@ class _LayerSpec:
     [(source type, relation block or None for the type's own rows, first column, end column)]),
     the input rows not passed as tensors (h: those that take no gradient, and LearnableRows),
     the types whose rows take a gradient (grad_types), those of them passed as tensors
-    (passed, in the order of _Layer's tensors) and the links shared with the ReLUs after it."""
+    (passed, in the order of _Layer's tensors), the links shared with the ReLUs after it
+    and those of the ReLUs that made its input rows (below: their backward is made in this
+    layer's, _activation)."""
 
     types: list
     h: dict
     grad_types: list
     passed: list
     links: dict | None
+    below: dict | None = None
 
 
 class RGCN(nn.Module):
@@ -301,12 +354,14 @@ class RGCN(nn.Module):
         """The target type's outputs for the last block's destinations of that type; without
         a target type, every destination's, in their order (a link encoder's embeddings)."""
         h = self._inputs(x)
-        last = len(self.layers) - 1
+        last, below = len(self.layers) - 1, None
         for i, block in enumerate(blocks):
             weight_only, links = set(), ({} if i < last else None)
-            h = self._conv(i, block, h, weight_only, links)
+            h = self._conv(i, block, h, weight_only, links, below)
             if i < last:  # a product with no input gradient reads its output's gradient only transposed
+                # each output feeds the next layer alone, which may make its ReLU's backward (_activation)
                 h = {t: relu_dropout(v, self.dropout, t in weight_only, links.get(t)) for t, v in h.items()}
+                below = links
         if self.target_type is not None:
             return h[self.target_type]
         return blocks[-1].rows_in_dst_order(h)
@@ -321,7 +376,8 @@ class RGCN(nn.Module):
     def _inputs(self, x: dict) -> dict:
         return typed_inputs(x, self.node_types)
 
-    def _conv(self, i: int, block: Block, h: dict, weight_only: set | None = None, links: dict | None = None) -> dict:
+    def _conv(self, i: int, block: Block, h: dict, weight_only: set | None = None, links: dict | None = None,
+              below: dict | None = None) -> dict:
         """Layer i before its activation: per destination type t, the sum over its relations r
         of W_self_r h + b_r + W_neigh_r mean_r, as one product: z = [h | mean_r1 | mean_r2 ...]
         times [sum_r W_self_r | W_neigh_r1 | W_neigh_r2 ...] plus sum_r b_r (the self terms
@@ -331,7 +387,8 @@ class RGCN(nn.Module):
         function); the types whose product takes none are added to ``weight_only``.
         ``links``: {type: a dict its product shares with the ReLU after it} is filled where
         given (sage.relu_dropout: that pass makes the product's bias gradient, and its output
-        gradient transposed, for it)."""
+        gradient transposed, for it). ``below``: the links of the ReLUs that made ``h`` (the
+        layer below's), whose backward this layer's may make (_activation)."""
         layer, zeros, types, ws, bs = self.layers[i], {}, [], [], []
         grad_types = [s for s in self.node_types if _takes_grad(h[s])]
         for t in self._computed(i):
@@ -355,7 +412,7 @@ class RGCN(nn.Module):
             if links is not None:
                 links.setdefault(t, {})
         passed = [s for s in grad_types if isinstance(h[s], torch.Tensor)]  # LearnableRows take theirs in .grad
-        spec = _LayerSpec(types, {s: v for s, v in h.items() if s not in passed}, grad_types, passed, links)
+        spec = _LayerSpec(types, {s: v for s, v in h.items() if s not in passed}, grad_types, passed, links, below)
         outs = dict(zip([t for t, _, _ in types], _Layer.apply(spec, *(h[s] for s in passed), *ws, *bs)))
         return {t: outs[t] if t in outs else zeros[t] for t in self._computed(i)}
 

@@ -108,7 +108,10 @@ class _ReluDropout(torch.autograd.Function):
     output v is (fastsample/nn/rgcn.py's _Layer): the same pass then also leaves there
     that product's bias gradient ("bias_grad", the gradient's column sums) and, when the
     product's weight gradient reads the gradient transposed (matmul.Plan.reads_transposed_grad)
-    and the gradient is not already made so, its transpose ("g_t", whole)."""
+    and the gradient is not already made so, its transpose ("g_t", whole). The forward leaves
+    its kept bits, scale and ``transposed`` in the link too: the one layer that reads the
+    output (the R-GCN's next _Layer) may make all of that in its own backward pass, and says
+    so ("made"): the gradient it returns is then already the pre-activation one, passed on."""
 
     @staticmethod
     def forward(ctx, v, p, seed, transposed=False, link=None):
@@ -117,12 +120,17 @@ class _ReluDropout(torch.autograd.Function):
         ctx.mark_dirty(v)
         ctx.save_for_backward(kept)
         ctx.scale, ctx.transposed, ctx.link = 1.0 / (1.0 - p), transposed, link
+        if link is not None:
+            link.update(kept=kept, scale=ctx.scale, transposed=transposed)
         return v
 
     @staticmethod
     def backward(ctx, g):
+        link = ctx.link
+        if link is not None and link.pop("made", False):  # the layer above made this backward's outputs
+            return g, None, None, None, None
         kept, = ctx.saved_tensors
-        g, link = g.contiguous(), ctx.link
+        g = g.contiguous()
         rows, width = g.shape
         grad = None if ctx.transposed else torch.empty_like(g)
         grad_t = torch.empty(width, rows, dtype=g.dtype) if ctx.transposed or (
