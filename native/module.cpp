@@ -462,14 +462,14 @@ NB_MODULE(_native, m) {
         [](nb::ndarray<float, nb::ndim<2>, nb::c_contig, nb::device::cpu> table,
            nb::ndarray<float, nb::ndim<2>, nb::c_contig, nb::device::cpu> m,
            nb::ndarray<float, nb::ndim<2>, nb::c_contig, nb::device::cpu> v, In<int64_t> rows,
-           nb::ndarray<const float, nb::ndim<2>, nb::c_contig, nb::device::cpu> values, In<int64_t> order,
+           In<int64_t> value_addr, In<int64_t> order,
            In<int64_t> starts, float divisor, float one_minus_beta1, float one_minus_beta2, float eps, float neg_step) {
           const int64_t n = rows.shape(0), dim = table.shape(1), num_rows = table.shape(0);
           if (m.shape(0) != table.shape(0) || m.shape(1) != table.shape(1) || v.shape(0) != table.shape(0) ||
               v.shape(1) != table.shape(1))
             throw nb::value_error("m, v: the table's shape");
-          if (values.shape(0) != static_cast<size_t>(n) || values.shape(1) != table.shape(1))
-            throw nb::value_error("values: one row of the table's width per entry of rows");
+          if (value_addr.shape(0) != static_cast<size_t>(n))
+            throw nb::value_error("value_addr: one address per entry of rows");
           if (order.shape(0) != static_cast<size_t>(n) || starts.shape(0) < 1 || starts.data()[0] != 0 ||
               starts.data()[starts.shape(0) - 1] != n)
             throw nb::value_error("order: a permutation of the rows' entries; starts: its runs, from 0 to len(rows)");
@@ -479,16 +479,17 @@ NB_MODULE(_native, m) {
           for (size_t s = 1; s < starts.shape(0); ++s)
             if (starts.data()[s] <= starts.data()[s - 1]) throw nb::value_error("starts: increasing");
           nb::gil_scoped_release release;
-          adam_rows(table.data(), m.data(), v.data(), dim, rows.data(), values.data(), order.data(), starts.data(),
+          adam_rows(table.data(), m.data(), v.data(), dim, rows.data(), value_addr.data(), order.data(), starts.data(),
                     static_cast<int64_t>(starts.shape(0)) - 1, divisor, one_minus_beta1, one_minus_beta2, eps,
                     neg_step);
         },
         nb::arg("table").noconvert(), nb::arg("m").noconvert(), nb::arg("v").noconvert(),
-        nb::arg("rows").noconvert(), nb::arg("values").noconvert(), nb::arg("order").noconvert(),
+        nb::arg("rows").noconvert(), nb::arg("value_addr").noconvert(), nb::arg("order").noconvert(),
         nb::arg("starts").noconvert(), nb::arg("divisor"), nb::arg("one_minus_beta1"),
         nb::arg("one_minus_beta2"), nb::arg("eps"), nb::arg("neg_step"),
-        "SparseAdam's step on the table rows rows[order[starts[s]]], each the sum of its runs' values rows in "
-        "order (row_adam.hpp), in place");
+        "SparseAdam's step on the table rows rows[order[starts[s]]], each the sum of its runs' value rows in "
+        "order, arrival k's at address value_addr[k] (the table's width of float32; the caller's, valid) "
+        "(row_adam.hpp), in place");
   m.def("copy_rows_at",
         [](In<int64_t> addr, nb::ndarray<uint8_t, nb::ndim<2>, nb::c_contig, nb::device::cpu> dst) {
           if (dst.shape(0) != addr.shape(0)) throw nb::value_error("dst: one row per address");

@@ -17,7 +17,7 @@ namespace {
 constexpr int64_t kAhead = 4;  // runs ahead whose rows are prefetched
 }
 
-FS_CLONES void adam_rows(float* table, float* m, float* v, int64_t dim, const int64_t* rows, const float* values,
+FS_CLONES void adam_rows(float* table, float* m, float* v, int64_t dim, const int64_t* rows, const int64_t* value_addr,
                const int64_t* order, const int64_t* starts, int64_t runs, float divisor, float one_minus_beta1,
                float one_minus_beta2, float eps, float neg_step) {
 #pragma omp parallel
@@ -28,15 +28,15 @@ FS_CLONES void adam_rows(float* table, float* m, float* v, int64_t dim, const in
       if (s + kAhead < runs) {
         const int64_t first = order[starts[s + kAhead]];
         const int64_t r = rows[first];
-        prefetch_lines(values + first * dim, dim);
+        prefetch_lines(reinterpret_cast<const float*>(value_addr[first]), dim);
         prefetch_lines(table + r * dim, dim);
         prefetch_lines(m + r * dim, dim);
         prefetch_lines(v + r * dim, dim);
       }
-      const float* first = values + order[starts[s]] * dim;
+      const float* first = reinterpret_cast<const float*>(value_addr[order[starts[s]]]);
       for (int64_t j = 0; j < dim; ++j) g[j] = first[j];
       for (int64_t k = starts[s] + 1; k < starts[s + 1]; ++k) {  // duplicates in arrival order
-        const float* more = values + order[k] * dim;
+        const float* more = reinterpret_cast<const float*>(value_addr[order[k]]);
 #pragma omp simd
         for (int64_t j = 0; j < dim; ++j) g[j] += more[j];
       }

@@ -7,6 +7,7 @@ import torch
 
 from fastsample.distributed import row_adam
 from fastsample.distributed.row_adam import RowAdam
+from fastsample.rows import RowTable
 from fastsample.sampling import set_num_threads
 
 
@@ -104,6 +105,36 @@ def test_the_native_update_gives_numbas_bits(monkeypatch, dim):
     assert not np.array_equal(results[0][0], init)
     for a, b in zip(*results):
         assert np.array_equal(a, b)
+
+
+def test_gradient_rows_read_where_they_lie_give_the_matrix_bits(monkeypatch):
+    # send_back leaves the gradient rows where they are (this rank's own in its gradient, the
+    # others' in the receive buffer) as a RowTable: the update reads them there (native), or
+    # from its materialized matrix, with the same bits as from one matrix
+    n, dim = 500, 16
+    steps = gradient_steps(n, dim, 6, seed=6)
+    init = np.random.default_rng(5).standard_normal((n, dim)).astype(np.float32)
+    rng = np.random.default_rng(6)
+    results = []
+    for native in (row_adam._native, None):
+        monkeypatch.setattr(row_adam, "_native", native)
+        for as_table in (False, True):
+            p = torch.nn.Parameter(torch.from_numpy(init.copy()))
+            opt = RowAdam({"t": p}, lr=0.01)
+            for rows, values in steps:
+                if as_table:  # each row at a random place of one of two larger arrays
+                    k = len(values)
+                    which = rng.integers(0, 2, k).astype(np.int8)
+                    sources = [rng.standard_normal((2 * k + 3, dim)).astype(np.float32) for _ in range(2)]
+                    at = [rng.permutation(2 * k + 3)[:k] for _ in range(2)]
+                    for s in range(2):
+                        sources[s][at[s][which == s]] = values[which == s]
+                    offset = np.where(which == 0, at[0], at[1]) * dim * 4
+                    values = RowTable(np.float32, dim, sources, which, offset)
+                opt.step("t", rows, values, divisor=2.0)
+            results.append(p.detach().numpy().copy())
+    assert not np.array_equal(results[0], init)
+    assert all(np.array_equal(results[0], r) for r in results[1:])
 
 
 @pytest.mark.skipif(row_adam._native is None, reason="fastsample built without its native module")

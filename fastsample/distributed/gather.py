@@ -284,8 +284,10 @@ class FeatureGather:
         (rows of its output matrix, width), or None for zeros}), summed at their owners.
         Returns {type: (rows of this rank's shard, their gradient rows)}: the rows this rank
         gathered itself first, then those other ranks did, by rank; a row asked for twice
-        appears twice. Collective: every rank calls it after every gather that had learnable
-        types, empty batches too."""
+        appears twice. The gradient rows are a RowTable (fastsample/rows.py): each read where
+        it is, this rank's own in ``grads``, the others' in the receive buffer (RowAdam reads
+        them there; ``materialize`` makes the matrix). Collective: every rank calls it after
+        every gather that had learnable types, empty batches too."""
         T, P, width = len(self.types), self.comm.size, self.grad_width
         learn = np.flatnonzero(self.learnable)
         g = {}  # type -> its gradient rows
@@ -319,12 +321,12 @@ class FeatureGather:
                 skip = route.wanted_per_run[p, learn[learn < t]].sum()
                 a, b = wanted[p][t]
                 theirs.append((starts[p] + skip, b - a, a))
-            values = np.empty((len(mine) + sum(n for _, n, _ in theirs), width), np.float32)
-            copy_rows(g[t], mine, values)
-            at = len(mine)
-            for first, n, _ in theirs:
-                values[at:at + n] = data[first:first + n]
-                at += n
+            # where each contribution lies: this rank's own rows in g[t] (source 0), the others'
+            # in data (source 1), in that order; no copy into one matrix
+            row_bytes = width * 4
+            which = np.concatenate([np.zeros(len(mine), np.int8)] + [np.ones(n, np.int8) for _, n, _ in theirs])
+            offset = np.concatenate([mine * row_bytes] + [(first + np.arange(n)) * row_bytes for first, n, _ in theirs])
+            values = RowTable(np.float32, width, (g[t], data), which, offset)
             own = route.offset[t][mine] // self.row_bytes[t]
             out[self.types[t]] = (np.concatenate([own] + [route.wanted_rows[a:a + n] for _, n, a in theirs]), values)
         return out

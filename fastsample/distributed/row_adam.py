@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from fastsample.native import lib as _native
+from fastsample.rows import RowTable
 
 __all__ = ["RowAdam"]
 
@@ -100,15 +101,23 @@ class RowAdam:
             self.moments[name] = (np.zeros(shape, np.float32), np.zeros(shape, np.float32))
         return self.moments[name]
 
-    def step(self, name: str, rows: np.ndarray, values: np.ndarray, divisor: float = 1.0) -> None:
+    def step(self, name: str, rows: np.ndarray, values, divisor: float = 1.0) -> None:
         """One step of table ``name``: gradient rows ``values`` (k, dim) of table rows
         ``rows`` (k,), a row's duplicates summed in their order, the sums divided by
-        ``divisor``. Counts a step also when no row came (SparseAdam does, given a gradient)."""
+        ``divisor``. ``values`` may be a float32 RowTable (fastsample/rows.py): the native
+        update reads each row where it lies (the gather's send_back leaves them so). Counts a
+        step also when no row came (SparseAdam does, given a gradient)."""
         table = self.tables[name]
         rows = np.ascontiguousarray(rows, dtype=np.int64)
-        values = np.ascontiguousarray(values, dtype=np.float32)
-        if values.shape != (len(rows), table.shape[1]):
-            raise ValueError(f"values: {values.shape}, expected ({len(rows)}, {table.shape[1]})")
+        in_place = (_native is not None and isinstance(values, RowTable) and values.readable
+                    and values.dtype == np.float32)
+        if isinstance(values, RowTable) and not in_place:
+            values = values.materialize()
+        if not in_place:
+            values = np.ascontiguousarray(values, dtype=np.float32)
+        shape = (len(values), values.width) if in_place else values.shape
+        if shape != (len(rows), table.shape[1]):
+            raise ValueError(f"values: {shape}, expected ({len(rows)}, {table.shape[1]})")
         if len(rows) and (rows.min() < 0 or rows.max() >= len(table)):
             raise ValueError(f"rows: outside 0..{len(table) - 1}")
         self.steps[name] += 1
@@ -122,7 +131,8 @@ class RowAdam:
         f = np.float32
         scalars = f(divisor), f(1 - beta1), f(1 - beta2), f(self.eps), f(-step_size)
         if _native is not None:
-            _native.adam_rows(table, m, v, rows, values, order, starts, *scalars)
+            addr = values.addresses() if in_place else values.ctypes.data + np.arange(len(rows)) * values.strides[0]
+            _native.adam_rows(table, m, v, rows, addr, order, starts, *scalars)
             return
         scratch = np.empty((len(starts) - 1, table.shape[1]), np.float32)  # each row's summed gradient
         _adam_rows(table, m, v, rows, values, order, starts, *scalars, scratch)
