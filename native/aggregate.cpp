@@ -27,6 +27,9 @@ constexpr int64_t kAhead = 8;  // edges prefetched ahead: covers ~a memory laten
 // is fetched this many edges ahead, so that its row's prefetch kAhead edges ahead has it
 // (hetero-medium's input layer, one core, Zen 3: 66 -> 55 ms a step).
 constexpr int64_t kAheadAddress = 24;
+// output rows written ahead of time: the rows a product's input is made of are far apart in
+// memory (a column block of it), and each would otherwise wait on its lines before the first sum
+constexpr int64_t kAheadRows = 2;
 constexpr int64_t kSumRows = 256;  // rows per partial column sum in the backward (a thread's unit of work)
 
 // 16-bit rows are widened as they are read and summed in fp32.
@@ -145,6 +148,13 @@ template <typename Load, typename Src>
                                             const Src& src, int64_t width, const OutRows& out, bool with_self,
                                             int64_t i, float* scratch, const float* col_scale = nullptr) {
   float* o = out.bf16 != nullptr ? scratch : out.f32 + i * out.stride;
+  // a later destination's row, about to be written: its lines owned by then
+  const int64_t n = with_self ? 2 * width : width;
+  if (out.bf16 == nullptr) {
+    for (int64_t f = 0; f < n; f += 16) __builtin_prefetch(out.f32 + (i + kAheadRows) * out.stride + f, 1);
+  } else {
+    for (int64_t f = 0; f < n; f += 32) __builtin_prefetch(out.bf16 + (i + kAheadRows) * out.stride + f, 1);
+  }
   mean_row<Load>(indptr, indices, num_edges, src, width, o, with_self, i, col_scale);
   if (out.bf16 != nullptr) store_bf16(o, out.bf16 + i * out.stride, with_self ? 2 * width : width);
 }
@@ -224,7 +234,11 @@ FS_CLONES void decode_rows_at(const int64_t* addr, int64_t n, int64_t width, con
     std::vector<float> scratch = scratch_row(out, width);
 #pragma omp for schedule(static)
     for (int64_t i = 0; i < n; ++i) {
-      if (i + kAhead < n) prefetch_lines(reinterpret_cast<const int8_t*>(addr[i + kAhead]), width);
+      if (i + kAhead < n) {
+        prefetch_lines(reinterpret_cast<const int8_t*>(addr[i + kAhead]), width);
+        if (out.bf16 == nullptr)
+          for (int64_t f = 0; f < width; f += 16) __builtin_prefetch(out.f32 + (i + kAhead) * out.stride + f, 1);
+      }
       const int8_t* q = reinterpret_cast<const int8_t*>(addr[i]);
       float* o = out.bf16 != nullptr ? scratch.data() : out.f32 + i * out.stride;
 #pragma omp simd
