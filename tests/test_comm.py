@@ -18,6 +18,27 @@ def test_collectives_on_three_ranks(backend):
     assert_checks(proc, 3, COLLECTIVES)
 
 
+def test_single_copy_is_asked_of_mpich_only_where_the_host_allows_it_and_a_users_value_stays(monkeypatch, tmp_path):
+    from fastsample.comm import mpi
+
+    yama = tmp_path / "ptrace_scope"
+    yama.write_text("1\n")  # Ubuntu's default: only a parent may read a process
+    assert not mpi.cross_memory_attach(str(yama))
+    yama.write_text("0\n")
+    assert mpi.cross_memory_attach(str(yama)) == mpi.cross_memory_attach(str(tmp_path / "no-yama"))
+    monkeypatch.setattr(mpi, "cross_memory_attach", lambda: True)
+    monkeypatch.setenv(mpi.CMA_ENV, "0")
+    mpi.enable_single_copy()
+    assert mpi.os.environ[mpi.CMA_ENV] == "0"
+    monkeypatch.delenv(mpi.CMA_ENV)
+    mpi.enable_single_copy()
+    assert mpi.os.environ[mpi.CMA_ENV] == "1"
+    monkeypatch.setattr(mpi, "cross_memory_attach", lambda: False)
+    monkeypatch.delenv(mpi.CMA_ENV)
+    mpi.enable_single_copy()
+    assert mpi.CMA_ENV not in mpi.os.environ
+
+
 def test_missing_backend_packages_are_named(monkeypatch):
     import fastsample
     from fastsample.comm import CommError, create

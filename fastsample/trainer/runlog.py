@@ -107,6 +107,7 @@ def _versions() -> dict:
         mpi = sys.modules["mpi4py.MPI"]
         out["mpi4py"] = sys.modules["mpi4py"].__version__
         out["mpi"] = mpi.Get_library_version().splitlines()[0].strip()
+        out["mpi_single_copy"] = os.environ.get("MPIR_CVAR_CH4_CMA_ENABLE") == "1"  # comm/mpi.py
     return out
 
 
