@@ -23,11 +23,14 @@ _E_MIN, _E_MAX = -120, 120
 
 
 def _column_absmax(a: np.ndarray) -> np.ndarray:
+    """Each column's largest magnitude (NaN where the column has one), from its largest and
+    smallest values in the rows' own dtype (exact; no widened copy of the rows)."""
     out = np.zeros(a.shape[1], dtype=np.float64)
     for i in range(0, len(a), _CHUNK):
-        block = np.abs(np.asarray(a[i:i + _CHUNK], dtype=np.float64))
+        block = np.asarray(a[i:i + _CHUNK])
         if len(block):
-            out = np.maximum(out, block.max(axis=0))
+            out = np.maximum(out, np.maximum(block.max(axis=0).astype(np.float64),
+                                             -block.min(axis=0).astype(np.float64)))
     return out
 
 
