@@ -53,8 +53,7 @@ def _mean_backward(block: Block, g: torch.Tensor, grad: torch.Tensor, accumulate
         else:
             only_t = act["only_t"]
             _native.mean_aggregate_backward(block.indptr, block.indices, g, g_self, act["kept"], act["scale"], grad,
-                                            act["bias_grad"], only_t, accumulate,
-                                            None if only_t else act.get("grad_t"), True)
+                                            act["bias_grad"], only_t, accumulate, act.get("grad_t"), True)
         return
     if not accumulate:
         grad.zero_()
@@ -190,14 +189,12 @@ class _Layer(torch.autograd.Function):
             # the own span rides with a relation over as many destinations (its rows), else is added after
             carrier = next((j for j, (rel, _) in enumerate(rels) if g_own is not None
                             and rel.num_dst == g_own.shape[0]), None)
-            act = _activation(spec.below, s, rels, g_own is None or carrier is not None, device)
+            act = _activation(spec.below, s, rels, g_own is None or carrier is not None, num_src, device)
             if act is not None and act["only_t"]:  # one pass, written transposed: the gradient's only form
                 grad = torch.empty(width, num_src, dtype=torch.float32, device=device)
             else:
                 # the first relation's pass writes every row; with none, only the own span adds to zeros
                 grad = (torch.empty if rels else torch.zeros)(num_src, width, dtype=torch.float32, device=device)
-            if act is not None and not act["only_t"] and (act["transposed"] or matmul.current().reads_transposed_grad):
-                act["grad_t"] = torch.empty(width, num_src, dtype=torch.float32, device=device)
             for j, (rel, g_rel) in enumerate(rels):
                 _mean_backward(rel, g_rel, grad, accumulate=j > 0, g_self=g_own if j == carrier else None,
                                act=act if j == len(rels) - 1 else None)
@@ -210,19 +207,22 @@ class _Layer(torch.autograd.Function):
         return (None, *(grads[s] for s in spec.passed), *gws, *gbs)
 
 
-def _activation(below: dict | None, s: str, rels: list, own_rides: bool, device) -> dict | None:
-    """The link of the native ReLU/dropout that made type ``s``'s rows (sage._ReluDropout:
-    its kept bits, scale and ``transposed``), with room for what its backward makes, where
-    the last relation's pass of _Layer.backward can make it (``rels``, and the own span, if
-    any, riding on one of them: ``own_rides``), so that no pass of its own runs over the
-    gradient; else None. The pass applies the same kept bits to the same sums, so the
-    same bits come out."""
+def _activation(below: dict | None, s: str, rels: list, own_rides: bool, num_src: int, device) -> dict | None:
+    """The link of the native ReLU/dropout that made type ``s``'s ``num_src`` rows
+    (sage._ReluDropout: its kept bits, scale and ``transposed``), with room for what its
+    backward makes (the bias gradient; the transpose the product below reads, unless one
+    pass writes it alone: "only_t"), where the last relation's pass of _Layer.backward can
+    make it (``rels``, and the own span, if any, riding on one of them: ``own_rides``), so
+    that no pass of its own runs over the gradient; else None. The pass applies the same
+    kept bits to the same sums, so the same bits come out."""
     act = below.get(s) if below is not None else None
     if act is None or "kept" not in act or not rels or not own_rides or _native is None or device.type != "cpu":
         return None
     width = rels[0][1].shape[1]
     act["bias_grad"] = torch.empty(width, dtype=torch.float32)
     act["only_t"] = act["transposed"] and len(rels) == 1  # one pass: it writes the transpose alone
+    if not act["only_t"] and (act["transposed"] or matmul.current().reads_transposed_grad):
+        act["grad_t"] = torch.empty(width, num_src, dtype=torch.float32, device=device)
     return act
 
 

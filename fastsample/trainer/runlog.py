@@ -29,6 +29,7 @@ from pathlib import Path
 
 from fastsample import faults
 from fastsample.atomic import DiskFull
+from fastsample.comm.mpi import CMA_ENV
 from fastsample.phases import phase
 from fastsample.trainer.metrics import EpochRecord
 
@@ -107,7 +108,7 @@ def _versions() -> dict:
         mpi = sys.modules["mpi4py.MPI"]
         out["mpi4py"] = sys.modules["mpi4py"].__version__
         out["mpi"] = mpi.Get_library_version().splitlines()[0].strip()
-        out["mpi_single_copy"] = os.environ.get("MPIR_CVAR_CH4_CMA_ENABLE") == "1"  # comm/mpi.py
+        out["mpi_single_copy"] = os.environ.get(CMA_ENV) == "1"
     return out
 
 
