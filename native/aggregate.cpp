@@ -17,16 +17,20 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <vector>
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 namespace fastsample {
 namespace {
 
-constexpr int64_t kAhead = 8;  // edges prefetched ahead: covers ~a memory latency of row sums
+constexpr int64_t kAhead = 16;  // edges prefetched ahead: covers ~a memory latency of row sums
 // A row table's address entries are random reads too (8 B of a table of MBs, beyond L2): each
 // is fetched this many edges ahead, so that its row's prefetch kAhead edges ahead has it
 // (hetero-medium's input layer, one core, Zen 3: 66 -> 55 ms a step).
-constexpr int64_t kAheadAddress = 24;
+constexpr int64_t kAheadAddress = 48;
 // output rows written ahead of time: the rows a product's input is made of are far apart in
 // memory (a column block of it), and each would otherwise wait on its lines before the first sum
 constexpr int64_t kAheadRows = 2;
@@ -88,6 +92,84 @@ struct Table {
   void prefetch_address(int64_t i) const { __builtin_prefetch(addr + i); }
 };
 
+#if defined(__GNUC__) && defined(__x86_64__)
+#define FS_SUMS_512 1
+// The sum over a destination's edges with the columns held in AVX-512 registers across
+// the edges, where the clones' portable loops load and store the output row once per edge
+// (and GCC's avx512f clone widens int8 through ymm halves): 8 registers, 128 columns, a
+// pass over the edges each. The same additions in the same order (0, then each source's
+// row in edge order, then the column scale and 1 / degree as separate products), so the
+// same bits as mean_row's loops. Needs AVX-512BW/VL (the masked byte and word loads):
+// checked once at run time; F32, I8 and Bf16 rows only (Fp16 keeps the portable loops).
+#define FS_TARGET_512 gnu::target("avx512f,avx512bw,avx512vl")
+
+inline bool sums_512() {
+  static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                         __builtin_cpu_supports("avx512vl");
+  return ok;
+}
+
+template <typename Load>
+struct Wide;  // 16 elements at p (the masked-out ones read as 0, never touched) as floats
+template <>
+struct Wide<F32> {
+  [[FS_TARGET_512]] static __m512 load(const float* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
+};
+template <>
+struct Wide<I8> {
+  [[FS_TARGET_512]] static __m512 load(const int8_t* p, __mmask16 m) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, p)));
+  }
+};
+template <>
+struct Wide<Bf16> {
+  [[FS_TARGET_512]] static __m512 load(const uint16_t* p, __mmask16 m) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
+  }
+};
+
+// Columns [c, c + 16 NV) of the mean (the last register's lanes masked to `tail`) into o.
+template <typename Load, int NV, typename Src>
+[[FS_TARGET_512]] void mean_columns_512(const int32_t* indices, int64_t begin, int64_t end, int64_t num_edges,
+                                        const Src& src, int64_t width, int64_t c, __mmask16 tail, float* o,
+                                        const float* col_scale) {
+  __m512 acc[NV];
+  for (int k = 0; k < NV; ++k) acc[k] = _mm512_setzero_ps();
+  for (int64_t j = begin; j < end; ++j) {
+    if (c == 0) {  // the first pass fetches the whole rows; later passes find them in L1
+      if (j + kAheadAddress < num_edges) src.prefetch_address(indices[j + kAheadAddress]);
+      if (j + kAhead < num_edges) prefetch_lines(src.row(indices[j + kAhead]), width);
+    }
+    const typename Src::Value* row = src.row(indices[j]) + c;
+    for (int k = 0; k < NV; ++k)
+      acc[k] = _mm512_add_ps(acc[k], Wide<Load>::load(row + 16 * k, k == NV - 1 ? tail : __mmask16(0xffff)));
+  }
+  const __m512 degree = _mm512_set1_ps(end > begin ? 1.0f / static_cast<float>(end - begin) : 1.0f);
+  for (int k = 0; k < NV; ++k) {
+    const __mmask16 m = k == NV - 1 ? tail : __mmask16(0xffff);
+    if (col_scale != nullptr) acc[k] = _mm512_mul_ps(acc[k], _mm512_maskz_loadu_ps(m, col_scale + c + 16 * k));
+    if (end > begin) acc[k] = _mm512_mul_ps(acc[k], degree);
+    _mm512_mask_storeu_ps(o + c + 16 * k, m, acc[k]);
+  }
+}
+
+template <typename Load, typename Src>
+[[FS_TARGET_512]] void mean_sum_512(const int32_t* indices, int64_t begin, int64_t end, int64_t num_edges,
+                                    const Src& src, int64_t width, float* o, const float* col_scale) {
+  for (int64_t c = 0; c < width; c += 128) {
+    const int64_t n = std::min<int64_t>(128, width - c);
+    const __mmask16 tail = static_cast<__mmask16>(n % 16 == 0 ? 0xffff : (1u << (n % 16)) - 1);
+    switch ((n + 15) / 16) {
+#define FS_CASE(NV) \
+  case NV:          \
+    mean_columns_512<Load, NV>(indices, begin, end, num_edges, src, width, c, tail, o, col_scale); break;
+      FS_CASE(1) FS_CASE(2) FS_CASE(3) FS_CASE(4) FS_CASE(5) FS_CASE(6) FS_CASE(7) FS_CASE(8)
+#undef FS_CASE
+    }
+  }
+}
+#endif
+
 // Destination i's row of the output. Inlined into each FS_CLONES function, whose own
 // `omp parallel for` calls it: an OpenMP region inside a shared helper would be outlined
 // once, for the baseline ISA, and lose the clones' vector width.
@@ -107,8 +189,13 @@ template <typename Load, typename Src>
     }
     o += width;
   }
-  std::fill(o, o + width, 0.0f);
   const int64_t begin = indptr[i], end = indptr[i + 1];
+#ifdef FS_SUMS_512
+  if constexpr (!std::is_same_v<Load, Fp16>) {
+    if (sums_512()) return mean_sum_512<Load>(indices, begin, end, num_edges, src, width, o, col_scale);
+  }
+#endif
+  std::fill(o, o + width, 0.0f);
   for (int64_t j = begin; j < end; ++j) {
     if (j + kAheadAddress < num_edges) src.prefetch_address(indices[j + kAheadAddress]);
     if (j + kAhead < num_edges) prefetch_lines(src.row(indices[j + kAhead]), width);
@@ -146,14 +233,19 @@ template <typename Load, typename Src>
 template <typename Load, typename Src>
 [[gnu::always_inline]] inline void mean_out(const int64_t* indptr, const int32_t* indices, int64_t num_edges,
                                             const Src& src, int64_t width, const OutRows& out, bool with_self,
-                                            int64_t i, float* scratch, const float* col_scale = nullptr) {
+                                            int64_t i, int64_t num_dst, float* scratch,
+                                            const float* col_scale = nullptr) {
   float* o = out.bf16 != nullptr ? scratch : out.f32 + i * out.stride;
-  // a later destination's row, about to be written: its lines owned by then
-  const int64_t n = with_self ? 2 * width : width;
-  if (out.bf16 == nullptr) {
-    for (int64_t f = 0; f < n; f += 16) __builtin_prefetch(out.f32 + (i + kAheadRows) * out.stride + f, 1);
-  } else {
-    for (int64_t f = 0; f < n; f += 32) __builtin_prefetch(out.bf16 + (i + kAheadRows) * out.stride + f, 1);
+  // a later destination's row, about to be written: its lines owned by then; and its own
+  // row, read first (a random row too: destinations are sources read where they lie)
+  if (i + kAheadRows < num_dst) {
+    const int64_t n = with_self ? 2 * width : width;
+    if (out.bf16 == nullptr) {
+      for (int64_t f = 0; f < n; f += 16) __builtin_prefetch(out.f32 + (i + kAheadRows) * out.stride + f, 1);
+    } else {
+      for (int64_t f = 0; f < n; f += 32) __builtin_prefetch(out.bf16 + (i + kAheadRows) * out.stride + f, 1);
+    }
+    if (with_self) prefetch_lines(src.row(i + kAheadRows), width);
   }
   mean_row<Load>(indptr, indices, num_edges, src, width, o, with_self, i, col_scale);
   if (out.bf16 != nullptr) store_bf16(o, out.bf16 + i * out.stride, with_self ? 2 * width : width);
@@ -174,7 +266,7 @@ FS_CLONES void mean_aggregate(const int64_t* indptr, const int32_t* indices, int
     std::vector<float> scratch = scratch_row(out, width);
 #pragma omp for schedule(dynamic, 64)
     for (int64_t i = 0; i < num_dst; ++i)
-      mean_out<F32>(indptr, indices, num_edges, Dense<float>{h, width}, width, out, with_self, i, scratch.data());
+      mean_out<F32>(indptr, indices, num_edges, Dense<float>{h, width}, width, out, with_self, i, num_dst, scratch.data());
   }
 }
 
@@ -187,11 +279,11 @@ FS_CLONES void mean_aggregate_half(const int64_t* indptr, const int32_t* indices
     if (bf16) {
 #pragma omp for schedule(dynamic, 64)
       for (int64_t i = 0; i < num_dst; ++i)
-        mean_out<Bf16>(indptr, indices, num_edges, Dense<uint16_t>{h, width}, width, out, with_self, i, scratch.data());
+        mean_out<Bf16>(indptr, indices, num_edges, Dense<uint16_t>{h, width}, width, out, with_self, i, num_dst, scratch.data());
     } else {
 #pragma omp for schedule(dynamic, 64)
       for (int64_t i = 0; i < num_dst; ++i)
-        mean_out<Fp16>(indptr, indices, num_edges, Dense<uint16_t>{h, width}, width, out, with_self, i, scratch.data());
+        mean_out<Fp16>(indptr, indices, num_edges, Dense<uint16_t>{h, width}, width, out, with_self, i, num_dst, scratch.data());
     }
   }
 }
@@ -206,22 +298,22 @@ FS_CLONES void mean_aggregate_at(const int64_t* indptr, const int32_t* indices, 
       case RowKind::kF32:
 #pragma omp for schedule(dynamic, 64)
         for (int64_t i = 0; i < num_dst; ++i)
-          mean_out<F32>(indptr, indices, num_edges, Table<float>{addr}, width, out, with_self, i, scratch.data());
+          mean_out<F32>(indptr, indices, num_edges, Table<float>{addr}, width, out, with_self, i, num_dst, scratch.data());
         break;
       case RowKind::kBf16:
 #pragma omp for schedule(dynamic, 64)
         for (int64_t i = 0; i < num_dst; ++i)
-          mean_out<Bf16>(indptr, indices, num_edges, Table<uint16_t>{addr}, width, out, with_self, i, scratch.data());
+          mean_out<Bf16>(indptr, indices, num_edges, Table<uint16_t>{addr}, width, out, with_self, i, num_dst, scratch.data());
         break;
       case RowKind::kF16:
 #pragma omp for schedule(dynamic, 64)
         for (int64_t i = 0; i < num_dst; ++i)
-          mean_out<Fp16>(indptr, indices, num_edges, Table<uint16_t>{addr}, width, out, with_self, i, scratch.data());
+          mean_out<Fp16>(indptr, indices, num_edges, Table<uint16_t>{addr}, width, out, with_self, i, num_dst, scratch.data());
         break;
       case RowKind::kI8:
 #pragma omp for schedule(dynamic, 64)
         for (int64_t i = 0; i < num_dst; ++i)
-          mean_out<I8>(indptr, indices, num_edges, Table<int8_t>{addr}, width, out, with_self, i, scratch.data(),
+          mean_out<I8>(indptr, indices, num_edges, Table<int8_t>{addr}, width, out, with_self, i, num_dst, scratch.data(),
                        col_scale);
         break;
     }

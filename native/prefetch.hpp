@@ -5,9 +5,13 @@
 
 namespace fastsample {
 
+// Every line the run touches: a row whose start is not line-aligned (a 100-byte int8 row
+// starts anywhere in a line) spans one more line than n * sizeof(T) / 64 hints would cover.
 template <typename T>
 inline void prefetch_lines(const T* p, int64_t n) {
-  for (int64_t i = 0; i < n; i += static_cast<int64_t>(64 / sizeof(T))) __builtin_prefetch(p + i);
+  const uintptr_t end = reinterpret_cast<uintptr_t>(p + n);
+  for (uintptr_t line = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{63}; line < end; line += 64)
+    __builtin_prefetch(reinterpret_cast<const void*>(line));
 }
 
 }  // namespace fastsample

@@ -142,6 +142,36 @@ def test_the_mean_over_a_table_equals_the_mean_over_its_matrix(name, with_self):
 
 @needs_native
 @pytest.mark.parametrize("name", list(DTYPES))
+@pytest.mark.parametrize("width", [1, 16, 24, 100, 128, 130, 300])
+def test_the_mean_is_summed_in_edge_order_in_fp32_at_every_width(name, width):
+    # the kernels' sums (AVX-512 registers holding up to 128 columns across the edges, the last
+    # register of each block masked; the portable loops elsewhere) against float32 arithmetic
+    # in numpy done in the contract's order: 0, + each source's row in edge order, x the
+    # column scale (int8), x 1 / degree; the self row first
+    rng = np.random.default_rng(width)
+    rows, table = scattered(rng, 90, width, DTYPES[name])
+    indptr, indices = csc(rng, 40, 90, max_deg=20)
+    ints = rows.astype(np.float32) if name == "int8" else values_of(rows, table).astype(np.float32)
+    if name in ("bfloat16", "float16"):
+        ints = bf16.widen(rows) if name == "bfloat16" else rows.astype(np.float32)
+    want = np.empty((40, 2 * width), np.float32)
+    for i in range(40):
+        acc = np.zeros(width, np.float32)
+        for j in range(indptr[i], indptr[i + 1]):
+            acc = acc + ints[indices[j]]
+        own = ints[i]
+        if name == "int8":
+            acc, own = acc * table.scale, own * table.scale
+        if indptr[i + 1] > indptr[i]:
+            acc = acc * (np.float32(1) / np.float32(indptr[i + 1] - indptr[i]))
+        want[i] = np.concatenate([own, acc])
+    got = np.full_like(want, np.nan)
+    table.mean_into(torch.from_numpy(indptr), torch.from_numpy(indices), torch.from_numpy(got), True)
+    assert np.array_equal(got, want)
+
+
+@needs_native
+@pytest.mark.parametrize("name", list(DTYPES))
 @pytest.mark.parametrize("with_self", [True, False])
 def test_the_means_written_in_bf16_are_the_fp32_means_as_torch_converts_them(name, with_self):
     # bf16 products read their input in bf16: the kernels store it so directly (a column
