@@ -385,7 +385,8 @@ FS_CLONES void mean_aggregate_backward(const int64_t* indptr, const int32_t* ind
         }
         for (int64_t k = tptr[u]; k < tptr[u + 1]; ++k) {
           const int32_t i = tdst[k];
-          if (k + kAhead < tptr[u + 1]) prefetch_lines(grad_agg + static_cast<int64_t>(tdst[k + kAhead]) * agg_stride, width);
+          // ahead across sources too: most have an edge or two, so a source's own list is too short to prefetch in
+          if (k + kAhead < E) prefetch_lines(grad_agg + static_cast<int64_t>(tdst[k + kAhead]) * agg_stride, width);
           const float* row = grad_agg + static_cast<int64_t>(i) * agg_stride;
           const float s = inv[i];
 #pragma omp simd
