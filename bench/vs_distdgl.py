@@ -25,8 +25,8 @@ fastsample runs the same in both (its tuning is its own, applied at start-up; th
 environment is exported to it too), once per --precisions entry (fp32, bf16, int8: each a column).
 What each DistDGL machine ran with (its GLIBC_TUNABLES, its /dev/shm mount) is in
 results.json ("distdgl_environment"). With --cache-fraction F every round runs fastsample
-(fp32) a second time with its hot-feature cache (the same losses bitwise, fewer rows
-fetched), reported as a column of its own. The work is the same on every side: fanouts
+a second time per --precisions entry with its hot-feature cache (the same losses bitwise,
+fewer rows fetched), each a column of its own. The work is the same on every side: fanouts
 (typed: per relation on both), batch per rank, hidden width, layers; untyped GraphSAGE =
 SAGEConv(mean) per layer; R-GCN = per relation SAGEConv(mean) summed over relations (DGL:
 HeteroGraphConv(..., aggregate='sum')); ReLU + dropout, Adam on dense weights; typed,
@@ -246,7 +246,8 @@ def main():
     ap.add_argument("--precisions", default="fp32",
                     help="fastsample's --precision, one column each, e.g. fp32,bf16,int8 (default fp32)")
     ap.add_argument("--cache-fraction", type=float, default=0.0,
-                    help="also run fastsample with this --cache-fraction each round, a column of its own (default: 0, not)")
+                    help="also run fastsample with this --cache-fraction each round, at each of --precisions, "
+                         "a column each (default: 0, not)")
     ap.add_argument("--lock", default="/tmp/w/bench.lock", help="flock file around every timed run ('' : none)")
     ap.add_argument("--timeout", type=int, default=1800, help="DistDGL run timeout, seconds")
     ap.add_argument("--quiet-wait", type=float, default=300,
@@ -310,7 +311,8 @@ def main():
     lock = a.lock or None
     variants = {"fastsample" + ("" if p == "fp32" else f" {p}"): ["--precision", p] for p in precisions}
     if a.cache_fraction:
-        variants[f"fastsample, cache {a.cache_fraction:g}"] = ["--cache-fraction", str(a.cache_fraction)]
+        variants.update({f"{v}, cache {a.cache_fraction:g}": [*args, "--cache-fraction", str(a.cache_fraction)]
+                         for v, args in list(variants.items())})
     typed_args = ["--embed-lr", str(a.embed_lr), "--embed-dim", str(a.embed_dim)] if kind == "typed" else []
     dgl_runs = {f"{PEERS[flag][0]} {ENVIRONMENTS[setting]}": (flag, setting)
                 for flag in peers for setting in environments}
