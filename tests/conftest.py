@@ -13,9 +13,12 @@ from pathlib import Path
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 # Tests that compare one and two threads bitwise (test_rgat) run torch's products too: on Intel
 # CPUs MKL splits a weight gradient's sum by thread count (differences of ~1e-8 in a 16 x 16
-# R-GAT weight's gradient on a Xeon with AVX-512; none on Zen 5). Its strict conditional
-# numerical reproducibility keeps that sum's order fixed whatever the threads.
-os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
+# R-GAT weight's gradient on a Xeon with AVX-512). Its strict conditional numerical
+# reproducibility keeps that sum's order fixed whatever the threads. Intel's only: on an AMD
+# EPYC (Zen 5) MKL's default path keeps the order, and any MKL_CBWR value (AUTO,STRICT,
+# COMPATIBLE, AVX2,STRICT) takes a path that splits it by thread count instead.
+if "GenuineIntel" in (Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""):
+    os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
 
 import numpy as np
 import pytest
