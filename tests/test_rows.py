@@ -151,15 +151,13 @@ def test_the_mean_is_summed_in_edge_order_in_fp32_at_every_width(name, width):
     rng = np.random.default_rng(width)
     rows, table = scattered(rng, 90, width, DTYPES[name])
     indptr, indices = csc(rng, 40, 90, max_deg=20)
-    ints = rows.astype(np.float32) if name == "int8" else values_of(rows, table).astype(np.float32)
-    if name in ("bfloat16", "float16"):
-        ints = bf16.widen(rows) if name == "bfloat16" else rows.astype(np.float32)
+    read = bf16.widen(rows) if name == "bfloat16" else rows.astype(np.float32)  # int8: the integers
     want = np.empty((40, 2 * width), np.float32)
     for i in range(40):
         acc = np.zeros(width, np.float32)
         for j in range(indptr[i], indptr[i + 1]):
-            acc = acc + ints[indices[j]]
-        own = ints[i]
+            acc = acc + read[indices[j]]
+        own = read[i]
         if name == "int8":
             acc, own = acc * table.scale, own * table.scale
         if indptr[i + 1] > indptr[i]:
