@@ -241,9 +241,9 @@ template <typename Load, typename Src>
   if (i + kAheadRows < num_dst) {
     const int64_t n = with_self ? 2 * width : width;
     if (out.bf16 == nullptr) {
-      for (int64_t f = 0; f < n; f += 16) __builtin_prefetch(out.f32 + (i + kAheadRows) * out.stride + f, 1);
+      prefetch_lines_for_write(out.f32 + (i + kAheadRows) * out.stride, n);
     } else {
-      for (int64_t f = 0; f < n; f += 32) __builtin_prefetch(out.bf16 + (i + kAheadRows) * out.stride + f, 1);
+      prefetch_lines_for_write(out.bf16 + (i + kAheadRows) * out.stride, n);
     }
     if (with_self) prefetch_lines(src.row(i + kAheadRows), width);
   }
@@ -328,8 +328,7 @@ FS_CLONES void decode_rows_at(const int64_t* addr, int64_t n, int64_t width, con
     for (int64_t i = 0; i < n; ++i) {
       if (i + kAhead < n) {
         prefetch_lines(reinterpret_cast<const int8_t*>(addr[i + kAhead]), width);
-        if (out.bf16 == nullptr)
-          for (int64_t f = 0; f < width; f += 16) __builtin_prefetch(out.f32 + (i + kAhead) * out.stride + f, 1);
+        if (out.bf16 == nullptr) prefetch_lines_for_write(out.f32 + (i + kAhead) * out.stride, width);
       }
       const int8_t* q = reinterpret_cast<const int8_t*>(addr[i]);
       float* o = out.bf16 != nullptr ? scratch.data() : out.f32 + i * out.stride;

@@ -29,10 +29,7 @@ void copy_rows_at(const int64_t* addr, char* dst, int64_t n, int64_t width, int6
   for (int64_t i = 0; i < n; ++i) {
     if (i + kAhead < n) {
       prefetch_lines(reinterpret_cast<const char*>(addr[i + kAhead]), width);
-      // rows apart (a column block of a product's input): the stream is not one the hardware
-      // follows, so the row written next is fetched for writing too
-      if (dst_stride != width)
-        for (int64_t b = 0; b < width; b += 64) __builtin_prefetch(dst + (i + kAhead) * dst_stride + b, 1);
+      if (dst_stride != width) prefetch_lines_for_write(dst + (i + kAhead) * dst_stride, width);  // a column block
     }
     std::memcpy(dst + i * dst_stride, reinterpret_cast<const char*>(addr[i]), bytes);
   }
