@@ -92,6 +92,15 @@ struct Table {
   void prefetch_address(int64_t i) const { __builtin_prefetch(addr + i); }
 };
 
+// The rows edge j's successors read: the address entry kAheadAddress edges ahead (a table's),
+// the row kAhead edges ahead. One policy for the portable loops and the AVX-512 sums.
+template <typename Src>
+[[gnu::always_inline]] inline void prefetch_edges_ahead(const int32_t* indices, int64_t j, int64_t num_edges,
+                                                        const Src& src, int64_t width) {
+  if (j + kAheadAddress < num_edges) src.prefetch_address(indices[j + kAheadAddress]);
+  if (j + kAhead < num_edges) prefetch_lines(src.row(indices[j + kAhead]), width);
+}
+
 #if defined(__GNUC__) && defined(__x86_64__)
 #define FS_SUMS_512 1
 // The sum over a destination's edges with the columns held in AVX-512 registers across
@@ -136,10 +145,7 @@ template <typename Load, int NV, typename Src>
   __m512 acc[NV];
   for (int k = 0; k < NV; ++k) acc[k] = _mm512_setzero_ps();
   for (int64_t j = begin; j < end; ++j) {
-    if (c == 0) {  // the first pass fetches the whole rows; later passes find them in L1
-      if (j + kAheadAddress < num_edges) src.prefetch_address(indices[j + kAheadAddress]);
-      if (j + kAhead < num_edges) prefetch_lines(src.row(indices[j + kAhead]), width);
-    }
+    if (c == 0) prefetch_edges_ahead(indices, j, num_edges, src, width);  // later passes find the rows in L1
     const typename Src::Value* row = src.row(indices[j]) + c;
     for (int k = 0; k < NV; ++k)
       acc[k] = _mm512_add_ps(acc[k], Wide<Load>::load(row + 16 * k, k == NV - 1 ? tail : __mmask16(0xffff)));
@@ -197,8 +203,7 @@ template <typename Load, typename Src>
 #endif
   std::fill(o, o + width, 0.0f);
   for (int64_t j = begin; j < end; ++j) {
-    if (j + kAheadAddress < num_edges) src.prefetch_address(indices[j + kAheadAddress]);
-    if (j + kAhead < num_edges) prefetch_lines(src.row(indices[j + kAhead]), width);
+    prefetch_edges_ahead(indices, j, num_edges, src, width);
     const typename Src::Value* row = src.row(indices[j]);
 #pragma omp simd
     for (int64_t f = 0; f < width; ++f) o[f] += Load::load(row[f]);
