@@ -16,6 +16,7 @@
 #include "transpose.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <type_traits>
 #include <vector>
@@ -25,6 +26,8 @@
 
 namespace fastsample {
 namespace {
+
+std::atomic<bool> wide_sums_allowed{true};  // wide_sums(0): the portable loops, for the tests
 
 constexpr int64_t kAhead = 16;  // edges prefetched ahead: covers ~a memory latency of row sums
 // A row table's address entries are random reads too (8 B of a table of MBs, beyond L2): each
@@ -112,11 +115,13 @@ template <typename Src>
 // checked once at run time; F32, I8 and Bf16 rows only (Fp16 keeps the portable loops).
 #define FS_TARGET_512 gnu::target("avx512f,avx512bw,avx512vl")
 
-inline bool sums_512() {
+inline bool cpu_sums_512() {
   static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                          __builtin_cpu_supports("avx512vl");
   return ok;
 }
+
+inline bool sums_512() { return cpu_sums_512() && wide_sums_allowed.load(std::memory_order_relaxed); }
 
 template <typename Load>
 struct Wide;  // 16 elements at p (the masked-out ones read as 0, never touched) as floats
@@ -262,6 +267,16 @@ inline std::vector<float> scratch_row(const OutRows& out, int64_t width) {
 }
 
 }  // namespace
+
+bool wide_sums(int allow) {
+#ifdef FS_SUMS_512
+  const bool used = sums_512();
+#else
+  const bool used = false;
+#endif
+  if (allow >= 0) wide_sums_allowed.store(allow != 0);
+  return used;
+}
 
 FS_CLONES void mean_aggregate(const int64_t* indptr, const int32_t* indices, int64_t num_dst, const float* h,
                               int64_t width, OutRows out, bool with_self) {

@@ -67,4 +67,10 @@ void mean_aggregate_backward(const int64_t* indptr, const int32_t* indices, int6
                              float* grad_h, float* col_sum, bool transposed = false, bool accumulate = false,
                              float* grad_t = nullptr, bool activation_blocks = false);
 
+// Whether the forward means sum in AVX-512 registers (a CPU with AVX-512BW/VL; otherwise the
+// portable loops, the same bits). allow >= 0 permits (1) or forbids (0) them from now on, so
+// that a test runs the portable loops on a CPU that has AVX-512 too; returns whether they
+// were used before the call.
+bool wide_sums(int allow = -1);
+
 }  // namespace fastsample

@@ -342,6 +342,10 @@ NB_MODULE(_native, m) {
         nb::arg("n") = -1,
         "The largest graph (nodes) whose sampler map is a direct array (8 B per node); above it, a hash "
         "table sized by the batch (native/node_map.hpp). n >= 0 sets it; returns the previous value.");
+  m.def("wide_sums", &wide_sums, nb::arg("allow") = -1,
+        "Whether the forward means sum in AVX-512 registers (native/aggregate.cpp; else the portable "
+        "loops, the same bits). allow 0 forbids them from now on, 1 permits them where the CPU has "
+        "AVX-512BW/VL; returns whether they were used before the call.");
   def_sampling<int32_t, int32_t, uint8_t>(m);
   def_sampling<int32_t, int64_t, uint8_t>(m);
   def_sampling<int64_t, int64_t, uint8_t>(m);

@@ -140,14 +140,29 @@ def test_the_mean_over_a_table_equals_the_mean_over_its_matrix(name, with_self):
     assert np.array_equal(got, want)  # the same sums in the same order
 
 
+@pytest.fixture(params=["wide", "portable"])
+def sums(request):
+    """The forward means' sums in AVX-512 registers ("wide", skipped on a CPU without
+    AVX-512BW/VL) or in the portable loops (forced off the registers for the test)."""
+    from fastsample.native import lib
+
+    before = lib.wide_sums(request.param == "wide")
+    try:
+        if request.param == "wide" and not lib.wide_sums():
+            pytest.skip("this CPU has no AVX-512BW/VL: the means sum in the portable loops only")
+        yield request.param
+    finally:
+        lib.wide_sums(before)
+
+
 @needs_native
 @pytest.mark.parametrize("name", list(DTYPES))
 @pytest.mark.parametrize("width", [1, 16, 24, 100, 128, 130, 300])
-def test_the_mean_is_summed_in_edge_order_in_fp32_at_every_width(name, width):
+def test_the_mean_is_summed_in_edge_order_in_fp32_at_every_width(name, width, sums):
     # the kernels' sums (AVX-512 registers holding up to 128 columns across the edges, the last
-    # register of each block masked; the portable loops elsewhere) against float32 arithmetic
-    # in numpy done in the contract's order: 0, + each source's row in edge order, x the
-    # column scale (int8), x 1 / degree; the self row first
+    # register of each block masked; the portable loops, on every CPU) against float32
+    # arithmetic in numpy done in the contract's order: 0, + each source's row in edge order,
+    # x the column scale (int8), x 1 / degree; the self row first
     rng = np.random.default_rng(width)
     rows, table = scattered(rng, 90, width, DTYPES[name])
     indptr, indices = csc(rng, 40, 90, max_deg=20)
