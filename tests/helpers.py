@@ -118,6 +118,23 @@ def mpiexec(n: int, *args, timeout=120, env=None) -> subprocess.CompletedProcess
     return run(mpiexec_argv(n, *args), timeout=timeout, env=env)
 
 
+def mpi_segments() -> set[str]:
+    """The MPI libraries' shared-memory segments in /dev/shm now."""
+    from fastsample.comm.mpi import _MPI_SEGMENTS
+
+    shm = Path("/dev/shm")
+    return {str(p) for p in shm.iterdir() if p.name.startswith(_MPI_SEGMENTS)} if shm.is_dir() else set()
+
+
+def left_behind(before: set[str]) -> set[str]:
+    """MPI segments made since ``before`` that no live process maps: what a finished job left
+    in /dev/shm. A job still running beside it (another test's, another user's) maps its own."""
+    from fastsample.comm.mpi import shared_memory
+
+    mapped = set().union(*(shared_memory(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()))
+    return mpi_segments() - before - mapped
+
+
 def train_records(partition, ranks: int, log, *args, timeout=300) -> list[dict]:
     """python -m fastsample.train on `ranks` ranks with --log-json `log`: its epoch records."""
     argv = ["-m", "fastsample.train", "--data", partition, "--log-json", log, *args]

@@ -16,7 +16,7 @@ import pytest
 from fastsample.data.synth import SynthConfig, write_synthetic
 from fastsample.phases import NAMES
 from fastsample.partition import partition_dataset
-from helpers import mpiexec, train_many
+from helpers import left_behind, mpi_segments, mpiexec, train_many
 from fastsample.trainer.runlog import read_records
 
 pytestmark = pytest.mark.mpi
@@ -187,13 +187,13 @@ def test_four_ranks(data, tmp_path):
               "checkpoint:0:diskfull:1": "rank 0, in a checkpoint save"}
     for i, (fault, line) in enumerate(faults.items()):
         (tmp_path / str(i)).mkdir()
-        shm = set(Path("/dev/shm").glob("*"))
+        shm = mpi_segments()
         lines, err = faulted(4, "fastsample.train", ["--data", data / "p4", *args, "--checkpoint-dir",
                                                      tmp_path / f"ck{i}"], fault, tmp_path / str(i))
         assert len(lines) == 1 and line in lines[0], err
         assert complete(tmp_path / f"ck{i}") == ["epoch-0.pt"]
         # no MPI shared memory left behind (a later job could start on a stale segment)
-        assert set(Path("/dev/shm").glob("*")) <= shm, fault
+        assert not left_behind(shm), fault
     runs = {i: (tmp_path / f"{i}.jsonl", [*args, "--checkpoint-dir", tmp_path / f"ck{i}", "--resume"])
             for i in range(len(faults))}
     runs["full"] = (tmp_path / "full.jsonl", args)
