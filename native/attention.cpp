@@ -18,7 +18,10 @@
 namespace fastsample {
 namespace {
 
-constexpr int64_t kAhead = 8;  // edges prefetched ahead (random rows, as in aggregate.cpp)
+// Edges prefetched ahead (random rows, as in aggregate.cpp), across destinations (sources in
+// the backward): a relation's segments are a few edges long, so one segment alone is too
+// short to prefetch in and its first rows would each wait on memory.
+constexpr int64_t kAhead = 8;
 
 inline float leaky(float s, float slope) { return s > 0.0f ? s : s * slope; }
 
@@ -29,6 +32,7 @@ FS_CLONES void gat_aggregate(const int64_t* indptr, const int32_t* indices, int6
                              float slope, float* out, float* alpha) {
   const int64_t channels = shared ? width : width / heads, stride = shared ? 0 : channels;
   const int64_t out_width = heads * channels;
+  const int64_t E = indptr[num_dst];
 #pragma omp parallel for schedule(dynamic, 64)
   for (int64_t v = 0; v < num_dst; ++v) {
     const int64_t begin = indptr[v], end = indptr[v + 1];
@@ -36,6 +40,7 @@ FS_CLONES void gat_aggregate(const int64_t* indptr, const int32_t* indices, int6
       const float ad = a_dst[v * heads + h];
       float m = -std::numeric_limits<float>::infinity();
       for (int64_t j = begin; j < end; ++j) {
+        if (h == 0 && j + kAhead < E) prefetch_lines(a_src + static_cast<int64_t>(indices[j + kAhead]) * heads, heads);
         const float e = leaky(a_src[static_cast<int64_t>(indices[j]) * heads + h] + ad, slope);
         alpha[j * heads + h] = e;
         m = std::max(m, e);
@@ -52,7 +57,7 @@ FS_CLONES void gat_aggregate(const int64_t* indptr, const int32_t* indices, int6
     float* o = out + v * out_width;
     std::fill(o, o + out_width, 0.0f);
     for (int64_t j = begin; j < end; ++j) {
-      if (j + kAhead < end) prefetch_lines(xs + static_cast<int64_t>(indices[j + kAhead]) * width, width);
+      if (j + kAhead < E) prefetch_lines(xs + static_cast<int64_t>(indices[j + kAhead]) * width, width);
       const float* x = xs + static_cast<int64_t>(indices[j]) * width;
       for (int64_t h = 0; h < heads; ++h) {
         const float a = alpha[j * heads + h];
@@ -81,7 +86,11 @@ FS_CLONES void gat_aggregate_backward(const int64_t* indptr, const int32_t* indi
     const int64_t begin = indptr[v], end = indptr[v + 1];
     const float* gv = g + v * out_width;
     for (int64_t j = begin; j < end; ++j) {
-      if (j + kAhead < end) prefetch_lines(xs + static_cast<int64_t>(indices[j + kAhead]) * width, width);
+      if (j + kAhead < E) {
+        const int64_t u = indices[j + kAhead];
+        prefetch_lines(xs + u * width, width);
+        prefetch_lines(a_src + u * heads, heads);  // read by the softmax's gradient below
+      }
       const float* x = xs + static_cast<int64_t>(indices[j]) * width;
       for (int64_t h = 0; h < heads; ++h) {
         float d = 0.0f;
@@ -126,8 +135,11 @@ FS_CLONES void gat_aggregate_backward(const int64_t* indptr, const int32_t* indi
     std::fill(gx, gx + width, 0.0f);
     std::fill(gs, gs + heads, 0.0f);
     for (int64_t k = tptr[u]; k < tptr[u + 1]; ++k) {
-      if (k + kAhead < tptr[u + 1])
+      if (k + kAhead < E) {
         prefetch_lines(g + static_cast<int64_t>(tdst[k + kAhead]) * out_width, out_width);
+        prefetch_lines(alpha + tedge[k + kAhead] * heads, heads);
+        prefetch_lines(ge.data() + tedge[k + kAhead] * heads, heads);
+      }
       const int64_t e = tedge[k];
       const float* gv = g + static_cast<int64_t>(tdst[k]) * out_width;
       for (int64_t h = 0; h < heads; ++h) {
