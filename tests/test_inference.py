@@ -95,6 +95,28 @@ def test_layerwise_equals_a_full_graph_forward(root, layerwise_shards, kind):
         assert np.allclose(got, want, rtol=1e-5, atol=1e-5), f"P={p}: max error {np.abs(got - want).max()}"
 
 
+def test_layerwise_reads_int8_features_as_their_decoded_values(root):
+    # --precision int8 --eval full: the trainer's shard holds the features in 8 bits; the
+    # layer-wise pass gathers them with their column scales and reads them decoded, so its
+    # outputs are bitwise those over the decoded matrix (before, it refused the int8 shard)
+    import dataclasses
+
+    from fastsample import int8
+    from fastsample.comm.local import LocalCommunicator
+    from fastsample.data.graph import NODE
+    from fastsample.loading.loader import open_data
+
+    comm = LocalCommunicator()
+    part = open_data(root / "p1", comm, "hybrid", "int8")
+    assert part.features.dtype == int8.DTYPE
+    decoded = dataclasses.replace(part, features=int8.decode(part.features, part.scales[NODE]), scales={})
+    torch.manual_seed(0)
+    model = make_model("sage")
+    got = layerwise(model, part, comm, batch_size=64)
+    assert np.abs(got).max() > 0.1
+    assert np.array_equal(got, layerwise(model, decoded, comm, batch_size=64))
+
+
 def test_a_model_without_layers_is_refused(root):
     with pytest.raises(TypeError, match="needs num_layers and layer"):
         layerwise(torch.nn.Linear(3, 3), root / "g")

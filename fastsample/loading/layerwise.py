@@ -112,7 +112,8 @@ def layerwise(model, data, comm: Communicator | None = None, batch_size: int = 4
                        disable=not progress or comm.rank != 0)
     try:
         for i in range(layers):
-            gather = FeatureGather(comm, runs, h)
+            # the input layer's int8 shards (--precision int8) are read with their scales, decoded
+            gather = FeatureGather(comm, runs, h, scales=part.scales if i == 0 else None)
             lo, hi = ranges[i][r]
             out = {}
             for step in range(steps[i]):
