@@ -37,6 +37,17 @@ def main() -> None:
     ids, _ = comm.all_to_all_v(np.arange(P, dtype=np.int64) + 10 * r, np.ones(P, np.int64))
     assert ids.tolist() == [10 * s + r for s in range(P)], "int64 ids"
     passed(r, "int64_ids")
+    # the rows' other wire types: bf16 rows travel as their uint16 bits, int8 rows as int8, and
+    # mixed widths as bytes (fastsample/distributed/gather.py); gloo has no uint16
+    def typed(src, dst, dtype):
+        v = np.rint(payload(src, dst) * 20).clip(-100, 100)
+        return (v + 100 * (np.dtype(dtype).kind == "u")).astype(dtype)
+
+    for dtype in (np.uint16, np.int8, np.uint8):
+        sent = [typed(r, d, dtype) for d in range(P)]
+        got, _ = comm.all_to_all_v(np.concatenate(sent), [len(b) for b in sent])
+        assert got.dtype == dtype and np.array_equal(got, np.concatenate([typed(s, r, dtype) for s in range(P)])), dtype
+    passed(r, "wire_types")
 
     # large and uneven, nothing to itself: the gather's shape (oneCCL stalled on it or,
     # with CCL_ALLTOALLV=naive, returned rows not yet received; fastsample/comm/ccl.py)

@@ -7,7 +7,7 @@ import pytest
 from conftest import CCL
 from helpers import REPO, assert_checks, mpiexec
 
-COLLECTIVES = ["all_to_all_v", "reply_with_known_counts", "int64_ids", "large_uneven", "all_reduce",
+COLLECTIVES = ["all_to_all_v", "reply_with_known_counts", "int64_ids", "wire_types", "large_uneven", "all_reduce",
                "broadcast_object", "allgather_object", "barrier"]  # what comm_worker.py checks, in order
 
 

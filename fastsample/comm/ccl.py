@@ -91,7 +91,11 @@ class CCLCommunicator(MPICommunicator):
         return recv
 
     def _all_to_all_v(self, send, send_elems, recv, recv_elems):
-        self.ccl.alltoallv(send.reshape(-1), send_elems, recv.reshape(-1), recv_elems)
+        # moved as bytes, whatever the rows' type: int8 rows, bf16 rows' uint16 bits and mixed
+        # widths' bytes too (fastsample/distributed/gather.py), which oneCCL's types lack
+        k = send.dtype.itemsize
+        self.ccl.alltoallv(send.reshape(-1).view(np.uint8), send_elems * k, recv.reshape(-1).view(np.uint8),
+                           recv_elems * k)
 
     def all_reduce(self, array, op="sum"):
         if op not in ("sum", "max"):

@@ -93,11 +93,14 @@ class TorchCommunicator(MPICommunicator):
         return recv
 
     def _all_to_all_v(self, send, send_elems, recv, recv_elems):
-        out = self._t(recv.reshape(-1))
-        self.dist.all_to_all_single(out, self._t(send.reshape(-1)), recv_elems.tolist(), send_elems.tolist(),
-                                    group=self.group)
+        # moved as bytes, whatever the rows' type: gloo has no 16-bit integers, and bf16 rows
+        # travel as their uint16 bits (fastsample/bf16.py)
+        k = send.dtype.itemsize
+        out = self._t(recv.reshape(-1).view(np.uint8))
+        self.dist.all_to_all_single(out, self._t(send.reshape(-1).view(np.uint8)), (recv_elems * k).tolist(),
+                                    (send_elems * k).tolist(), group=self.group)
         if self.device is not None:
-            recv.reshape(-1)[:] = out.cpu().numpy()
+            recv.reshape(-1).view(np.uint8)[:] = out.cpu().numpy()
 
     def all_reduce(self, array, op="sum"):
         t = self._t(array)

@@ -39,7 +39,8 @@ ccl::datatype datatype_of(const A& a) {
   if (t == nb::dtype<int64_t>()) return ccl::datatype::int64;
   if (t == nb::dtype<int32_t>()) return ccl::datatype::int32;
   if (t.code == (uint8_t)nb::dlpack::dtype_code::Float && t.bits == 16) return ccl::datatype::float16;
-  throw nb::type_error("_ccl: arrays must be float32, float64, float16, int64 or int32");
+  if (t == nb::dtype<uint8_t>()) return ccl::datatype::uint8;  // rows moved as bytes (fastsample/comm/ccl.py)
+  throw nb::type_error("_ccl: arrays must be float32, float64, float16, int64, int32 or uint8");
 }
 
 std::vector<size_t> counts_of(const Counts& c, int size, size_t capacity, const char* name) {
