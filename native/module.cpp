@@ -141,6 +141,7 @@ void check_kept(const K& kept, size_t rows, size_t width, const char* name) {
 
 template <typename A>
 int64_t row_stride(const A& a, const char* name) {
+  if (a.shape(0) == 0) return static_cast<int64_t>(a.shape(1));  // no rows (numpy gives it zero strides)
   if (a.shape(1) > 1 && a.stride(1) != 1) throw nb::value_error((std::string(name) + ": rows must be contiguous").c_str());
   if (a.shape(0) > 1 && a.stride(0) < static_cast<int64_t>(a.shape(1)))
     throw nb::value_error((std::string(name) + ": rows overlap").c_str());
