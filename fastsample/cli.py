@@ -42,6 +42,9 @@ class Parser(argparse.ArgumentParser):
         kw.setdefault("formatter_class", HelpFormatter)
         kw.setdefault("allow_abbrev", False)  # --epoch for --epochs would be taken silently
         super().__init__(*args, **kw)
+        # "-1,-1" (--fanouts -1,-1: every neighbour) is a value, not a flag: argparse takes only
+        # "-1" and "-1.5" so; no flag starts with a digit, so neither does any other such value
+        self._negative_number_matcher = re.compile(r"^-\d")
 
     def error(self, message):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")

@@ -23,8 +23,8 @@ def positive(v) -> bool:
 class JobShape:
     mode: str = option("hybrid", "hybrid: topology replicated, 2 rounds per step; vanilla: topology partitioned, 2L",
                        choices=MODES, resume=True)
-    fanouts: tuple[int, ...] = option((15, 10, 5), "per layer, input layer first; -1 = all neighbours (write "
-                                      "--fanouts=-1,-1)", resume=True, expect="comma-separated integers",
+    fanouts: tuple[int, ...] = option((15, 10, 5), "per layer, input layer first; -1 = all neighbours "
+                                      "(--fanouts -1,-1)", resume=True, expect="comma-separated integers",
                                       check=(fanouts_ok, FANOUTS_RULE))
     batch_size: int = option(1000, "training seeds per rank per step (small graphs such as Cora want ~32-64)",
                              resume=True, check=(positive, "must be positive"))

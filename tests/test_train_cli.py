@@ -142,6 +142,19 @@ def test_a_flag_left_out_takes_its_tasks_default():
     assert TrainConfig(data="d", task="link", batch_size=7, fanouts=(3, 2, 1)).batch_size == 7
 
 
+def test_every_neighbour_is_written_as_users_write_it(capsys):
+    # --fanouts -1,-1 (every neighbour): a value, not a flag (argparse took "-1,-1" for an
+    # unknown flag and said "expected one argument"); a bad one is still named
+    from fastsample.train import parse_args
+
+    for argv in (["--fanouts", "-1,-1"], ["--fanouts=-1,-1"]):
+        assert parse_args(["--data", "d", *argv]).fanouts == (-1, -1)
+    assert parse_args(["--data", "d", "--fanouts", "-1,10,5"]).fanouts == (-1, 10, 5)
+    with pytest.raises(SystemExit) as e:
+        parse_args(["--data", "d", "--fanouts", "-1,x"])
+    assert e.value.code == 2 and "--fanouts: expected comma-separated integers (got '-1,x')" in capsys.readouterr().err
+
+
 # ---------------------------------------------------------------- output paths, checked at start-up
 
 @pytest.mark.mpi
