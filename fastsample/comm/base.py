@@ -59,6 +59,14 @@ class Counters:
         return snapshot
 
 
+def as_bytes(send: np.ndarray, send_elems: np.ndarray, recv: np.ndarray, recv_elems: np.ndarray) -> tuple:
+    """_all_to_all_v's arguments with the rows as bytes and the counts in bytes: for a backend
+    whose types lack some the rows come in (gloo has no 16-bit integers, which bf16 rows travel
+    as; oneCCL no 8- or 16-bit integers, which int8 rows and a mixed gather's bytes are)."""
+    k = send.dtype.itemsize
+    return send.reshape(-1).view(np.uint8), send_elems * k, recv.reshape(-1).view(np.uint8), recv_elems * k
+
+
 class Communicator(ABC):
     """The collectives of one rank of a job (fastsample.comm.create makes one).
 

@@ -37,7 +37,7 @@ import os
 
 import numpy as np
 
-from fastsample.comm.base import CommError
+from fastsample.comm.base import CommError, as_bytes
 from fastsample.comm.mpi import MPICommunicator
 
 DEFAULT_ENV = {"CCL_WORKER_OFFLOAD": "1", "CCL_ALLTOALLV": "scatter", "CCL_ATL_TRANSPORT": "mpi", "CCL_ZE_ENABLE": "0",
@@ -91,11 +91,7 @@ class CCLCommunicator(MPICommunicator):
         return recv
 
     def _all_to_all_v(self, send, send_elems, recv, recv_elems):
-        # moved as bytes, whatever the rows' type: int8 rows, bf16 rows' uint16 bits and mixed
-        # widths' bytes too (fastsample/distributed/gather.py), which oneCCL's types lack
-        k = send.dtype.itemsize
-        self.ccl.alltoallv(send.reshape(-1).view(np.uint8), send_elems * k, recv.reshape(-1).view(np.uint8),
-                           recv_elems * k)
+        self.ccl.alltoallv(*as_bytes(send, send_elems, recv, recv_elems))
 
     def all_reduce(self, array, op="sum"):
         if op not in ("sum", "max"):

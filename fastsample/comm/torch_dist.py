@@ -20,7 +20,7 @@ import socket
 import numpy as np
 
 from fastsample.choices import TORCH_BACKENDS
-from fastsample.comm.base import CommError
+from fastsample.comm.base import CommError, as_bytes
 from fastsample.comm.mpi import MPICommunicator
 
 
@@ -93,14 +93,11 @@ class TorchCommunicator(MPICommunicator):
         return recv
 
     def _all_to_all_v(self, send, send_elems, recv, recv_elems):
-        # moved as bytes, whatever the rows' type: gloo has no 16-bit integers, and bf16 rows
-        # travel as their uint16 bits (fastsample/bf16.py)
-        k = send.dtype.itemsize
-        out = self._t(recv.reshape(-1).view(np.uint8))
-        self.dist.all_to_all_single(out, self._t(send.reshape(-1).view(np.uint8)), (recv_elems * k).tolist(),
-                                    (send_elems * k).tolist(), group=self.group)
+        send, send_elems, recv, recv_elems = as_bytes(send, send_elems, recv, recv_elems)
+        out = self._t(recv)
+        self.dist.all_to_all_single(out, self._t(send), recv_elems.tolist(), send_elems.tolist(), group=self.group)
         if self.device is not None:
-            recv.reshape(-1).view(np.uint8)[:] = out.cpu().numpy()
+            recv[:] = out.cpu().numpy()
 
     def all_reduce(self, array, op="sum"):
         t = self._t(array)
