@@ -2,7 +2,9 @@
 
 Runs exact layer-wise inference (all neighbours, fastsample/loading/layerwise.py) of the model a
 checkpoint of python -m fastsample.train holds, on the same ranks as training (a
-partition for P ranks, launched on P ranks), and writes OUT atomically.
+partition for P ranks, launched on P ranks), and writes OUT atomically. The features are read
+as the checkpoint's run held them (its --precision: int8 quantized, bf16 narrowed), as the
+trainer's full evaluation read them; the products are fp32.
 
 What is written (--output; the default is the task's):
     logits         node classification's default: the target type's class logits
@@ -114,6 +116,7 @@ def _infer(args, comm) -> int:
     from fastsample import faults
     from fastsample.atomic import AtomicDirectory, as_disk_full, check_space
     from fastsample.loading.layerwise import check_layerwise, layerwise
+    from fastsample.loading.loader import reduce_features
     from fastsample.options import from_dict
     from fastsample.partition import load_partition, read_partition_meta
     from fastsample.phases import in_phase, phase
@@ -146,9 +149,13 @@ def _infer(args, comm) -> int:
         inputs = tables.shards() if tables is not None else None
         # what was built, beside what was asked for (--model sage builds the R-GCN on typed data)
         built = type(model).__name__ + (f"({type(model.encoder).__name__})" if hasattr(model, "encoder") else "")
-        return part, model, inputs, (config.model, built), task_for(config)
+        return part, model, inputs, (config.model, built), task_for(config), config.precision
 
-    part, model, inputs, (model_spec, built), task = cli.agreed(comm, PROG, build)
+    part, model, inputs, (model_spec, built), task, precision = cli.agreed(comm, PROG, build)
+    # the features as the model was trained on them (its --precision, as the trainer's full
+    # evaluation read them): int8 quantized with the scales every rank shares (collective, so
+    # once every rank has read its share), bf16 narrowed; a quarter or half of fp32's memory
+    part = cli.agreed(comm, PROG, in_phase("read")(lambda: reduce_features(part, precision, comm)))
     plan = cli.agreed(comm, PROG, in_phase("read")(lambda: _plan(args, task, part, model)))
     types, layers, width = plan["types"], plan["layers"], plan["width"]
     names = list(part.node_type_names)

@@ -117,6 +117,36 @@ def test_layerwise_reads_int8_features_as_their_decoded_values(root):
     assert np.array_equal(got, layerwise(model, decoded, comm, batch_size=64))
 
 
+@pytest.mark.mpi
+def test_infer_reads_the_features_at_the_checkpoints_precision(root, tmp_path):
+    # a model trained with --precision int8 is inferred over the int8 features it was trained
+    # on (a quarter of fp32's memory), as the trainer's full evaluation reads them: infer's
+    # rows are bitwise the layer-wise pass over the int8 shard, not over the fp32 features
+    from fastsample.comm.local import LocalCommunicator
+    from fastsample.loading.loader import open_data
+    from fastsample.options import from_dict
+    from fastsample.trainer import TrainConfig, load_checkpoint
+    from helpers import run_module
+    from fastsample.trainer.trainer import model_for
+
+    ck, out = tmp_path / "ck", tmp_path / "out"
+    trained = run_module("fastsample.train", "--data", root / "p1", "--fanouts", "4,4", "--hidden", "16",
+                         "--batch-size", "64", "--epochs", "1", "--threads", "1", "--precision", "int8",
+                         "--eval-every", "0", "--checkpoint-dir", ck, "--quiet")
+    assert trained.returncode == 0, trained.stderr
+    proc = run_module("fastsample.infer", "--data", root / "p1", "--checkpoint", ck / "epoch-0.pt", "--out", out,
+                      "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    got = np.load(out / "part-0.npy")
+    state = load_checkpoint(ck / "epoch-0.pt", "cpu")
+    comm = LocalCommunicator()
+    part = open_data(root / "p1", comm, "hybrid", "int8")
+    model = model_for(from_dict(TrainConfig, state["config"]), part)
+    model.load_state_dict(state["model"])
+    assert np.array_equal(got, layerwise(model, part, comm))
+    assert not np.array_equal(got, layerwise(model, open_data(root / "p1", comm), comm))
+
+
 def test_a_model_without_layers_is_refused(root):
     with pytest.raises(TypeError, match="needs num_layers and layer"):
         layerwise(torch.nn.Linear(3, 3), root / "g")
