@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import REPO, assert_checks, mpiexec, run_commands, run_many, train_many
+from helpers import REPO, assert_checks, mpiexec, run_commands, run_many, run_module, train_many
 from fastsample.nn.block import Block
 from fastsample.data.synth import SynthConfig, write_synthetic
 from fastsample.data.graph import load_dataset
@@ -126,7 +126,6 @@ def test_infer_reads_the_features_at_the_checkpoints_precision(root, tmp_path):
     from fastsample.loading.loader import open_data
     from fastsample.options import from_dict
     from fastsample.trainer import TrainConfig, load_checkpoint
-    from helpers import run_module
     from fastsample.trainer.trainer import model_for
 
     ck, out = tmp_path / "ck", tmp_path / "out"
