@@ -297,3 +297,21 @@ def test_a_product_over_no_rows_runs_on_every_engine(engine):
     assert plan.forward(z, w, b).shape == (0, 256)
     assert torch.equal(plan.weight_grad(g, z), torch.zeros(256, 80))
     assert plan.input_grad(g, w).shape == (0, 80)
+
+
+def test_a_plan_measured_under_load_keeps_fp32_products(tmp_path, monkeypatch):
+    # --precision bf16: whether bf16 products pay is timed once, on a slice; under load that
+    # timing (near its margin on small shapes) would flip between two runs' fresh measurements,
+    # and an unsteady plan is measured afresh at every start-up: so under load, fp32 products
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.delenv(matmul.KEEP_UNSTEADY_ENV, raising=False)
+    shape = (256, 64, 32)
+    for op in matmul.OPS:  # fp32 clearly the slower: bf16 products pay wherever measured
+        for engine in ("blas", "onednn"):
+            monkeypatch.setitem(matmul._IMPL, (engine, op), slowed(matmul._IMPL[engine, op], 0.01))
+    monkeypatch.setattr(matmul, "SPREAD", 0.5)  # nothing is steady
+    loaded, source = matmul.plan_for("auto", "bf16", shape)
+    assert not loaded.steady and not loaded.bf16 and "fp32" in source
+    monkeypatch.setattr(matmul, "SPREAD", math.inf)  # steady by decree: now measured, bf16 chosen
+    quiet, source = matmul.plan_for("auto", "bf16", shape)
+    assert quiet.steady and quiet.bf16 and source == "re-measured: the cached plan was unsteady"

@@ -29,7 +29,7 @@ CPU, torch version, thread count and shape), so that runs on one host with one s
 bitwise reproducible: two fresh measurements of engines within noise of each other could
 otherwise pick differently. A measurement made while something else used the core must not
 decide: it repeats until each engine's best two calls agree, else that run uses BLAS (the
-engine with no measurement) and the plan is kept marked unsteady, to be measured afresh at
+engine with no measurement) in fp32 (bf16 products too are not measured under load) and the plan is kept marked unsteady, to be measured afresh at
 the next start-up (a start-up beside another job must not lock a host to BLAS); a kept
 steady plan is re-checked cheaply at every start-up and replaced only when its engine has
 become clearly slower (RECHECK_MARGIN) and a fresh, steady measurement chooses otherwise
@@ -296,7 +296,8 @@ def choose(backend: str = "auto", precision: str = "fp32", shape: tuple[int, int
     if not steady:  # a choice under someone else's load would differ run to run: BLAS, as without a measurement
         chosen = dict.fromkeys(OPS, "blas")
     bf16 = False
-    if precision in BF16_PRODUCTS:  # on a slice: emulated bf16 is slow, and a slice shows the ratio
+    # under load fp32 too: the bf16 timing below, near its margin (small shapes), would flip run to run
+    if precision in BF16_PRODUCTS and steady:  # on a slice: emulated bf16 is slow, and a slice shows the ratio
         cut = max(1, rows // 8)
         small = {"forward": (z[:cut], w), "weight_grad": (g[:cut], z[:cut]), "input_grad": (g[:cut], w)}
         fp32, half = Plan(chosen), Plan(bf16=True)
@@ -396,7 +397,7 @@ def _keep(path: Path, key: str, plan: Plan) -> None:
         pass  # a read-only home: the plan still holds for this process
 
 
-UNSTEADY = "unsteady (another load on the cores?): BLAS for this run, measured again at the next start-up"
+UNSTEADY = "unsteady (another load on the cores?): BLAS in fp32 for this run, measured again at the next start-up"
 
 
 def plan_for(backend: str, precision: str, shape: tuple[int, int, int]) -> tuple[Plan, str]:
