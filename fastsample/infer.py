@@ -2,9 +2,10 @@
 
 Runs exact layer-wise inference (all neighbours, fastsample/loading/layerwise.py) of the model a
 checkpoint of python -m fastsample.train holds, on the same ranks as training (a
-partition for P ranks, launched on P ranks), and writes OUT atomically. The features are read
-as the checkpoint's run held them (its --precision: int8 quantized, bf16 narrowed), as the
-trainer's full evaluation read them; the products are fp32.
+partition for P ranks, launched on P ranks), and writes OUT atomically. It computes as the
+checkpoint's run did, so the rows are those of the trainer's full evaluation: the features
+read at its --precision (int8 quantized, bf16 narrowed), the products on its engines (bf16
+products where it chose them).
 
 What is written (--output; the default is the task's):
     logits         node classification's default: the target type's class logits
@@ -117,6 +118,7 @@ def _infer(args, comm) -> int:
     from fastsample.atomic import AtomicDirectory, as_disk_full, check_space
     from fastsample.loading.layerwise import check_layerwise, layerwise
     from fastsample.loading.loader import reduce_features
+    from fastsample.nn import matmul
     from fastsample.options import from_dict
     from fastsample.partition import load_partition, read_partition_meta
     from fastsample.phases import in_phase, phase
@@ -149,9 +151,12 @@ def _infer(args, comm) -> int:
         inputs = tables.shards() if tables is not None else None
         # what was built, beside what was asked for (--model sage builds the R-GCN on typed data)
         built = type(model).__name__ + (f"({type(model.encoder).__name__})" if hasattr(model, "encoder") else "")
-        return part, model, inputs, (config.model, built), task_for(config), config.precision
+        return part, model, inputs, (config.model, built), task_for(config), config.precision, state.get("products")
 
-    part, model, inputs, (model_spec, built), task, precision = cli.agreed(comm, PROG, build)
+    part, model, inputs, (model_spec, built), task, precision, products = cli.agreed(comm, PROG, build)
+    # the products as the run computed them (its engines; bf16 products where it chose them), so
+    # that the rows are those of the trainer's full evaluation; fp32 for an older checkpoint
+    matmul.use(matmul.from_saved(products))
     # the features as the model was trained on them (its --precision, as the trainer's full
     # evaluation read them): int8 quantized with the scales every rank shares (collective, so
     # once every rank has read its share), bf16 narrowed; a quarter or half of fp32's memory

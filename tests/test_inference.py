@@ -118,19 +118,22 @@ def test_layerwise_reads_int8_features_as_their_decoded_values(root):
 
 
 @pytest.mark.mpi
-def test_infer_reads_the_features_at_the_checkpoints_precision(root, tmp_path):
-    # a model trained with --precision int8 is inferred over the int8 features it was trained
-    # on (a quarter of fp32's memory), as the trainer's full evaluation reads them: infer's
-    # rows are bitwise the layer-wise pass over the int8 shard, not over the fp32 features
+@pytest.mark.parametrize("precision, pinned", [("int8", ()), ("bf16", ("--matmul", "blas"))])
+def test_infer_computes_as_the_checkpoints_run(root, tmp_path, precision, pinned):
+    # a model is inferred as its run computed (the trainer's full evaluation): over the
+    # features at its --precision (int8: a quarter of fp32's memory) and on its products'
+    # engines (bf16 products: --matmul blas with bf16 pins them on any CPU); infer's rows are
+    # bitwise the layer-wise pass so computed, not the one over fp32 features and products
     from fastsample.comm.local import LocalCommunicator
     from fastsample.loading.loader import open_data
+    from fastsample.nn import matmul
     from fastsample.options import from_dict
     from fastsample.trainer import TrainConfig, load_checkpoint
     from fastsample.trainer.trainer import model_for
 
     ck, out = tmp_path / "ck", tmp_path / "out"
     trained = run_module("fastsample.train", "--data", root / "p1", "--fanouts", "4,4", "--hidden", "16",
-                         "--batch-size", "64", "--epochs", "1", "--threads", "1", "--precision", "int8",
+                         "--batch-size", "64", "--epochs", "1", "--threads", "1", "--precision", precision, *pinned,
                          "--eval-every", "0", "--checkpoint-dir", ck, "--quiet")
     assert trained.returncode == 0, trained.stderr
     proc = run_module("fastsample.infer", "--data", root / "p1", "--checkpoint", ck / "epoch-0.pt", "--out", out,
@@ -138,11 +141,15 @@ def test_infer_reads_the_features_at_the_checkpoints_precision(root, tmp_path):
     assert proc.returncode == 0, proc.stderr
     got = np.load(out / "part-0.npy")
     state = load_checkpoint(ck / "epoch-0.pt", "cpu")
+    assert state["products"]["bf16"] == bool(pinned)
     comm = LocalCommunicator()
-    part = open_data(root / "p1", comm, "hybrid", "int8")
-    model = model_for(from_dict(TrainConfig, state["config"]), part)
+    model = model_for(from_dict(TrainConfig, state["config"]), open_data(root / "p1", comm))
     model.load_state_dict(state["model"])
-    assert np.array_equal(got, layerwise(model, part, comm))
+    before = matmul.use(matmul.from_saved(state["products"]))
+    try:
+        assert np.array_equal(got, layerwise(model, open_data(root / "p1", comm, "hybrid", precision), comm))
+    finally:
+        matmul.use(before)
     assert not np.array_equal(got, layerwise(model, open_data(root / "p1", comm), comm))
 
 

@@ -197,6 +197,21 @@ def use(plan: Plan) -> Plan:
     return previous
 
 
+def as_saved(plan: Plan) -> dict:
+    """What a checkpoint keeps of ``plan``: how its products computed (engines, bf16)."""
+    return {"engines": dict(plan.engines), "bf16": plan.bf16, "precision": plan.precision}
+
+
+def from_saved(saved: dict | None) -> Plan:
+    """The plan a checkpoint kept (`as_saved`), to compute as its run did: BLAS fp32 for one
+    that kept none (saved before they were kept), BLAS for oneDNN where this torch lacks it."""
+    if saved is None:
+        return Plan()
+    onednn = onednn_available()
+    engines = {op: e if e == "blas" or onednn else "blas" for op, e in saved["engines"].items()}
+    return Plan(engines, bool(saved["bf16"]), saved.get("precision", "fp32"))
+
+
 def _gflops(candidates: dict, flops: float, reps: int = 3) -> dict:
     """GFLOP/s of each candidate (name -> f()): the best of ``reps`` calls after a warm one,
     the candidates taking turns, so that a drifting clock or a neighbour's load falls on

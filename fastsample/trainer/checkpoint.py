@@ -38,6 +38,7 @@ from pathlib import Path
 import torch
 
 from fastsample import faults
+from fastsample.nn import matmul
 from fastsample.atomic import DiskFull, Lock
 from fastsample.options import from_dict, marked, to_dict
 from fastsample.phases import phase
@@ -274,6 +275,7 @@ class Checkpoints:
             try:
                 _write(path, {"epoch": epoch, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
                               "config": to_dict(self.config), **({} if step is None else {"step": step}), **shards,
+                              "products": matmul.as_saved(matmul.current()),  # how infer computes as this run did
                               **({"progress": self.progress} if self.progress else {})})
             except DiskFull:
                 self.release()  # the job ends here (the command line aborts it): no lock file left behind
