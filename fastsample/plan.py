@@ -88,6 +88,7 @@ import math
 import re
 import sys
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -136,7 +137,7 @@ class PlanConfig(JobShape):
     the graph and the cluster, and the job's shape as the trainer takes it (JobShape)."""
 
     GROUPS = (  # --help's sections (fastsample/cli.py)
-        ("the graph", "From a dataset directory (--dataset), or given by size.",
+        ("the graph", "From a dataset or partition directory (--dataset), or given by size.",
          ("dataset", "nodes", "edges", "feature_dim", "feature_dtype", "classes", "degree_exponent")),
         ("the cluster", None, ("ranks", "ranks_per_machine", "memory")),
         ("the job's shape", "As python -m fastsample.train takes it.",
@@ -145,9 +146,10 @@ class PlanConfig(JobShape):
         ("output", None, ("json",)),
     )
 
-    dataset: str | None = cfg.option(None, "a dataset directory to plan for: its nodes, edges, features (per node "
-                                     "type on a typed dataset, whose featureless types get the R-GCN's embedding "
-                                     "tables) and classes, in place of the flags", metavar="DIR")
+    dataset: str | None = cfg.option(None, "a dataset directory to plan for, or a partition of one (python -m "
+                                     "fastsample.partition; its parts are then the default --ranks): its nodes, "
+                                     "edges, features (per node type on a typed dataset, whose featureless types get "
+                                     "the R-GCN's embedding tables) and classes, in place of the flags", metavar="DIR")
     nodes: int | None = cfg.option(None, "nodes (N)", check=(lambda v: v >= 2, "must be at least 2"))
     edges: int | None = cfg.option(None, "stored directed edges (E): what the in-edge CSC holds; an undirected graph of M "
                             "edges is stored with both directions, E = 2M (python -m fastsample.data info prints it)",
@@ -155,7 +157,8 @@ class PlanConfig(JobShape):
     feature_dim: int | None = cfg.option(None, "feature width (F)", check=(positive, "must be positive"))
     feature_dtype: str = cfg.option("float32", "how the features are stored", choices=FEATURE_DTYPES)
     classes: int = cfg.option(47, "output classes (the last layer's width)", check=(positive, "must be positive"))
-    ranks: int = cfg.option(1, "ranks in the job (P)", check=(positive, "must be positive"))
+    ranks: int | None = cfg.option(None, "ranks in the job (P) (default: a partition's parts, else 1)",
+                                   check=(positive, "must be positive"))
     ranks_per_machine: int = cfg.option(1, "ranks on one machine (R); they share its copy of the topology in "
                                         "hybrid mode", check=(positive, "must be positive"))
     memory: str | None = cfg.option(None, "memory per machine, e.g. 256G, 512GiB or a byte count (default: this "
@@ -167,12 +170,14 @@ class PlanConfig(JobShape):
     json: bool = cfg.option(False, "print the plan as JSON")
 
     def __post_init__(self):
+        parts = None
         if self.dataset is not None:  # the dataset's sizes, as python -m fastsample.data info reads them
-            from fastsample.data.graph import DatasetError, read_meta
+            from fastsample.data.graph import DatasetError
+            from fastsample.partition import PartitionError
 
             try:
-                meta = read_meta(self.dataset)
-            except DatasetError as e:
+                meta, parts = dataset_meta(self.dataset)
+            except (DatasetError, PartitionError) as e:
                 raise cfg.ConfigError("dataset", f": {e}") from None
             object.__setattr__(self, "nodes", meta["num_nodes"])
             object.__setattr__(self, "edges", meta["num_edges"])
@@ -180,6 +185,8 @@ class PlanConfig(JobShape):
             specs = [s for s in describe_types(meta)["features"].values() if s]
             object.__setattr__(self, "feature_dim", max([meta["feature_dim"]] + [s["dim"] for s in specs]) or 1)
             object.__setattr__(self, "feature_dtype", meta["dtypes"]["features"] or specs[0]["dtype"])
+        if self.ranks is None:
+            object.__setattr__(self, "ranks", parts or 1)
         for name in ("nodes", "edges", "feature_dim"):
             if getattr(self, name) is None:
                 raise cfg.ConfigError(name, "is required (or give --dataset)")
@@ -299,16 +306,27 @@ def _held(dtype, precision: str) -> int:
     return {"bf16": min(2, _itemsize(dtype)), "int8": 1}.get(precision, _itemsize(dtype))
 
 
+def dataset_meta(path) -> tuple[dict, int | None]:
+    """A dataset directory's meta.json, or a partition's copy of it and its parts (else None)."""
+    from fastsample.data.graph import read_meta
+    from fastsample.partition import read_partition_meta
+
+    if (Path(path) / "partition.json").is_file():
+        meta = read_partition_meta(path)
+        return meta["dataset"], meta["num_parts"]
+    return read_meta(path), None
+
+
 def _types(c: PlanConfig) -> dict:
     """The node and edge types' terms: per-type feature rows and row bytes, the target type's
     rows, the bytes per edge of edge types, the relations into a node per type, the model's
     parameters and the (sharded) embedding tables. A typed --dataset's from its meta.json;
     else the one-type case the flags describe (GraphSAGE is the one-relation R-GCN: the
     same parameters)."""
-    from fastsample.data.graph import read_meta, type_dtype
+    from fastsample.data.graph import type_dtype
     from fastsample.partition.balance import type_cap
 
-    meta = read_meta(c.dataset) if c.dataset is not None else {
+    meta = dataset_meta(c.dataset)[0] if c.dataset is not None else {
         "num_nodes": c.nodes, "feature_dim": c.feature_dim, "dtypes": {"features": np.dtype(c.feature_dtype).name}}
     types = describe_types(meta)
     counts = dict(zip(types["node_types"], np.diff(types["node_type_offset"]).tolist()))
@@ -446,7 +464,8 @@ def format_plan(p: dict) -> str:
         f"graph       {g['nodes']:,} nodes, {g['edges']:,} stored directed edges (mean in-degree "
         f"{g['avg_degree']:.1f}), ids {g['id_dtype']}, indptr {g['indptr_dtype']}; {c['feature_dim']} features "
         f"{c['feature_dtype']}, {c['classes']} classes",
-        f"job         {c['ranks']} ranks, {c['ranks_per_machine']} per machine ({p['machines']} machines), mode "
+        f"job         {c['ranks']} rank{'s' * (c['ranks'] > 1)}, {c['ranks_per_machine']} per machine "
+        f"({p['machines']} machine{'s' * (p['machines'] > 1)}), mode "
         f"{c['mode']}; {p['model']['kind']} {'-'.join(map(str, p['model']['dims']))}, fanouts "
         f"{','.join(map(str, c['fanouts']))}, batch {c['batch_size']}/rank"
         + (f", precision {c['precision']} (features held in {'8' if c['precision'] == 'int8' else '16'} bits)"

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from fastsample.data.graph import load_dataset
+from fastsample.partition import partition_dataset
 from fastsample.partition import memory
 from fastsample.partition.balance import type_cap
 from fastsample.plan import PlanConfig, expected_mfgs, main, plan
@@ -225,3 +226,8 @@ def test_a_typed_dataset_is_planned_per_type(tmp_path):
     assert p["per_rank"]["model_state"] == 5 * 4 * p["model"]["parameters"] + 3 * 4 * type_cap(institutes, 3) * 64
     untyped = _plan(nodes=g.num_nodes, edges=g.num_edges, feature_dim=16, ranks=3, ranks_per_machine=3, fanouts=(5, 5))
     assert untyped["model"]["kind"] == "GraphSAGE" and untyped["topology_bytes"] < p["topology_bytes"]
+    # a partition of it plans the same, for its parts unless --ranks says otherwise
+    partition_dataset(tmp_path / "h", tmp_path / "h3", 3, progress=False)
+    q = _plan(dataset=str(tmp_path / "h3"), ranks_per_machine=3, fanouts=(5, 5))
+    assert q["config"].pop("dataset") != p["config"].pop("dataset") and q == p
+    assert _plan(dataset=str(tmp_path / "h3"), ranks=1, fanouts=(5, 5))["config"]["ranks"] == 1
