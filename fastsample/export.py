@@ -20,7 +20,7 @@ import numpy as np
 
 from fastsample.data.graph import NODE
 
-__all__ = ["HEADS", "type_folder", "dense_ids", "user_ids", "write_rows", "head_arrays"]
+__all__ = ["HEADS", "type_folder", "orig_ids", "dense_ids", "user_ids", "write_rows", "head_arrays"]
 
 # How each head's arrays (head.npz) score a pair of embeddings a, b (the formulas, as the models compute them)
 HEADS = {
@@ -41,12 +41,20 @@ def type_folder(part, node_type: str) -> str:
     return Path(maps[NODE]).stem if NODE in maps else "nodes"
 
 
+def orig_ids(part, data: Path) -> np.ndarray:
+    """Partition ids -> the dataset's: a partition's orig_ids.npy; a dataset directory (one
+    process) keeps its own ids."""
+    if (Path(data) / "partition.json").is_file():
+        return np.load(Path(data) / "orig_ids.npy", mmap_mode="r")
+    return np.arange(part.num_nodes, dtype=np.int64)
+
+
 def dense_ids(part, partition: Path, node_type: str, rank: int) -> np.ndarray:
     """The dense ids (within the type) of ``rank``'s rows of ``node_type``, in row order."""
     names = list(part.node_type_names)
     t, T = names.index(node_type), len(names)
     runs = part.type_runs
-    orig = np.load(Path(partition) / "orig_ids.npy", mmap_mode="r")
+    orig = orig_ids(part, partition)
     rows = np.asarray(orig[int(runs[rank * T + t]):int(runs[rank * T + t + 1])], dtype=np.int64)
     offsets = part.layout["dataset"].get("node_type_offset", [0])
     return rows - int(offsets[t])

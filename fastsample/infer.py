@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import shutil
 import sys
 import time
 from dataclasses import dataclass
@@ -64,7 +63,8 @@ class InferConfig:
     """The settings of python -m fastsample.infer (its command line is generated from them)."""
 
     data: str = cfg.option(help="partition directory the model was trained on (or any partition of the same "
-                           "graph, for as many ranks as this job has)")
+                           "graph, for as many ranks as this job has); for one process, a dataset directory "
+                           "also serves, as for python -m fastsample.train")
     checkpoint: str = cfg.option(help="a checkpoint file of python -m fastsample.train (CHECKPOINT_DIR/epoch-N.pt)")
     out: str = cfg.option(help="directory to write (atomically)", shared=False)
     batch_size: int = cfg.option(4096, "nodes per rank per batch", check=(lambda v: v > 0, "must be positive"))
@@ -117,10 +117,10 @@ def _infer(args, comm) -> int:
     from fastsample import faults
     from fastsample.atomic import AtomicDirectory, as_disk_full, check_space
     from fastsample.loading.layerwise import check_layerwise, layerwise
-    from fastsample.loading.loader import reduce_features
+    from fastsample.loading.loader import open_share, reduce_features
     from fastsample.nn import matmul
     from fastsample.options import from_dict
-    from fastsample.partition import load_partition, read_partition_meta
+    from fastsample.partition import read_partition_meta
     from fastsample.phases import in_phase, phase
     from fastsample.sampling import set_num_threads
     from fastsample.tasks import task_for
@@ -136,8 +136,9 @@ def _infer(args, comm) -> int:
             torch.set_num_threads(args.threads)
             set_num_threads(args.threads)
         # a vanilla-only partition holds each rank's own rows' in-edges: enough (inference.all_in_edges)
-        layout = "vanilla" if read_partition_meta(args.data)["mode"] == "vanilla" else "hybrid"
-        part = load_partition(args.data, comm.rank, comm.size, mode=layout)
+        data = Path(args.data)
+        vanilla = (data / "partition.json").is_file() and read_partition_meta(data)["mode"] == "vanilla"
+        part = open_share(data, comm, "vanilla" if vanilla else "hybrid")
         state = load_checkpoint(Path(args.checkpoint), "cpu")
         config = from_dict(TrainConfig, state["config"])
         model = model_for(config, part)
@@ -216,7 +217,8 @@ def _infer(args, comm) -> int:
             _finish(args, part, model, task, plan, rows, files, flat, tmp, model_spec, built)
             out.commit()
             what = " ".join(filter(None, (f"{total:,}", ", ".join(t for t in types if t != NODE), "nodes")))
-            print(f"{PROG}: {what} x {width} ({plan['output']}) written to {args.out} by {comm.size} ranks in "
+            ranks = f"{comm.size} rank" + "s" * (comm.size > 1)
+            print(f"{PROG}: {what} x {width} ({plan['output']}) written to {args.out} by {ranks} in "
                   f"{time.perf_counter() - t0:.1f} s")
     return 0
 
@@ -259,9 +261,9 @@ def _softmax(x: np.ndarray) -> np.ndarray:
 
 def _finish(args, part, model, task, plan, rows, files, flat, tmp, model_spec, built) -> None:
     """Rank 0: orig_ids.npy, head.npz and index.json beside the ranks' files."""
-    from fastsample.export import HEADS, head_arrays, type_folder
+    from fastsample.export import HEADS, head_arrays, orig_ids, type_folder
 
-    shutil.copyfile(Path(args.data) / "orig_ids.npy", tmp / "orig_ids.npy")
+    np.save(tmp / "orig_ids.npy", orig_ids(part, Path(args.data)))
     names = list(part.node_type_names)
     index = {"num_parts": len(files), "output": plan["output"], "format": args.format, "task": task.name,
              "offsets": [int(o) for o in part.offsets], "dtype": "float32", "orig_ids": "orig_ids.npy",

@@ -153,6 +153,24 @@ def test_infer_computes_as_the_checkpoints_run(root, tmp_path, precision, pinned
     assert not np.array_equal(got, layerwise(model, open_data(root / "p1", comm), comm))
 
 
+def test_infer_takes_a_dataset_directory_for_one_process_as_train_does(root, tmp_path):
+    # trained on the dataset directory itself (one process), inferred there too: the rows,
+    # keyed by the dataset's ids, are those inferred on its one-part partition
+    ck = tmp_path / "ck"
+    trained = run_module("fastsample.train", "--data", root / "g", "--fanouts", "4,4", "--hidden", "16",
+                         "--batch-size", "64", "--epochs", "1", "--threads", "1", "--eval-every", "0",
+                         "--checkpoint-dir", ck, "--quiet")
+    assert trained.returncode == 0, trained.stderr
+    rows = {}
+    for data in ("g", "p1"):
+        proc = run_module("fastsample.infer", "--data", root / data, "--checkpoint", ck / "epoch-0.pt",
+                          "--out", tmp_path / data, "--threads", "1", "--quiet")
+        assert proc.returncode == 0, proc.stderr
+        h, orig = np.load(tmp_path / data / "part-0.npy"), np.load(tmp_path / data / "orig_ids.npy")
+        rows[data] = h[np.argsort(orig)]  # in the dataset's order
+    assert np.allclose(rows["g"], rows["p1"], rtol=1e-5, atol=1e-6)
+
+
 def test_a_model_without_layers_is_refused(root):
     with pytest.raises(TypeError, match="needs num_layers and layer"):
         layerwise(torch.nn.Linear(3, 3), root / "g")

@@ -158,16 +158,18 @@ def open_data(data, comm: Communicator, mode: str = "hybrid", precision: str = "
     mapping's small pages slow that); bf16 and int8 narrow or quantize them into memory
     (reduce_features; collective for int8), an opened partition too where not yet done."""
     if precision != "fp32":
-        return reduce_features(data if isinstance(data, RankPartition) else _open(Path(data), comm, mode),
+        return reduce_features(data if isinstance(data, RankPartition) else open_share(Path(data), comm, mode),
                                precision, comm)
     if isinstance(data, RankPartition):
         return data
-    part = _open(Path(data), comm, mode)
+    part = open_share(Path(data), comm, mode)
     return dataclasses.replace(part, features=unwrap_one_type(
         {t: None if f is None else allocator.resident(f) for t, f in part.shards.items()}))
 
 
-def _open(path: Path, comm: Communicator, mode: str) -> RankPartition:
+def open_share(path: Path, comm: Communicator, mode: str) -> RankPartition:
+    """This rank's share of a partition directory, or a dataset directory whole (one process);
+    its features as stored."""
     if (path / "partition.json").is_file():
         return load_partition(path, comm.rank, comm.size, mode)
     if not path.exists():
