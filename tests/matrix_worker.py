@@ -3,7 +3,8 @@ TASKS x {untyped, typed} x {hybrid, vanilla} x {native, numba, twostep}. In each
 data and task, every mode and kernel gives bitwise the same per-step losses; in every
 cell --prefetch 1 (the sampler runs on the prefetch thread) gives bitwise the losses without
 it; in each mode --cache-fraction 0.2 gives bitwise the losses without it, --precision
-bf16 trains (finite losses) and --precision int8 trains, with the same losses in both modes.
+bf16 trains (finite losses), with the same losses over gloo, and --precision int8 trains, with
+the same losses in both modes, fetched ahead and cached, and evaluated layer-wise.
 The cache and the precisions run once per mode, not per kernel: every kernel samples the
 same batches (their losses agree bitwise above), so the cache and the reduced rows would
 see the same ids whichever kernel drew them. Typed link batches use no
@@ -46,7 +47,7 @@ def check_exclusion(trainer) -> None:
 
 def main() -> None:
     root = sys.argv[1]
-    comm = create("mpi")
+    comm, gloo = create("mpi"), create("gloo")
     for task in TASKS:
         for data in ("untyped", "typed"):
             base = TrainConfig(data=f"{root}/{data}-{task}-2", task=task, fanouts=(4, 3), batch_size=48, hidden=8,
@@ -70,8 +71,17 @@ def main() -> None:
                 bf16 = losses(dataclasses.replace(cell, precision="bf16"), comm)
                 assert len(bf16) == len(want) and all(math.isfinite(x) for x in bf16), bf16
                 quantized.append(losses(dataclasses.replace(cell, precision="int8"), comm))
+                # combinations that once failed where each option alone passed: int8 rows fetched
+                # ahead and from the cache (a batch with no rows of a type), bf16 rows over gloo
+                got = losses(dataclasses.replace(cell, precision="int8", prefetch=1, cache_fraction=0.2), comm)
+                assert got == quantized[-1], (task, data, mode, "int8 prefetched and cached", got, quantized[-1])
+                got = losses(dataclasses.replace(cell, precision="bf16", backend="gloo"), gloo)
+                assert got == bf16, (task, data, mode, "bf16 over gloo", got, bf16)
             assert len(quantized[0]) == len(want) and all(math.isfinite(x) for x in quantized[0]), quantized
             assert quantized[0] == quantized[1], (task, data, "int8", quantized)
+            if task in ("node", "node-regression"):  # int8 evaluated layer-wise (its shards' scales)
+                got = losses(dataclasses.replace(base, precision="int8", eval_every=1, eval="full"), comm)
+                assert got == quantized[0], (task, data, "int8 --eval full", got, quantized[0])
             passed(comm.rank, f"{task}-{data}")
 
 
