@@ -42,7 +42,7 @@ def test_an_option_of_another_task_is_refused_naming_the_tasks_it_serves():
             TrainConfig(data="d", task="node", **{option: value})
         assert (e.value.field, str(e.value)) == (option, f"{option} serves --task link only, not --task node")
         assert getattr(TrainConfig(data="d", task="link", **{option: value}), option) == value
-    with pytest.raises(cfg.ConfigError, match="eval_every_steps serves --task node only, not --task link"):
+    with pytest.raises(cfg.ConfigError, match="eval_every_steps serves --task node and node-regression only, not --task link"):
         TrainConfig(data="d", task="link", eval_every_steps=5)
     with pytest.raises(cfg.ConfigError, match="task must be one of " + ", ".join(TASKS)):
         TrainConfig(data="d", task="nodes")

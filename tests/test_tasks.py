@@ -5,6 +5,7 @@ targets), and that each learns what its generator hides from a feature-only MLP.
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -85,9 +86,12 @@ def test_node_regression_learns_the_neighbourhood_an_mlp_cannot_see(graphs, tmp_
     assert run_module("fastsample.data", "targets", graphs / data, out, "--task", "node-regression").returncode == 0
     best = {}
     for name, model in (("gnn", "sage"), ("mlp", MLP)):
-        history = _run(out, task="node-regression", epochs=12, model=model, eval="full")
+        history = _run(out, task="node-regression", epochs=12, model=model, eval="full", eval_every_steps=5)
         best[name] = max(r.score for r in history)
         assert history[-1].task == "node-regression" and set(history[-1].metrics) >= {"val_r2", "test_mae"}
+        # within epochs too (--eval-every-steps): the validation R2
+        evals = [e for r in history for e in r.step_evals]
+        assert evals and all(math.isfinite(e["val_r2"]) for e in evals), evals
     assert best["gnn"] > 0.5 and best["gnn"] > best["mlp"] + 0.3, best
 
 

@@ -18,4 +18,4 @@ class NodeRegressionTask(Values, NodeTask):
 
     name = "node-regression"
     help = "node regression (the target type's float labels; mean squared error; R2, MAE, RMSE)"
-    options = ("eval",)
+    options = ("eval", "eval_every_steps")

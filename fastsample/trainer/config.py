@@ -166,8 +166,8 @@ class TrainConfig(JobShape):
     eval_batch_size: int = option(4096, "nodes per rank per batch of exact evaluation (--eval full; link and edge "
                                   "tasks' layer-wise embeddings), and their held-out edges per batch",
                                   check=(positive, "must be positive"))
-    eval_every_steps: int | None = option(None, "node task: also measure validation accuracy (sampled, the val "
-                                          "split only) every N training steps, counted across epochs (MLPerf's GNN "
+    eval_every_steps: int | None = option(None, "node tasks: also measure the validation score (accuracy; "
+                                          "regression's R2) (sampled, the val split only) every N training steps, counted across epochs (MLPerf's GNN "
                                           "benchmark evaluates every 0.05 epoch); each result goes to its epoch's "
                                           "record (step_evals)", check=(positive, "must be positive"))
     target_val_acc: float | None = option(None, "stop at the first evaluation (--eval-every-steps or an epoch's) "
