@@ -23,6 +23,8 @@ examples:
   python -m fastsample.data igb downloads/igbh data/igbh-tiny --size tiny       # MLPerf R-GAT's graph
   python -m fastsample.data info data/cora --check    # --check: report NaN/inf feature rows
   python -m fastsample.data link-split data/cora data/cora-link --val-fraction 0.05 --test-fraction 0.1
+  python -m fastsample.data tables my-spec.yaml data/mine   # your node and edge tables (Parquet, CSV)
+  python -m fastsample.data targets data/small data/small-edges --task edge-class   # another task's labels
 
 Undirected inputs are stored with both directions; duplicate edges are merged and
 self-loops dropped (see fastsample/data/edges.py). Writes are atomic: an interrupted
@@ -106,7 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     from fastsample.data.synth_typed import TYPED_PRESETS
 
     p = Parser(prog="python -m fastsample.data", description=__doc__.split(":", 1)[1].strip(), epilog=EPILOG)
-    sub = p.add_subparsers(dest="command", required=True, metavar="{synth,planetoid,ogb,igb,link-split,info}")
+    sub = p.add_subparsers(dest="command", required=True)  # usage lists every command
 
     s = sub.add_parser("synth", help="generate a power-law graph with communities",
                        description="Generate a synthetic graph with heavy-tailed degrees and "
