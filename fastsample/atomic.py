@@ -161,11 +161,28 @@ def as_disk_full(exc: BaseException, target: Path, tmp: Path) -> DiskFull | None
     return None
 
 
+class WouldDelete(FileExistsError):
+    """Overwriting the target would delete what the job reads or runs in."""
+
+
+def refuse_to_delete(path: Path, inputs=()) -> None:
+    """Refuse to replace ``path`` where it is, or holds, the working directory or one of
+    ``inputs`` (a spec, its tables, the dataset a partition is made from)."""
+    target = path.resolve()
+    for what, p in (("the working directory", Path.cwd()), *((f"the input {i}", Path(i)) for i in inputs)):
+        p = p.resolve()
+        if p == target or target in p.parents:
+            raise WouldDelete(f"{path}: {'is' if p == target else 'holds'} {what}; replacing it would delete "
+                              "that: write to another directory")
+
+
 class AtomicDirectory:
-    def __init__(self, path: str | os.PathLike, overwrite: bool = False):
+    def __init__(self, path: str | os.PathLike, overwrite: bool = False, inputs=()):
+        """``inputs``: files or directories the writer reads, which an overwrite must not delete."""
         self.path, self.overwrite = Path(path), overwrite
         if self.path.exists() and not overwrite:
             raise AlreadyExists(self.path)
+        refuse_to_delete(self.path, inputs)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock()
         for stale in self.path.parent.glob(f".{self.path.name}.tmp-*"):  # a killed writer's: we are the one writer now
@@ -209,7 +226,10 @@ class AtomicDirectory:
             old = self.path.parent / f".{self.path.name}.old-{uuid.uuid4().hex[:8]}"
             os.rename(self.path, old)
             os.rename(self.tmp, self.path)
-            shutil.rmtree(old, ignore_errors=True)
+            if old.is_dir() and not old.is_symlink():
+                shutil.rmtree(old, ignore_errors=True)
+            else:  # a file or a link where the directory goes
+                old.unlink()
         else:
             os.rename(self.tmp, self.path)
         self.committed = True

@@ -178,7 +178,7 @@ def _infer(args, comm) -> int:
         # the whole output, before hours of inference: float32 rows of the model's width
         need = total * width * 4 + part.num_nodes * 8 + (1 << 20)
         check_space(Path(args.out).parent, need, Path(args.out).name)
-        return AtomicDirectory(args.out, overwrite=args.overwrite)
+        return AtomicDirectory(args.out, overwrite=args.overwrite, inputs=(args.data, args.checkpoint))
 
     out = cli.agreed(comm, PROG, in_phase("startup")(target))
     tmp = Path(comm.broadcast_object(str(out.tmp) if out else None))

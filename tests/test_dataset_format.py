@@ -98,6 +98,16 @@ def test_existing_directory_is_not_overwritten_silently(small_dataset):
                                                     "already exists (pass --overwrite to replace it)\n")
 
 
+def test_overwrite_replaces_a_file_leaving_nothing_beside_it(tmp_path):
+    from fastsample.atomic import AtomicDirectory
+
+    (tmp_path / "ds").write_text("not a dataset")
+    with AtomicDirectory(tmp_path / "ds", overwrite=True) as out:
+        (out.tmp / "a").write_text("")
+        out.commit()
+    assert [p.name for p in tmp_path.iterdir()] == ["ds"] and (tmp_path / "ds" / "a").is_file()
+
+
 def _arrays(n=30, seed=0):
     rng = np.random.default_rng(seed)
     graph = edges_to_csc(rng.integers(0, n, 90), rng.integers(0, n, 90), n, symmetric=True)

@@ -151,6 +151,26 @@ def test_bad_input_is_one_line_naming_the_file_column_and_row_and_leaves_nothing
     assert not (root / "out").exists() and [p.name for p in root.iterdir() if p.name.startswith("out")] == []
 
 
+def test_overwrite_never_deletes_the_inputs_or_the_working_directory(shop, monkeypatch):
+    from fastsample.atomic import WouldDelete
+    from fastsample.data.tables import build_tables
+
+    root, nodes, edges = shop
+    spec = _spec(root / "spec.json", nodes, edges)
+    held = sorted(p.name for p in root.iterdir())
+    # OUT the folder of the spec and its tables: refused, before a byte is written
+    proc = run_module("fastsample.data", "tables", spec, root, "--overwrite")
+    assert proc.returncode == 2 and proc.stderr == (f"python -m fastsample.data tables: error: {root}: holds the "
+                                                    f"input {spec}; replacing it would delete that: write to "
+                                                    "another directory\n"), proc.stderr
+    assert sorted(p.name for p in root.iterdir()) == held
+    # OUT "." (or ""): the working directory, wherever the inputs are
+    monkeypatch.chdir(root / "..")
+    with pytest.raises(WouldDelete, match="is the working directory"):
+        build_tables(spec, "", overwrite=True, progress=False)
+    assert sorted(p.name for p in root.iterdir()) == held
+
+
 def test_unknown_ids_can_be_dropped_and_are_counted(shop):
     root, nodes, edges = shop
     BAD["unknown id"][0](root, nodes, edges)

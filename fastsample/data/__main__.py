@@ -302,7 +302,7 @@ def _ogb_link(args) -> None:
                   name=str(args.root).rstrip("/").split("/")[-1], num_classes=1, overwrite=args.overwrite,
                   arrays={f"link/{k}": v for k, v in split.arrays().items()}, link=split.meta,
                   source={"loader": "ogb-link", "root": str(args.root), "split": args.split},
-                  symmetric=not args.directed, self_loops=False)
+                  symmetric=not args.directed, self_loops=False, inputs=(args.root,))
 
 
 def _link_split(args) -> None:
@@ -321,7 +321,7 @@ def _link_split(args) -> None:
     write_dataset(args.out, topology, ds.features, ds.labels, ds.train, ds.val, ds.test, name=f"{ds.name}-link",
                   num_classes=ds.num_classes, target_type=ds.target_type, overwrite=args.overwrite,
                   arrays={f"link/{k}": v for k, v in split.arrays().items()}, link=split.meta,
-                  source={"loader": "link-split", "dataset": str(args.dataset)}, **carried(ds))
+                  source={"loader": "link-split", "dataset": str(args.dataset)}, inputs=(args.dataset,), **carried(ds))
 
 
 def _targets(args) -> None:

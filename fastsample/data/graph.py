@@ -686,7 +686,7 @@ def carried(ds: "Dataset") -> dict:
 
 def write_dataset(path, graph: CSCGraph, features, labels, train, val, test, *,
                   name: str, num_classes: int, target_type: str | None = None, overwrite: bool = False,
-                  arrays: dict | None = None, copy: dict | None = None, **extra) -> dict:
+                  arrays: dict | None = None, copy: dict | None = None, inputs=(), **extra) -> dict:
     """Validate in-memory arrays, then write them as a dataset directory (atomically).
 
     The checks are load_dataset's (shapes, dtypes, ids in range, disjoint labelled
@@ -698,7 +698,8 @@ def write_dataset(path, graph: CSCGraph, features, labels, train, val, test, *,
         path: the directory to write; graph: the in-edge CSC topology;
         features: (N, F) float32 or float16; labels: (N,) integers, -1 = unlabelled;
         train, val, test: disjoint labelled node ids; name: the dataset's name;
-        num_classes: classes (labels are below it); overwrite: replace an existing directory;
+        num_classes: classes (labels are below it); overwrite: replace an existing directory
+            (never one that is, or holds, the working directory or one of ``inputs``);
         arrays: more arrays to store, {relative name without .npy: array}, checked by their
             owner (e.g. fastsample/data/edge_splits.py's link/*); copy: {relative name: a file or
             folder} to copy in as they are (carried: a source's id maps); extra: more meta.json
@@ -755,7 +756,7 @@ def write_dataset(path, graph: CSCGraph, features, labels, train, val, test, *,
     splits = {"train": np.asarray(train), "val": np.asarray(val), "test": np.asarray(test)}
     validate_node_data(hi - lo, int(num_classes), labels, splits, name=arg, first=lo if target_type else None)
     ids = id_dtype(n)
-    with DatasetWriter(path, overwrite=overwrite) as writer:
+    with DatasetWriter(path, overwrite=overwrite, inputs=inputs) as writer:
         writer.save("indptr", indptr.astype(offset_dtype(len(indices)), copy=False))
         writer.save("indices", indices.astype(ids, copy=False))
         for t, f in shards.items():

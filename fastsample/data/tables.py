@@ -66,7 +66,8 @@ def build_tables(spec, out, *, on_unknown: str = "error", overwrite: bool = Fals
     relations = [r for e in spec.edges for r in [e.relation] + ([(e.relation[2], e.reverse, e.relation[0])]
                                                                 if e.reverse else [])]
     target = next((i for i, n in enumerate(nodes) if n.table.label), 0)
-    with DatasetWriter(out, overwrite=overwrite) as writer:
+    inputs = (spec.path, *(f for t in spec.nodes + spec.edges for f in t.source.files))
+    with DatasetWriter(out, overwrite=overwrite, inputs=inputs) as writer:
         for i, n in enumerate(nodes):
             n.write_features(writer, NODE if spec.untyped else n.table.type)
         labels, num_classes, names, splits = nodes[target].labels_and_splits(int(offsets[target]))

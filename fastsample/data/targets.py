@@ -48,7 +48,8 @@ def derive_targets(ds, out, target: str, relation=None, classes: int = 4, fracti
     t = ds.target_index
     lo, hi = int(g.node_type_offset[t]), int(g.node_type_offset[t + 1])
     common = dict(name=f"{ds.name}-{target}", target_type=ds.target_type, overwrite=overwrite,
-                  source={"loader": "targets", "target": target, "dataset": str(ds.path), "seed": seed}, **carried(ds))
+                  source={"loader": "targets", "target": target, "dataset": str(ds.path), "seed": seed},
+                  inputs=(ds.path,), **carried(ds))
     if target == "node-regression":
         y = _neighbourhood_target(ds, lo, hi, rng)
         keep = lambda ids: np.asarray(ids)[~np.isnan(y[np.asarray(ids, dtype=np.int64) - lo])]

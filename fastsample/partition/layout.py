@@ -245,7 +245,7 @@ def partition_dataset(dataset, out, parts: int, method: str = "auto", mode: str 
     method = _resolve_method(method, ds, parts, progress)
     T = len(ds.graph.node_types)
     _check_space(ds, Path(out), mode)
-    with AtomicDirectory(out, overwrite=overwrite) as target:
+    with AtomicDirectory(out, overwrite=overwrite, inputs=(dataset,)) as target:
         _stage(f"{method}: {n:,} nodes, {ds.graph.num_edges:,} edges into {parts} parts", progress, t0)
         E = max(ds.graph.num_edges, 1)
         if method in ("metis", "kaminpar"):
