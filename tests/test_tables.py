@@ -136,6 +136,23 @@ BAD = {
     "id types differ": (lambda r, n, e: _table(r / "items.parquet", iid=["10", "20", "30"],
                                                price=[[1.0, 2.0]] * 3),
                         "buys.parquet: column 'item': ids of type int64, but node type item's table has string ids"),
+    "types differ between files": (lambda r, n, e: (_table(r / "more.parquet", iid=["40"], price=[[1.0, 2.0]]),
+                                                    n[1].update(files=["items.parquet", "more.parquet"])),
+                                   "more.parquet: column 'iid' holds string, but "),
+    "not a finite number": (lambda r, n, e: _table(r / "items.parquet", iid=[10, 20, 30],
+                                                   price=[[1.0, 2.0], [3.0, float("nan")], [5.0, 6.0]]),
+                            "items.parquet: column 'price', row 1: nan, not a finite number"),
+    "beyond float16": (lambda r, n, e: (_table(r / "items.parquet", iid=[10, 20, 30], price=[[1.0, 7e4]] * 3),
+                                        n[1].update(feature_dtype="float16")),
+                       "items.parquet: row 0: a feature value beyond float16's range"),
+    "empty lists": (lambda r, n, e: _table(r / "items.parquet", iid=[10, 20, 30],
+                                           price=pa.array([[], [], []], pa.list_(pa.float64()))),
+                    "items.parquet: column 'price': lists of 0 numbers"),
+    "no training row": (lambda r, n, e: n[0]["labels"][0].update(split_col=None, split_pct=[0.0, 0.5, 0.5]),
+                        "node type user: labels 'segment': no training row (3 labelled rows; split_pct"),
+    "unsigned past int64": (lambda r, n, e: _table(r / "items.parquet", iid=pa.array([2**64 - 1, 20, 30], pa.uint64()),
+                                                   price=[[1.0, 2.0]] * 3),
+                            "items.parquet: column 'iid', row 0: id 18446744073709551615 is past 2^63-1"),
 }
 
 
@@ -169,6 +186,40 @@ def test_overwrite_never_deletes_the_inputs_or_the_working_directory(shop, monke
     with pytest.raises(WouldDelete, match="is the working directory"):
         build_tables(spec, "", overwrite=True, progress=False)
     assert sorted(p.name for p in root.iterdir()) == held
+
+
+def test_csv_ids_as_written_empty_cells_unlabelled_and_files_of_one_table_alike(tmp_path):
+    # a CSV's ids are text as written ("007" is not "7"); an empty label cell is unlabelled, a
+    # file whose label column is all empty (of no type) joins the others; int32 and int64 id
+    # files join; standardize keeps a spread small beside the values (timestamps)
+    (tmp_path / "users").mkdir()
+    (tmp_path / "users" / "a.csv").write_text("uid,t,seg\n007,1000000000001,gold\n7,1000000000002,\n"
+                                              "0,1000000000003,basic\n")
+    (tmp_path / "users" / "b.csv").write_text("uid,t,seg\n12,1000000000004,\n")
+    _table(tmp_path / "i1.parquet", iid=pa.array([1, 2], pa.int32()), w=[1.0, 2.0])
+    _table(tmp_path / "i2.parquet", iid=pa.array([3], pa.int64()), w=[3.0])
+    (tmp_path / "buys.csv").write_text("u,i\n007,1\n7,2\n0,3\n12,1\n")
+    nodes = [{"node_type": "user", "files": "users", "node_id_col": "uid",
+              "features": [{"feature_col": "t", "transform": "standardize"}],
+              "labels": [{"label_col": "seg", "split_pct": [1.0, 0.0, 0.0]}]},
+             {"node_type": "item", "files": ["i1.parquet", "i2.parquet"], "node_id_col": "iid",
+              "features": [{"feature_col": "w"}]}]
+    edges = [{"relation": ["user", "buys", "item"], "files": "buys.csv", "source_id_col": "u", "dest_id_col": "i",
+              "reverse": "bought_by"}]
+    proc = run_module("fastsample.data", "tables", _spec(tmp_path / "spec.json", nodes, edges), tmp_path / "out")
+    assert proc.returncode == 2 and "buys.csv: column 'i': ids of type string, but node type item's table has " \
+        "int64 ids (a CSV file's ids are read as text, as written)" in proc.stderr, proc.stderr
+    _table(tmp_path / "buys.parquet", u=["007", "7", "0", "12"], i=[1, 2, 3, 1])
+    edges[0]["files"] = "buys.parquet"
+    proc = run_module("fastsample.data", "tables", _spec(tmp_path / "spec.json", nodes, edges), tmp_path / "out")
+    assert proc.returncode == 0, proc.stderr
+    ds, meta = load_dataset(tmp_path / "out"), json.loads((tmp_path / "out" / "meta.json").read_text())
+    assert pq.read_table(tmp_path / "out" / "id_maps" / "user.parquet").column("id").to_pylist() == \
+        ["007", "7", "0", "12"]
+    assert ds.labels.tolist() == [1, -1, 0, -1] and meta["tables"]["class_names"] == ["basic", "gold"]
+    assert ds.graph.num_edges == 8  # every edge found, and its reverse
+    t = np.asarray(ds.shards["user"])[:, 0]
+    assert np.allclose(t, (np.arange(4) - 1.5) / np.arange(4).std(), atol=1e-5), t
 
 
 def test_unknown_ids_can_be_dropped_and_are_counted(shop):

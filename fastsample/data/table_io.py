@@ -16,15 +16,16 @@ import numpy as np
 
 from fastsample.data.table_spec import Source, TableError
 
-__all__ = ["batches", "IdMap", "string_arrays", "fnv1a"]
+__all__ = ["batches", "one_type", "IdMap", "string_arrays", "fnv1a"]
 
 BATCH_BYTES = 64 << 20  # a record batch's decoded size, about: wide feature rows come in fewer at once
 
 
-def batches(source: Source, columns: list[str], what: str):
+def batches(source: Source, columns: list[str], what: str, ids: tuple = ()):
     """(file, first row of the batch in that file, {column: pyarrow Array}) for every record
     batch of ``source``'s files, reading only ``columns``; a missing column is a TableError
-    naming the file, the column and ``what`` wanted it."""
+    naming the file, the column and ``what`` wanted it. ``ids``: columns of ids, which a CSV
+    file gives as written (text: "007" stays "007", and every file alike)."""
     import pyarrow as pa
 
     for file in source.files:
@@ -44,8 +45,9 @@ def batches(source: Source, columns: list[str], what: str):
             else:
                 import pyarrow.csv as pcsv
 
+                as_text = pcsv.ConvertOptions(column_types=dict.fromkeys(ids, pa.string()))
                 stream = pcsv.open_csv(file, parse_options=pcsv.ParseOptions(delimiter=source.separator),
-                                       read_options=pcsv.ReadOptions(block_size=64 << 20))
+                                       read_options=pcsv.ReadOptions(block_size=64 << 20), convert_options=as_text)
                 _check_columns(file, stream.schema.names, columns, what)
             row = 0
             for batch in stream:
@@ -55,6 +57,37 @@ def batches(source: Source, columns: list[str], what: str):
             pa.default_memory_pool().release_unused()  # arrow's pool keeps what it freed otherwise
         except (pa.ArrowInvalid, pa.ArrowTypeError, OSError) as e:
             raise TableError(f"{file}: unreadable as {source.format} ({str(e).splitlines()[0]})") from None
+
+
+def one_type(chunks: list, files: list, column: str) -> list:
+    """One column's batches (``files``: each one's file) cast to one type, as a table of many
+    files needs: a batch of nulls alone (a CSV file whose column is empty) takes the others'
+    type, integers of any width become int64 (and with floats, float64), strings and
+    dictionaries of them large strings; other mixes are a TableError naming two files."""
+    import pyarrow as pa
+
+    def kind(t):
+        if pa.types.is_dictionary(t):
+            t = t.value_type
+        if pa.types.is_integer(t):
+            return "int"
+        if pa.types.is_floating(t):
+            return "float"
+        return "string" if pa.types.is_string(t) or pa.types.is_large_string(t) else str(t)
+
+    typed = [(c, f) for c, f in zip(chunks, files) if not pa.types.is_null(c.type)]
+    if len({c.type for c, _ in typed}) <= 1 and len(typed) == len(chunks):
+        return chunks  # one type already (the usual case: nothing is copied)
+    kinds = {kind(c.type) for c, _ in typed}
+    if kinds == {"int", "float"}:
+        kinds = {"float"}
+    if len(kinds) > 1:
+        (a, fa), (b, fb) = typed[0], next((c, f) for c, f in typed if kind(c.type) != kind(typed[0][0].type))
+        raise TableError(f"{fb}: column {column!r} holds {b.type}, but {fa} holds {a.type}: give the column one "
+                         "type in every file")
+    target = {"int": pa.int64(), "float": pa.float64(), "string": pa.large_string()}.get(
+        next(iter(kinds), None), typed[0][0].type if typed else pa.null())
+    return [c.cast(target) for c in chunks]
 
 
 def _check_columns(file, names, columns, what) -> None:
@@ -135,8 +168,14 @@ class IdMap:
         first row, length) of each chunk, to name a duplicate's rows; ``name``: the column."""
         import pyarrow as pa
 
+        chunks = one_type(chunks, [w[0] for w in where], name)
         column = pa.chunked_array(chunks).combine_chunks() if chunks else pa.array([], pa.int64())
         if pa.types.is_integer(column.type):
+            past = _past_int64(column)
+            if len(past):
+                file, row = _row(where, int(past[0]))
+                raise TableError(f"{file}: column {name!r}, row {row}: id {_text(column, int(past[0]))} is past "
+                                 "2^63-1: give such ids as strings")
             kind, keys, strings = "int", column.to_numpy().astype(np.int64), None
         else:
             strings = string_arrays(column)
@@ -168,6 +207,11 @@ class IdMap:
 
     def lookup(self, values) -> np.ndarray:
         """Dense ids (int64) of the pyarrow array ``values`` (no nulls), -1 where unknown."""
+        dense = self._lookup(values)
+        dense[_past_int64(values)] = -1  # unsigned ids past int64's range: not the signed ids of their bits
+        return dense
+
+    def _lookup(self, values) -> np.ndarray:
         import pyarrow as pa
 
         integer = pa.types.is_integer(values.type)
@@ -192,6 +236,15 @@ class IdMap:
             found &= same
         dense[~found] = -1
         return dense
+
+
+def _past_int64(values) -> np.ndarray:
+    """Rows of a uint64 array past 2^63-1 (none for any other type)."""
+    import pyarrow as pa
+
+    if not pa.types.is_uint64(values.type):
+        return np.zeros(0, np.int64)
+    return np.flatnonzero(values.to_numpy(zero_copy_only=False) > np.uint64(2**63 - 1))
 
 
 def _equal(strings, a: int, b: int) -> bool:

@@ -36,7 +36,7 @@ from fastsample.data.edge_labels import FOLDER as EDGE_LABELS
 from fastsample.data.edges import edges_to_csc_file, typed_range_count
 from fastsample.data.graph import (EDGE, NODE, SPLITS, DatasetWriter, feature_file, id_dtype, offset_dtype, type_dtype,
                                    validate_node_data)
-from fastsample.data.table_io import IdMap, batches
+from fastsample.data.table_io import IdMap, batches, one_type
 from fastsample.data.table_spec import Label, NodeTable, Spec, TableError, read_spec
 from fastsample.data.transforms import transform_for
 
@@ -121,7 +121,7 @@ class _NodePass:
             [label.column] + ([label.split_col] if label.split_col else []) if label else [])
         chunks, where, self.label_chunks, self.split_chunks = [], [], [], []
         with _bar(progress, f"{table.type}: ids and statistics") as bar:
-            for file, row, cols in batches(table.source, columns, f"node type {table.type}"):
+            for file, row, cols in batches(table.source, columns, f"node type {table.type}", ids=(table.id_col,)):
                 ids = cols[table.id_col]
                 if ids.null_count:
                     first = int(np.flatnonzero(np.asarray(ids.is_null()))[0])
@@ -137,6 +137,10 @@ class _NodePass:
                 bar.update(len(ids))
         for t in self.transforms:
             t.finish()
+        files = [w[0] for w in where]
+        if label:  # one type over the files (a CSV file's empty column is of none)
+            self.label_chunks = one_type(self.label_chunks, files, label.column)
+            self.split_chunks = one_type(self.split_chunks, files, label.split_col) if label.split_col else []
         self.where = where
         self.ids = IdMap.build(chunks, where, table.id_col)
 
@@ -150,9 +154,15 @@ class _NodePass:
         def rows():
             with _bar(self.progress, f"{table.type}: features", self.ids.size) as bar:
                 for file, row, cols in batches(table.source, [f.column for f in table.features], table.type):
-                    yield np.hstack([t.apply(cols[f.column], (file, row))
-                                     for f, t in zip(table.features, self.transforms)])
-                    bar.update(len(next(iter(cols.values()))))
+                    with np.errstate(over="ignore"):  # found below, by row
+                        block = np.hstack([t.apply(cols[f.column], (file, row))
+                                           for f, t in zip(table.features, self.transforms)]).astype(dtype)
+                    bad = np.flatnonzero(~np.isfinite(block).all(1))
+                    if len(bad):
+                        raise TableError(f"{file}: row {row + bad[0]}: a feature value beyond {dtype.name}'s "
+                                         f"range (feature_dtype {dtype.name})")
+                    yield block
+                    bar.update(len(block))
 
         blocks = rows()
         first = next(blocks, None)  # the width of a list column shows in its rows
@@ -169,6 +179,7 @@ class _NodePass:
         at = lambda i: _at(self.where, i)
         labels, classes, names = _encode_labels(self.table.label, self.label_chunks, at)
         rows = _split_rows(self.table.label, labels, self.split_chunks, at)
+        _refuse_empty_train(self.table.label, labels, rows, f"node type {self.table.type}")
         return labels, classes, names, {s: np.sort(r) + first for s, r in rows.items()}
 
     def write_ids(self, writer: DatasetWriter) -> str:
@@ -215,6 +226,7 @@ def _encode_labels(label: Label, chunks: list, at) -> tuple:
         return y, int(y.max(initial=-1)) + 1 or 1, None
     if pa.types.is_string(values.type) or pa.types.is_large_string(values.type) or pa.types.is_dictionary(values.type):
         values = values.cast(pa.large_string())
+        values = pc.if_else(pc.equal(values, ""), pa.scalar(None, pa.large_string()), values)  # CSV's empty cell: null
         names = sorted(set(pc.unique(values.drop_null()).to_pylist()))
         index = pc.index_in(values, value_set=pa.array(names, pa.large_string()))
         return index.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64), max(len(names), 1), names
@@ -247,6 +259,16 @@ def _split_rows(label: Label, labels: np.ndarray, chunks: list, at) -> dict:
                              f"{label.split_col!r} puts the row in {s} ({len(unlabelled):,} such rows): the label "
                              "column has nulls where the splits need labels")
     return out
+
+
+def _refuse_empty_train(label: Label, labels: np.ndarray, rows: dict, what: str) -> None:
+    """A label column none of whose rows trains is a TableError (a model would train on nothing)."""
+    if len(rows["train"]):
+        return
+    labelled = int((~np.isnan(labels) if labels.dtype.kind == "f" else labels >= 0).sum())
+    how = f"column {label.split_col!r} puts none in train" if label.split_col else \
+        f"split_pct {list(label.split_pct)} leaves train none of them" if labelled else "every row is null"
+    raise TableError(f"{what}: labels {label.column!r}: no training row ({labelled:,} labelled rows; {how})")
 
 
 def _at(where: list, i: int) -> str:
@@ -299,9 +321,10 @@ class _EdgePass:
             columns = [table.src_col, table.dst_col] + (
                 [label.column] + ([label.split_col] if label.split_col else []) if label else [])
             with _bar(self.progress, f"{':'.join(table.relation)}: edges") as bar:
-                for file, row, cols in batches(table.source, columns, f"relation {':'.join(table.relation)}"):
-                    src = self._lookup(s, cols[table.src_col], file, row, table.src_col)
-                    dst = self._lookup(d, cols[table.dst_col], file, row, table.dst_col)
+                for file, row, cols in batches(table.source, columns, f"relation {':'.join(table.relation)}",
+                                               ids=(table.src_col, table.dst_col)):
+                    src = self._lookup(s, cols[table.src_col], file, row, table.src_col, table.source.format)
+                    dst = self._lookup(d, cols[table.dst_col], file, row, table.dst_col, table.source.format)
                     bad = (src < 0) | (dst < 0)
                     keep = ~bad
                     if bad.any():
@@ -319,7 +342,7 @@ class _EdgePass:
             r += 2 if table.reverse else 1
         self._refuse_unknown()
 
-    def _lookup(self, node_type: str, values, file, row, column) -> np.ndarray:
+    def _lookup(self, node_type: str, values, file, row, column, fmt: str) -> np.ndarray:
         if values.null_count:
             first = int(np.flatnonzero(np.asarray(values.is_null()))[0])
             raise TableError(f"{file}: column {column!r}, row {row + first}: a null node id")
@@ -327,8 +350,10 @@ class _EdgePass:
         try:
             return ids.lookup(values)
         except TypeError:
+            csv = "csv" in (fmt, self.nodes[self.index[node_type]].table.source.format)
             raise TableError(f"{file}: column {column!r}: ids of type {values.type}, but node type {node_type}'s "
-                             f"table has {ids.column.type} ids") from None
+                             f"table has {ids.column.type} ids" + (" (a CSV file's ids are read as text, as written)"
+                                                                   if csv else "")) from None
 
     def _unknown(self, table, cols, bad, src, file, row) -> None:
         rows = np.flatnonzero(bad)
@@ -360,7 +385,13 @@ class _EdgePass:
     def write_labels(self, writer: DatasetWriter) -> tuple[dict, list | None]:
         """edge_labels/: the labelled relation's edges (global ids), labels and splits; its meta."""
         table, label = self.labelled, self.labelled.label
+        if not sum(map(len, self.kept["src"])):
+            raise TableError(f"relation {':'.join(table.relation)}: its labelled table has no edges")
         src, dst = np.concatenate(self.kept["src"]), np.concatenate(self.kept["dst"])
+        files = [w[0] for w in self.kept["where"]]
+        self.kept["label"] = one_type(self.kept["label"], files, label.column)
+        if label.split_col:
+            self.kept["split"] = one_type(self.kept["split"], files, label.split_col)
         # the kept rows' places in their files, for messages
         origin = np.concatenate([r + k for _, r, k in self.kept["where"]]) if self.kept["where"] else np.zeros(0, int)
         batch = np.repeat(np.arange(len(self.kept["where"])), [len(k) for _, _, k in self.kept["where"]])
@@ -378,6 +409,7 @@ class _EdgePass:
             raise TableError(f"{at(b)}: the edge is labelled twice (first at {at(a)}); a labelled edge must be "
                              "unique")
         rows = _split_rows(label, labels, self.kept["split"], at)
+        _refuse_empty_train(label, labels, rows, f"relation {':'.join(table.relation)}")
         edges = np.stack([src, dst], axis=1)
         for s in SPLITS:
             r = np.sort(rows[s])

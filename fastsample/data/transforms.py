@@ -48,6 +48,8 @@ class _Transform:
             first = int(np.flatnonzero(np.asarray(values.is_null()))[0])
             raise TableError(f"{at[0]}: column {self.feature.column!r}, row {at[1] + first}: null, and the feature "
                              f"declares no fill ({values.null_count:,} nulls in this batch)")
+        if pa.types.is_null(values.type):  # a file whose column is all empty (CSV): the fill's own type
+            return pa.repeat(pa.scalar(self.feature.fill), len(values))
         try:
             return pc.fill_null(values, pa.scalar(self.feature.fill).cast(values.type))
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
@@ -88,6 +90,13 @@ class Numbers(_Transform):
             out = flat.to_numpy(zero_copy_only=False).reshape(len(values), width)
         else:
             self.refuse(values, at, "numbers or lists of numbers")
+        if out.shape[1] == 0:
+            raise TableError(f"{at[0]}: column {self.feature.column!r}: lists of 0 numbers; a feature needs a value")
+        if out.dtype.kind == "f" and not np.isfinite(out).all():
+            row = int(np.flatnonzero(~np.isfinite(out).all(1))[0])
+            raise TableError(f"{at[0]}: column {self.feature.column!r}, row {at[1] + row}: "
+                             f"{out[row][~np.isfinite(out[row])][0]}, not a finite number (a missing value is a "
+                             "null, with the feature's fill)")
         if self.width is not None and out.shape[1] != self.width:
             raise TableError(f"{at[0]}: column {self.feature.column!r}, row {at[1]}: lists of {out.shape[1]} numbers, "
                              f"earlier rows {self.width}")
@@ -96,16 +105,20 @@ class Numbers(_Transform):
 
     def fit(self, values, at) -> None:
         x = self.matrix(values, at)
-        if self.feature.transform == "standardize":
+        if self.feature.transform == "standardize" and len(x):
+            # each batch's mean and squared deviations, merged (Chan et al.): E[x^2] - E[x]^2 loses
+            # every digit of a spread small beside the values (timestamps, ids: 1e10 + k)
             x = x.astype(np.float64)
-            self.n = getattr(self, "n", 0) + len(x)
-            self.sum = getattr(self, "sum", 0) + x.sum(0)
-            self.sq = getattr(self, "sq", 0) + (x * x).sum(0)
+            n, m, mean = getattr(self, "n", 0), len(x), x.mean(0)
+            m2 = ((x - mean) ** 2).sum(0)
+            if n:
+                delta = mean - self.mean
+                mean, m2 = self.mean + delta * m / (n + m), self.m2 + m2 + delta ** 2 * n * m / (n + m)
+            self.n, self.mean, self.m2 = n + m, mean, m2
 
     def finish(self) -> None:
         if self.feature.transform == "standardize" and getattr(self, "n", 0):
-            self.mean = self.sum / self.n
-            std = np.sqrt(np.maximum(self.sq / self.n - self.mean ** 2, 0))
+            std = np.sqrt(self.m2 / self.n)
             self.scale = np.where(std > 0, 1 / np.where(std > 0, std, 1), 0)
 
     def apply(self, values, at) -> np.ndarray:
