@@ -51,7 +51,7 @@ from fastsample import cli
 from fastsample import options as cfg
 from fastsample.choices import COMM_BACKENDS
 from fastsample.comm.watchdog import stall_option
-from fastsample.data.graph import NODE
+from fastsample.data.graph import NODE, unreached_types
 from fastsample.options import ConfigError
 
 PROG = "python -m fastsample.infer"
@@ -219,7 +219,8 @@ def _infer(args, comm) -> int:
             what = " ".join(filter(None, (f"{total:,}", ", ".join(t for t in types if t != NODE), "nodes")))
             ranks = f"{comm.size} rank" + "s" * (comm.size > 1)
             print(f"{PROG}: {what} x {width} ({plan['output']}) written to {args.out} by {ranks} in "
-                  f"{time.perf_counter() - t0:.1f} s")
+                  f"{time.perf_counter() - t0:.1f} s" + (f"; left out {', '.join(plan['left_out'])}: no relation "
+                                                         "leads into it, so no embeddings" if plan["left_out"] else ""))
     return 0
 
 
@@ -249,9 +250,16 @@ def _plan(args, task, part, model) -> dict:
     if not every and types != [target]:
         raise ConfigError("node_types", f": {output} exist for the target type {target} only (--output "
                           "embeddings writes every type's rows)")
+    # a type no relation leads into gets no messages: its rows would be the bias alone, not embeddings
+    unreached = [t for t in types if t in unreached_types(part.meta)]
+    if unreached and args.node_types not in (None, "all"):
+        raise ConfigError("node_types", f": {unreached[0]} is no relation's destination: the model gives its nodes "
+                          "no embeddings")
+    types = [t for t in types if t not in unreached]
     layers = model.num_layers - 1 if hidden else None
     width = task.config.hidden if hidden else task.out_width(task.classes(part))
-    return {"output": output, "types": types, "layers": layers, "every_type": every, "width": width}
+    return {"output": output, "types": types, "layers": layers, "every_type": every, "width": width,
+            "left_out": unreached}
 
 
 def _softmax(x: np.ndarray) -> np.ndarray:

@@ -222,6 +222,35 @@ def test_csv_ids_as_written_empty_cells_unlabelled_and_files_of_one_table_alike(
     assert np.allclose(t, (np.arange(4) - 1.5) / np.arange(4).std(), atol=1e-5), t
 
 
+def test_a_type_no_relation_leads_into_is_refused_where_read_and_left_out_of_embeddings(shop):
+    # without the reverse relation no message reaches a user: a node task on users is refused
+    # (before: a traceback at the first backward), and inference of every type's embeddings
+    # leaves users out (before: rows of zeros), refusing them when named
+    root, nodes, edges = shop
+    edges[0].pop("reverse")
+    edges[0].pop("labels")
+    assert run_module("fastsample.data", "tables", _spec(root / "spec.json", nodes, edges), root / "u").returncode == 0
+    train = ("fastsample.train", "--fanouts", "2,2", "--hidden", "8", "--batch-size", "2", "--epochs", "1",
+             "--threads", "1", "--eval-every", "0", "--quiet")
+    proc = run_module(*train, "--data", root / "u")
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1].endswith(
+        "node type user is no relation's destination, so the model's rows for it get no messages (--task node "
+        "reads them): give the graph a relation into it (a reverse relation: the tables spec's reverse)"), proc.stderr
+    # labels on the items, which the purchases reach: trains; users have no embeddings to write
+    _table(root / "items.parquet", iid=[10, 20, 30], price=[[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], kind=["a", "b", "a"])
+    nodes[1]["labels"] = [{"label_col": "kind", "split_pct": [1.0, 0.0, 0.0]}]
+    del nodes[0]["labels"]
+    assert run_module("fastsample.data", "tables", _spec(root / "spec.json", nodes, edges), root / "i").returncode == 0
+    assert run_module(*train, "--data", root / "i", "--checkpoint-dir", root / "ck").returncode == 0
+    infer = ("fastsample.infer", "--data", root / "i", "--checkpoint", root / "ck" / "epoch-0.pt", "--output",
+             "embeddings", "--quiet")
+    proc = run_module(*infer, "--out", root / "emb")
+    assert proc.returncode == 0 and "left out user: no relation leads into it" in proc.stdout, proc.stderr
+    assert list(json.loads((root / "emb" / "index.json").read_text())["node_types"]) == ["item"]
+    proc = run_module(*infer, "--out", root / "emb2", "--node-types", "user")
+    assert proc.returncode == 2 and "--node-types: user is no relation's destination" in proc.stderr, proc.stderr
+
+
 def test_unknown_ids_can_be_dropped_and_are_counted(shop):
     root, nodes, edges = shop
     BAD["unknown id"][0](root, nodes, edges)

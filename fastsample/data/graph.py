@@ -453,6 +453,14 @@ def describe_types(meta: dict) -> dict:
                                 "dtype": meta["dtypes"]["features"]}}}
 
 
+def unreached_types(meta: dict) -> list[str]:
+    """The node types that are no relation's destination: a GNN layer gives their rows no
+    messages, so a model's output for them is its bias alone (or zeros)."""
+    types = describe_types(meta)
+    into = {d for _, _, d in types["edge_types"]}
+    return [t for t in types["node_types"] if t not in into]
+
+
 def feature_file(node_type: str) -> str:
     """A node type's feature file in a dataset or part directory, without .npy: features
     (format 1, the one-type case) or features/TYPE."""

@@ -79,6 +79,13 @@ class Task:
         embeddings', --hidden)."""
         return self.config.hidden
 
+    def read_types(self, shard) -> list[str]:
+        """The node types whose output rows the task reads (node tasks: the target type's;
+        edge tasks: their relation's endpoints')."""
+        from fastsample.data.graph import NODE, describe_types
+
+        return [describe_types(shard.meta)["target_type"] or NODE]
+
     def encoder_target(self, target_type):
         """A typed encoder's output type: the labelled one, or None for every type's rows."""
         return target_type

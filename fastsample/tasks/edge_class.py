@@ -34,6 +34,12 @@ class EdgeClassTask(Classes, Task):
         """None: every type's rows (an edge's endpoints may be of any type)."""
         return None
 
+    def read_types(self, shard) -> list[str]:
+        """The labelled relation's endpoint types (none where the data has no labelled edges:
+        ``classes`` says so)."""
+        relation = (shard.meta.get("edge_labels") or {}).get("relation")
+        return [relation[0], relation[2]] if relation else []
+
     def classes(self, shard) -> int:
         """The labelled edges' classes (0: float targets)."""
         meta = shard.layout["dataset"].get("edge_labels")

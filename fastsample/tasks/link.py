@@ -42,6 +42,12 @@ class LinkTask(Task):
         """A typed encoder's output type: none, every type's rows (the endpoints are of any)."""
         return None
 
+    def read_types(self, shard) -> list[str]:
+        """The target relation's endpoint types (none where the data has no link split: the
+        loader says so)."""
+        relation = shard.meta.get("link", {}).get("relation")
+        return [relation[0], relation[2]] if relation else []
+
     def head(self, encoder, num_classes: int):
         """The trained model: the encoder and the pair scorer."""
         from fastsample.nn.link import LinkModel

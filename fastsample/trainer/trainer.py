@@ -34,7 +34,7 @@ from fastsample.comm.agree import agree
 from fastsample.options import ConfigError, marked
 from fastsample.distributed import average_gradients
 from fastsample.distributed.embedding import ShardedEmbeddings
-from fastsample.data.graph import NODE, describe_types, unwrap_one_type
+from fastsample.data.graph import NODE, describe_types, unreached_types, unwrap_one_type
 from fastsample.loading import Batch, open_data
 from fastsample.nn.models import build_encoder
 from fastsample.sampling import fanout_matrix, layer_key, set_num_threads
@@ -212,6 +212,11 @@ class Trainer:
         # a partition, or a dataset for one process; bf16 and int8 narrow or quantize the shards
         # into memory themselves, once, for every loader
         self.shard = open_data(c.data, self.comm, c.mode, c.precision)
+        unreached = [t for t in self.task.read_types(self.shard) if t in unreached_types(self.shard.meta)]
+        if unreached:
+            raise ValueError(f"{c.data}: node type {unreached[0]} is no relation's destination, so the model's rows "
+                             f"for it get no messages (--task {self.task.name} reads them): give the graph a relation "
+                             "into it (a reverse relation: the tables spec's reverse)")
         self.num_classes = self.shard.num_classes
         self.embeddings = embeddings_for(c, self.shard, self.rank, self.comm.size)
         common = dict(comm=self.comm, kernel=c.sampler, mode=c.mode, device=self.device, prefetch=c.prefetch,
@@ -225,6 +230,8 @@ class Trainer:
                 raise ConfigError("relation_fanouts", ": " + str(e).removeprefix("fanouts: ")) from None
         self.loaders = self.task.loaders(self.shard, fanouts, common)
         self.steps_per_epoch = len(self.loaders["train"])
+        if not self.steps_per_epoch:
+            raise ValueError(f"{c.data}: the train split is empty ({self.task.name}): nothing to train on")
 
     def _set_model(self, model, optimizer) -> None:
         c = self.config
