@@ -95,6 +95,14 @@ def test_node_regression_learns_the_neighbourhood_an_mlp_cannot_see(graphs, tmp_
     assert best["gnn"] > 0.5 and best["gnn"] > best["mlp"] + 0.3, best
 
 
+def test_an_empty_train_split_is_refused_not_trained_for_no_steps(graphs, tmp_path):
+    ds = load_dataset(graphs / "untyped")
+    write_dataset(tmp_path / "none", ds.graph, ds.features, ds.labels, [], ds.val, ds.test, name="none",
+                  num_classes=ds.num_classes)
+    with pytest.raises(ValueError, match="the train split is empty \\(node\\): nothing to train on"):
+        _run(tmp_path / "none", epochs=1)
+
+
 def test_a_task_refuses_labels_of_the_other_kind(graphs, tmp_path):
     out = tmp_path / "targets"
     assert run_module("fastsample.data", "targets", graphs / "untyped", out, "--task", "node-regression").returncode == 0
