@@ -192,7 +192,7 @@ class IdMap:
             first = "row {1}".format(*_row(where, a)) if _row(where, a)[0] == file else "{0}: row {1}".format(
                 *_row(where, a))
             raise TableError(f"{at}: duplicate node id {_text(column, b)!r} (first at {first}; {len(same):,} "
-                             "duplicates in all)")
+                             f"duplicate{'s' * (len(same) > 1)} in all)")
         return cls(kind, keys, order, strings, column)
 
     def __post_init__(self):

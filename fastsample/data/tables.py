@@ -143,6 +143,9 @@ class _NodePass:
             self.split_chunks = one_type(self.split_chunks, files, label.split_col) if label.split_col else []
         self.where = where
         self.ids = IdMap.build(chunks, where, table.id_col)
+        if not self.ids.size:  # nothing to embed, and no width to give a feature
+            files = ", ".join(map(str, table.source.files))
+            raise TableError(f"node type {table.type}: its table has no rows ({files}); leave the type out of the spec")
 
     def write_features(self, writer: DatasetWriter, name: str) -> None:
         """Pass 2: the transformed feature rows into features(/TYPE).npy (a type without
@@ -223,7 +226,12 @@ def _encode_labels(label: Label, chunks: list, at) -> tuple:
             row = np.flatnonzero(~missing)[bad[0]]
             raise TableError(f"{at(row)}, column {label.column!r}: class {y[row]}, expected a class id >= 0 "
                              "or a class name")
-        return y, int(y.max(initial=-1)) + 1 or 1, None
+        classes = int(y.max(initial=-1)) + 1 or 1
+        distinct = len(np.unique(y[~missing]))
+        if classes > max(2 * distinct, 1024):  # a logit per class id: ids this sparse are names
+            raise TableError(f"{file}: column {label.column!r}: class ids up to {classes - 1:,} for {distinct:,} "
+                             "distinct classes (a logit per id): give the classes as 0..K-1 or as names (strings)")
+        return y, classes, None
     if pa.types.is_string(values.type) or pa.types.is_large_string(values.type) or pa.types.is_dictionary(values.type):
         values = values.cast(pa.large_string())
         values = pc.if_else(pc.equal(values, ""), pa.scalar(None, pa.large_string()), values)  # CSV's empty cell: null
