@@ -258,6 +258,22 @@ def test_a_type_no_relation_leads_into_is_refused_where_read_and_left_out_of_emb
     assert proc.returncode == 2 and "--node-types: user is no relation's destination" in proc.stderr, proc.stderr
 
 
+def test_an_undirected_relation_labels_an_edge_once_either_way_round(tmp_path):
+    # (u, v) and (v, u) of an undirected relation are one edge: two labels for it (which could
+    # differ, or fall in two splits) are refused; each edge once builds
+    _table(tmp_path / "users.parquet", uid=["a", "b", "c"], x=[1.0, 2.0, 3.0])
+    nodes = [{"node_type": "user", "files": "users.parquet", "node_id_col": "uid", "features": [{"feature_col": "x"}]}]
+    edges = [{"relation": ["user", "knows", "user"], "files": "knows.parquet", "source_id_col": "s",
+              "dest_id_col": "d", "undirected": True, "labels": [{"label_col": "y", "split_pct": [1.0, 0.0, 0.0]}]}]
+    spec = _spec(tmp_path / "spec.json", nodes, edges)
+    _table(tmp_path / "knows.parquet", s=["a", "b", "c"], d=["b", "a", "a"], y=["ok", "fraud", "ok"])
+    proc = run_module("fastsample.data", "tables", spec, tmp_path / "out")
+    assert proc.returncode == 2 and "knows.parquet: row 1: the edge is labelled twice (first at " in proc.stderr \
+        and "row 0; undirected: either way round)" in proc.stderr, proc.stderr
+    _table(tmp_path / "knows.parquet", s=["a", "c"], d=["b", "a"], y=["ok", "fraud"])
+    assert run_module("fastsample.data", "tables", spec, tmp_path / "out").returncode == 0
+
+
 def test_unknown_ids_can_be_dropped_and_are_counted(shop):
     root, nodes, edges = shop
     BAD["unknown id"][0](root, nodes, edges)

@@ -409,13 +409,15 @@ class _EdgePass:
         if len(loops):
             raise TableError(f"{at(loops[0])}: a labelled self-loop ({len(loops):,} in all); the graph stores none")
         n = int(self.offsets[-1])
-        keys = src * n + dst
+        # an undirected relation's (u, v) and (v, u) are one edge: one label, in one split
+        keys = np.minimum(src, dst) * n + np.maximum(src, dst) if table.undirected else src * n + dst
         order = np.argsort(keys, kind="stable")
         twice = np.flatnonzero(keys[order][1:] == keys[order][:-1])
         if len(twice):
             a, b = sorted((int(order[twice[0]]), int(order[twice[0] + 1])))
-            raise TableError(f"{at(b)}: the edge is labelled twice (first at {at(a)}); a labelled edge must be "
-                             "unique")
+            raise TableError(f"{at(b)}: the edge is labelled twice (first at {at(a)}"
+                             f"{'; undirected: either way round' if table.undirected else ''}); a labelled edge must "
+                             "be unique")
         rows = _split_rows(label, labels, self.kept["split"], at)
         _refuse_empty_train(label, labels, rows, f"relation {':'.join(table.relation)}")
         edges = np.stack([src, dst], axis=1)
