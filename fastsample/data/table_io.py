@@ -75,18 +75,18 @@ def one_type(chunks: list, files: list, column: str) -> list:
             return "float"
         return "string" if pa.types.is_string(t) or pa.types.is_large_string(t) else str(t)
 
-    typed = [(c, f) for c, f in zip(chunks, files) if not pa.types.is_null(c.type)]
-    if len({c.type for c, _ in typed}) <= 1 and len(typed) == len(chunks):
+    present = [(c, f) for c, f in zip(chunks, files) if not pa.types.is_null(c.type)]
+    if len({c.type for c, _ in present}) <= 1 and len(present) == len(chunks):
         return chunks  # one type already (the usual case: nothing is copied)
-    kinds = {kind(c.type) for c, _ in typed}
+    kinds = {kind(c.type) for c, _ in present}
     if kinds == {"int", "float"}:
         kinds = {"float"}
     if len(kinds) > 1:
-        (a, fa), (b, fb) = typed[0], next((c, f) for c, f in typed if kind(c.type) != kind(typed[0][0].type))
+        (a, fa), (b, fb) = present[0], next((c, f) for c, f in present if kind(c.type) != kind(present[0][0].type))
         raise TableError(f"{fb}: column {column!r} holds {b.type}, but {fa} holds {a.type}: give the column one "
                          "type in every file")
     target = {"int": pa.int64(), "float": pa.float64(), "string": pa.large_string()}.get(
-        next(iter(kinds), None), typed[0][0].type if typed else pa.null())
+        next(iter(kinds), None), present[0][0].type if present else pa.null())
     return [c.cast(target) for c in chunks]
 
 
