@@ -14,7 +14,8 @@ What is written (--output; the default is the task's):
     embeddings     link and edge tasks' default (their encoder's output, --hidden wide, every
                    node type's); for a node task its last hidden layer's rows
 and for which node types (--node-types: all, or a comma-separated list; the default: the
-target type for logits, probabilities and predictions, every type for embeddings).
+target type for logits, probabilities and predictions, every type for embeddings; a type no
+relation leads into gets no messages, so no embeddings: it is left out, and said so).
 
 --format parquet: OUT/TYPE/part-R.parquet per node type and rank, with a column "id" (the
 user's ids where the dataset was built from tables, python -m fastsample.data tables: its
