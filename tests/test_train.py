@@ -1,5 +1,6 @@
 """Training end to end: identical across samplers and modes, accurate, and robust."""
 
+import dataclasses
 import os
 import signal
 import subprocess
@@ -173,6 +174,22 @@ def test_resumed_run_continues_with_the_same_losses(train_parts, tmp_path):
     assert [r["epoch"] for r in resumed] == [2, 3]
     assert [r["step_losses"] for r in resumed] == [r["step_losses"] for r in full[2:]]
     assert np.isfinite(resumed[-1]["loss"])
+
+
+def test_a_resumed_run_trains_at_its_own_learning_rate_and_decay(train_parts, tmp_path):
+    # --lr and --weight-decay may change on a resume; the loaded optimizer state kept the saved
+    # ones silently (and the next checkpoint's config said otherwise)
+    from fastsample.comm.local import LocalCommunicator
+    from fastsample.trainer import TrainConfig, Trainer
+    from fastsample.trainer.report import Reporter
+
+    first = TrainConfig(data=str(train_parts / "p1"), fanouts=(4, 3), batch_size=40, hidden=16, epochs=1, max_steps=2,
+                        threads=1, eval_every=0, matmul="blas", checkpoint_dir=str(tmp_path), quiet=True)
+    Trainer(first, LocalCommunicator(), reporter=Reporter()).run()
+    again = Trainer(dataclasses.replace(first, epochs=2, resume=True, lr=0.02, weight_decay=0.1),
+                    LocalCommunicator(), reporter=Reporter())
+    assert [(g["lr"], g["weight_decay"]) for g in again.optimizer.param_groups] == [(0.02, 0.1)]
+    assert again.optimizer.state  # Adam's moments: the checkpoint's
 
 
 @pytest.mark.mpi
