@@ -64,8 +64,9 @@ class InferConfig:
     """The settings of python -m fastsample.infer (its command line is generated from them)."""
 
     data: str = cfg.option(help="partition directory the model was trained on (or any partition of the same "
-                           "graph, for as many ranks as this job has); for one process, a dataset directory "
-                           "also serves, as for python -m fastsample.train")
+                           "graph, for as many ranks as this job has, where no node type is featureless: learnt "
+                           "embeddings are kept by partition row); for one process, a dataset directory also "
+                           "serves, as for python -m fastsample.train")
     checkpoint: str = cfg.option(help="a checkpoint file of python -m fastsample.train (CHECKPOINT_DIR/epoch-N.pt)")
     out: str = cfg.option(help="directory to write (atomically)", shared=False)
     batch_size: int = cfg.option(4096, "nodes per rank per batch", check=(lambda v: v > 0, "must be positive"))

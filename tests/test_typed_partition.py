@@ -125,3 +125,21 @@ def test_typed_vanilla_sampling_equals_hybrid(typed, tmp_path):
     owners = ["numba"] + (["native"] if native_built() else [])
     assert_checks(proc, 3, [f"{owner}-step{step}-{check}" for owner in owners for step in range(3)
                             for check in ["rounds", *kernels]])
+
+
+def test_embedding_shards_saved_on_one_partition_are_refused_on_another(typed, tmp_path):
+    # a featureless type's learnt rows are kept by partition row; on another partition of the
+    # graph (same ranks) those rows are other nodes: loading them there is refused, not silent
+    from fastsample.trainer import TrainConfig
+    from fastsample.trainer.trainer import embeddings_for
+
+    config = TrainConfig(data="d", embed_dim=4)
+    tables = {}
+    for method in ("metis", "random"):
+        partition_dataset(typed / "h", tmp_path / method, 2, method=method, progress=False)
+        tables[method] = embeddings_for(config, load_partition(tmp_path / method, 0, 2), 0, 2)
+    assert list(tables["metis"].tables) == ["institute"]
+    again = embeddings_for(config, load_partition(tmp_path / "metis", 0, 2), 0, 2)
+    again.load_state_dict(tables["metis"].state_dict())  # the same partition: its own rows
+    with pytest.raises(ValueError, match="saved on another partition of the graph"):
+        tables["random"].load_state_dict(tables["metis"].state_dict())

@@ -31,10 +31,15 @@ class ShardedEmbeddings:
         runs: (P * T + 1,) the partition's type runs; rank, num_parts: this rank's place;
         node_types: the graph's node types (order of the runs); featureless: the types that get a table;
         dim: the embeddings' width; lr: Adam's learning rate (RowAdam: SparseAdam's rule);
-        seed: the initial rows are N(0, 1) draws keyed by (seed, type, rank).
+        seed: the initial rows are N(0, 1) draws keyed by (seed, type, rank);
+        order: what identifies which node each row is (node_order: a digest of the rows'
+            dataset ids), saved with the state and checked on loading, so that a shard saved
+            on one partition is never read as another's rows (None: not checked).
     """
 
-    def __init__(self, runs, rank: int, num_parts: int, node_types, featureless, dim: int, lr: float, seed: int):
+    def __init__(self, runs, rank: int, num_parts: int, node_types, featureless, dim: int, lr: float, seed: int,
+                 order: str | None = None):
+        self.order = order
         runs = np.asarray(runs, dtype=np.int64)
         T = len(node_types)
         if dim < 1:
@@ -81,9 +86,13 @@ class ShardedEmbeddings:
 
     def state_dict(self) -> dict:
         return {"tables": {t: p.detach().clone() for t, p in self.tables.items()},
-                "optimizer": self.optimizer.state_dict() if self.optimizer is not None else None}
+                "optimizer": self.optimizer.state_dict() if self.optimizer is not None else None, "order": self.order}
 
     def load_state_dict(self, state: dict) -> None:
+        saved = state.get("order")  # None: saved before shards said their nodes' order
+        if saved is not None and self.order is not None and saved != self.order:
+            raise ValueError("saved on another partition of the graph (its rows are other nodes): use the partition "
+                             "the run trained on")
         tables = state["tables"]
         if set(tables) != set(self.tables):
             raise ValueError(f"embedding tables {sorted(tables)}, expected {sorted(self.tables)}")

@@ -93,7 +93,23 @@ def embeddings_for(config: TrainConfig, shard, rank: int, num_parts: int) -> Sha
     if not featureless:
         return None
     return ShardedEmbeddings(shard.layout["type_runs"], rank, num_parts, shard.meta["node_types"], featureless,
-                             config.embed_dim, config.embed_lr, config.seed)
+                             config.embed_dim, config.embed_lr, config.seed, order=node_order(shard, featureless))
+
+
+def node_order(shard, node_types) -> str:
+    """A digest of which dataset node each row of ``node_types`` is, over every rank's rows
+    (the partition's orig_ids): equal for two partitions only where those rows agree."""
+    import hashlib
+
+    from fastsample.export import orig_ids
+
+    names, runs = list(shard.meta["node_types"]), np.asarray(shard.layout["type_runs"], dtype=np.int64)
+    orig, T, digest = orig_ids(shard, shard.path), len(names), hashlib.blake2b(digest_size=16)
+    for r in range((len(runs) - 1) // T):
+        for t in node_types:
+            i = r * T + names.index(t)
+            digest.update(np.ascontiguousarray(orig[runs[i]:runs[i + 1]], dtype=np.int64).tobytes())
+    return digest.hexdigest()
 
 
 def typed_schema(shard) -> dict | None:
