@@ -42,11 +42,18 @@ def type_folder(part, node_type: str) -> str:
 
 
 def orig_ids(part, data: Path) -> np.ndarray:
-    """Partition ids -> the dataset's: a partition's orig_ids.npy; a dataset directory (one
-    process) keeps its own ids."""
-    if (Path(data) / "partition.json").is_file():
-        return np.load(Path(data) / "orig_ids.npy", mmap_mode="r")
-    return np.arange(part.num_nodes, dtype=np.int64)
+    """Partition ids -> the dataset's: a partition's orig_ids.npy (a ValueError naming it where
+    it is unreadable or not one id per node); a dataset directory (one process) keeps its own."""
+    file = Path(data) / "orig_ids.npy"
+    if not (Path(data) / "partition.json").is_file():
+        return np.arange(part.num_nodes, dtype=np.int64)
+    try:
+        ids = np.load(file, mmap_mode="r")
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{file}: unreadable ({e})") from None
+    if ids.shape != (part.num_nodes,) or ids.dtype.kind not in "iu":
+        raise ValueError(f"{file}: {ids.dtype} {ids.shape}, expected one integer id per node ({part.num_nodes:,})")
+    return ids
 
 
 def dense_ids(part, partition: Path, node_type: str, rank: int) -> np.ndarray:

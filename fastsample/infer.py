@@ -118,6 +118,7 @@ def _infer(args, comm) -> int:
 
     from fastsample import faults
     from fastsample.atomic import AtomicDirectory, as_disk_full, check_space
+    from fastsample.export import orig_ids
     from fastsample.loading.layerwise import check_layerwise, layerwise
     from fastsample.loading.loader import open_share, reduce_features
     from fastsample.nn import matmul
@@ -141,6 +142,7 @@ def _infer(args, comm) -> int:
         data = Path(args.data)
         vanilla = (data / "partition.json").is_file() and read_partition_meta(data)["mode"] == "vanilla"
         part = open_share(data, comm, "vanilla" if vanilla else "hybrid")
+        orig_ids(part, data)  # written beside the rows at the end: checked now, on every rank
         state = load_checkpoint(Path(args.checkpoint), "cpu")
         config = from_dict(TrainConfig, state["config"])
         model = model_for(config, part)

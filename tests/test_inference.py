@@ -171,6 +171,25 @@ def test_infer_takes_a_dataset_directory_for_one_process_as_train_does(root, tmp
     assert np.allclose(rows["g"], rows["p1"], rtol=1e-5, atol=1e-6)
 
 
+def test_a_damaged_orig_ids_is_named_before_inference(root, tmp_path):
+    # infer writes orig_ids.npy beside the rows at the end: a truncated or short one was a
+    # traceback there (or written as it was); it is checked on reading, naming the file
+    import shutil
+
+    from fastsample.export import orig_ids
+    from fastsample.partition import load_partition
+
+    shutil.copytree(root / "p1", tmp_path / "p")
+    part, file = load_partition(tmp_path / "p", 0, 1), tmp_path / "p" / "orig_ids.npy"
+    assert len(orig_ids(part, tmp_path / "p")) == part.num_nodes
+    np.save(file, np.arange(10))
+    with pytest.raises(ValueError, match=r"orig_ids\.npy: int64 \(10,\), expected one integer id per node \(700\)"):
+        orig_ids(part, tmp_path / "p")
+    file.write_bytes(file.read_bytes()[:40])
+    with pytest.raises(ValueError, match=r"orig_ids\.npy: unreadable"):
+        orig_ids(part, tmp_path / "p")
+
+
 def test_a_model_without_layers_is_refused(root):
     with pytest.raises(TypeError, match="needs num_layers and layer"):
         layerwise(torch.nn.Linear(3, 3), root / "g")

@@ -136,6 +136,14 @@ def test_truncated_shard_is_named(copy):
     assert isinstance(err.value.__cause__, DatasetError)  # the reading error, kept as the cause
 
 
+def test_a_class_past_the_logits_is_named(copy):
+    labels = np.load(copy / "part-1" / "labels.npy")
+    labels[3] = 99  # the model would fail at the step drawing it, with a traceback
+    np.save(copy / "part-1" / "labels.npy", labels)
+    with pytest.raises(PartitionError, match=r"part-1/labels\.npy: row 3: class 99 outside 0\.\.\d+ \(-1: unlabelled\)"):
+        load_partition(copy, 1, P)
+
+
 def test_library_errors_name_parameters_not_flags(dataset, tmp_path):
     for kwargs, message in ((dict(parts=0), r"^parts must be in 1\.\.3000"),
                             (dict(parts=2, method="kway"), r"^method must be one of auto, metis, kaminpar, random"),

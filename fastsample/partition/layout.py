@@ -532,4 +532,10 @@ def _open_rows(pk: Path, meta: dict, rank: int, expect):
     a, b = int(runs[rank * T + t]), int(runs[rank * T + t + 1])
     labels = open_array(pk, "labels")
     expect(labels, pk / "labels.npy", (b - a,), d["dtypes"].get("labels", "int64"))
+    classes = d["num_classes"]
+    if labels.dtype.kind == "i" and classes and len(labels):  # a class past the model's logits fails at a step
+        bad = np.flatnonzero((labels < -1) | (labels >= classes))
+        if len(bad):
+            raise PartitionError(f"{pk / 'labels.npy'}: row {bad[0]}: class {labels[bad[0]]} outside "
+                                 f"0..{classes - 1} (-1: unlabelled)")
     return features, labels, runs
