@@ -136,8 +136,8 @@ def _infer(args, comm) -> int:
     @in_phase("read")
     def build():
         if args.threads:
+            set_num_threads(args.threads)  # checks the count before torch's pool takes it
             torch.set_num_threads(args.threads)
-            set_num_threads(args.threads)
         # a vanilla-only partition holds each rank's own rows' in-edges: enough (inference.all_in_edges)
         data = Path(args.data)
         vanilla = (data / "partition.json").is_file() and read_partition_meta(data)["mode"] == "vanilla"

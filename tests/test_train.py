@@ -2,6 +2,7 @@
 
 import dataclasses
 import os
+import re
 import signal
 import subprocess
 import time
@@ -174,6 +175,13 @@ def test_resumed_run_continues_with_the_same_losses(train_parts, tmp_path):
     assert [r["epoch"] for r in resumed] == [2, 3]
     assert [r["step_losses"] for r in resumed] == [r["step_losses"] for r in full[2:]]
     assert np.isfinite(resumed[-1]["loss"])
+
+
+def test_more_threads_than_the_pools_hold_is_one_line_not_a_crash(train_parts):
+    # torch's pool took the count before the samplers' check refused it: SIGSEGV at exit
+    proc = run_module("fastsample.train", "--data", train_parts / "p1", "--threads", "100000", "--epochs", "1")
+    last = proc.stderr.strip().splitlines()[-1]
+    assert proc.returncode == 2 and re.search(r"threads must be in 1\.\.\d+ \(got 100000\)", last), proc.stderr
 
 
 def test_a_resumed_run_trains_at_its_own_learning_rate_and_decay(train_parts, tmp_path):

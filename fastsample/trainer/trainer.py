@@ -578,9 +578,9 @@ def startup(config: TrainConfig, comm: Communicator, **components) -> Trainer:
         differ = sorted({k for s in everyone for k in s if s[k] != everyone[0][k]})
         if differ:
             raise ValueError(f"ranks were started with different {', '.join(differ)}")
-        if config.threads:  # every pool: torch's, and the samplers' (OpenMP, Numba)
-            torch.set_num_threads(config.threads)
+        if config.threads:  # every pool: the samplers' (OpenMP, Numba: it checks the count first), torch's
             set_num_threads(config.threads)
+            torch.set_num_threads(config.threads)
         if comm.rank == 0:
             created.append(check_outputs(config))
 
