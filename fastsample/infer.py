@@ -146,12 +146,16 @@ def _infer(args, comm) -> int:
         state = load_checkpoint(Path(args.checkpoint), "cpu")
         config = from_dict(TrainConfig, state["config"])
         model = model_for(config, part)
+        try:  # first: a checkpoint of another graph's model is said so, not as a shard it lacks
+            model.load_state_dict(state["model"])
+        except RuntimeError as e:  # torch lists every key: its first line says enough
+            raise ValueError(f"{args.checkpoint}: its model ({config.model}, trained on {config.data}) does not fit "
+                             f"{args.data}'s types and widths ({str(e).splitlines()[0].rstrip(':')})") from None
         tables = embeddings_for(config, part, comm.rank, comm.size)  # featureless types' rows, as trained
         if tables is not None:
             tokens = state.get("shards")  # which save's shards are this checkpoint's (None: an older checkpoint)
             load_shard(args.checkpoint, tables, comm.rank, comm.size,
                        token=tokens[comm.rank] if tokens and len(tokens) == comm.size else None)
-        model.load_state_dict(state["model"])
         check_layerwise(model)
         inputs = tables.shards() if tables is not None else None
         # what was built, beside what was asked for (--model sage builds the R-GCN on typed data)

@@ -169,6 +169,13 @@ def test_infer_takes_a_dataset_directory_for_one_process_as_train_does(root, tmp
         h, orig = np.load(tmp_path / data / "part-0.npy"), np.load(tmp_path / data / "orig_ids.npy")
         rows[data] = h[np.argsort(orig)]  # in the dataset's order
     assert np.allclose(rows["g"], rows["p1"], rtol=1e-5, atol=1e-6)
+    # another graph's data (other feature widths): one line saying so, not torch's list of keys
+    write_synthetic(tmp_path / "other", SynthConfig(num_nodes=300, avg_degree=4, num_classes=4, feature_dim=5),
+                    progress=False)
+    proc = run_module("fastsample.infer", "--data", tmp_path / "other", "--checkpoint", ck / "epoch-0.pt",
+                      "--out", tmp_path / "o", "--quiet")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "its model (sage, trained on " in proc.stderr \
+        and "does not fit" in proc.stderr, proc.stderr
 
 
 def test_a_damaged_orig_ids_is_named_before_inference(root, tmp_path):
