@@ -115,3 +115,14 @@ def test_the_default_components_passed_as_objects_train_exactly_as_the_built_in_
     # and a different loss is really used
     scaled = Trainer(config, LocalCommunicator(), loss=lambda logits, y: 2 * torch.nn.functional.cross_entropy(logits, y))
     assert np.allclose(np.array(losses(scaled)[0][:1]), 2 * np.array(default[0][:1]))
+
+
+def test_a_file_where_a_directory_goes_and_a_directory_where_a_checkpoint_goes_are_said_so(tmp_path):
+    from fastsample.trainer import load_checkpoint
+    from fastsample.trainer.trainer import _writable_directory
+
+    (tmp_path / "file").write_text("")
+    with pytest.raises(cfg.ConfigError, match="file: not a directory"):  # was "cannot create it (File exists)"
+        _writable_directory("checkpoint_dir", tmp_path / "file")
+    with pytest.raises(FileNotFoundError, match="a directory; give a checkpoint file in it"):
+        load_checkpoint(tmp_path, "cpu")

@@ -141,6 +141,8 @@ def load_checkpoint(path: str | Path, device="cpu") -> dict:
         The saved dict. Raises FileNotFoundError, or CheckpointError naming the file.
     """
     path = Path(path)
+    if path.is_dir():
+        raise FileNotFoundError(f"{path}: a directory; give a checkpoint file in it (epoch-N.pt)")
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such checkpoint file")
     try:

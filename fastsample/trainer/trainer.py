@@ -121,6 +121,8 @@ def typed_schema(shard) -> dict | None:
 
 def _writable_directory(setting: str, path: Path) -> None:
     """``path`` made if missing, and writable, else a ConfigError naming ``setting``."""
+    if path.exists() and not path.is_dir():
+        raise ConfigError(setting, f"{path}: not a directory")
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as e:
