@@ -203,13 +203,13 @@ class Trainer:
         self.stop_signal = 0  # set by request_stop (a signal handler); acted on at the end of a step
         self.stop_agreed = 0  # how many ranks asked to stop, as of the last step
         if config.resume:
-            built = [(g["lr"], g["weight_decay"]) for g in self.optimizer.param_groups]
+            built = [{k: g[k] for k in ("lr", "weight_decay") if k in g} for g in self.optimizer.param_groups]
             self.start_epoch, self.start_step, self.resumed = self.checkpoints.resume(
                 self.model, self.optimizer, self.device, self.embeddings, self.rank, comm.size)
             # Adam's moments and steps are the checkpoint's; its rate and decay this run's (--lr and
             # --weight-decay may change on a resume: the loaded state would silently keep the old ones)
-            for g, (lr, decay) in zip(self.optimizer.param_groups, built):
-                g["lr"], g["weight_decay"] = lr, decay
+            for g, settings in zip(self.optimizer.param_groups, built):
+                g.update(settings)
         # --early-stop's best score, its epoch, and the evaluations since (saved with every checkpoint)
         self.early = dict(self.checkpoints.progress.get("early_stop", {})) if self.checkpoints is not None else {}
         if self.early:
