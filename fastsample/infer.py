@@ -259,7 +259,8 @@ def _plan(args, task, part, model) -> dict:
         raise ConfigError("node_types", f": {output} exist for the target type {target} only (--output "
                           "embeddings writes every type's rows)")
     # a type no relation leads into gets no messages: its rows would be the bias alone, not embeddings
-    unreached = [t for t in types if t in unreached_types(part.meta)]
+    starved = set(unreached_types(part.meta))
+    unreached = [t for t in types if t in starved]
     if unreached and args.node_types not in (None, "all"):
         raise ConfigError("node_types", f": {unreached[0]} is no relation's destination: the model gives its nodes "
                           "no embeddings")

@@ -235,7 +235,8 @@ class Trainer:
         # a partition, or a dataset for one process; bf16 and int8 narrow or quantize the shards
         # into memory themselves, once, for every loader
         self.shard = open_data(c.data, self.comm, c.mode, c.precision)
-        unreached = [t for t in self.task.read_types(self.shard) if t in unreached_types(self.shard.meta)]
+        starved = set(unreached_types(self.shard.meta))
+        unreached = [t for t in self.task.read_types(self.shard) if t in starved]
         if unreached:
             raise ValueError(f"{c.data}: node type {unreached[0]} is no relation's destination, so the model's rows "
                              f"for it get no messages (--task {self.task.name} reads them): give the graph a relation "
