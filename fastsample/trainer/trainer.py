@@ -36,6 +36,7 @@ from fastsample.distributed import average_gradients
 from fastsample.distributed.embedding import ShardedEmbeddings
 from fastsample.data.graph import NODE, describe_types, unreached_types, unwrap_one_type
 from fastsample.loading import Batch, open_data
+from fastsample.trainer.adam import Adam
 from fastsample.nn.models import build_encoder
 from fastsample.sampling import fanout_matrix, layer_key, set_num_threads
 from fastsample.tasks import task_for
@@ -266,7 +267,7 @@ class Trainer:
         self.roofline = Roofline(self.model, self.device)
         self.task.check_model(self.model)
         if optimizer is None:
-            optimizer = torch.optim.Adam(self.model.parameters(), lr=c.lr, weight_decay=c.weight_decay)
+            optimizer = Adam(self.model.parameters(), lr=c.lr, weight_decay=c.weight_decay)  # torch's, started faster
         elif not isinstance(optimizer, torch.optim.Optimizer):
             optimizer = optimizer(self.model.parameters())
         self.optimizer = optimizer
