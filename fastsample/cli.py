@@ -159,12 +159,12 @@ def describe(error: BaseException) -> str:
     return str(error) if isinstance(error, (ValueError, OSError, ErrorText)) else f"{type(error).__name__}: {error}"
 
 
-def agreed(comm, prog: str, build):
+def agreed(comm, prog: str, build, wait_s: float | None = None):
     """``comm.agree.agree`` for a command line: if start-up failed on any rank, rank 0 prints
     that rank's message (one line) and every rank exits 2, so a start-up error never leaves
-    other ranks waiting in a collective. Returns build()'s result."""
+    other ranks waiting in a collective. Returns build()'s result. ``wait_s``: agree's."""
     try:
-        return agree(comm, build)
+        return agree(comm, build) if wait_s is None else agree(comm, build, wait_s)
     except StartupError as e:
         raise SystemExit(startup_failed(prog, comm, e)) from None
 

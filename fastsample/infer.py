@@ -118,6 +118,7 @@ def _infer(args, comm) -> int:
 
     from fastsample import faults
     from fastsample.atomic import AtomicDirectory, as_disk_full, check_space
+    from fastsample.comm.agree import ALIKE_S
     from fastsample.export import orig_ids
     from fastsample.loading.layerwise import check_layerwise, layerwise
     from fastsample.loading.loader import open_share, reduce_features
@@ -192,12 +193,17 @@ def _infer(args, comm) -> int:
     tmp = Path(comm.broadcast_object(str(out.tmp) if out else None))
     # leaving the block removes the temporary directory unless it was committed
     with out if out is not None else contextlib.nullcontext():
+        def compute():
+            h = layerwise(model, part, comm, args.batch_size, progress=cli.progress(args), inputs=inputs,
+                          every_type=plan["every_type"], layers=layers)
+            return h if isinstance(h, dict) else {names[part.target_index]: h}
+
+        # a rank failing in the pass leaves the others in one of its collectives: no long wait for them
+        h = cli.agreed(comm, PROG, compute, wait_s=ALIKE_S)
+
         def write():
             from fastsample import export
 
-            h = layerwise(model, part, comm, args.batch_size, progress=cli.progress(args), inputs=inputs,
-                          every_type=plan["every_type"], layers=layers)
-            h = h if isinstance(h, dict) else {names[part.target_index]: h}
             files = {}
             for t in types:
                 rows_t = h[t] if plan["output"] != "probabilities" else _softmax(h[t])

@@ -9,7 +9,9 @@ first failing rank, where it was (fastsample/phases.py), and carries its excepti
 Start-up work may hold collectives (a link task's seed source counts its edges with the
 other ranks). A rank that fails before one leaves the others inside it, where they cannot
 join the agreement: the failing rank waits WAIT_S for them, then raises a StartupError
-that is ``stranded`` (its command prints the line itself and ends the job).
+that is ``stranded`` (its command prints the line itself and ends the job). Work made of
+collectives (layer-wise inference) passes a short ``wait_s``: a rank failing there leaves
+the others inside one, and waits only for ranks failing alike, at the same point.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ T = TypeVar("T")
 
 
 WAIT_S = 10.0
+ALIKE_S = 1.0  # the wait for ranks failing at the same point of collective work (see above)
 
 
 class StartupError(RuntimeError):
@@ -52,8 +55,9 @@ def _portable(error: Exception) -> Exception:
         return ErrorText(f"{type(error).__name__}: {error}")
 
 
-def agree(comm, build: Callable[[], T]) -> T:
+def agree(comm, build: Callable[[], T], wait_s: float = WAIT_S) -> T:
     """Run ``build()`` on every rank of ``comm`` and agree on the outcome. Collective.
+    ``wait_s``: how long a failing rank waits for the others to join (see the module doc).
 
     Returns:
         build()'s result, where it succeeded on every rank; else raises StartupError (on
@@ -64,7 +68,7 @@ def agree(comm, build: Callable[[], T]) -> T:
         result = build()
     except Exception as e:  # agreed on below
         error, where = _portable(e), phases.where()
-    failed = comm.any_failed(error is not None, WAIT_S if error is not None else None)
+    failed = comm.any_failed(error is not None, wait_s if error is not None else None)
     if failed is None:
         raise StartupError(comm.rank, error, where, stranded=True) from error
     if not failed:
