@@ -75,6 +75,33 @@ def test_resume_compares_configs_and_names_what_differs(tmp_path):
         Checkpoints(tmp_path, other).resume(model, opt)
 
 
+def test_a_step_checkpoint_resumes_at_its_step_only_where_the_epoch_is_the_same_batches(tmp_path):
+    model = GraphSAGE(4, 8, 3, 2, 0.0)
+    opt = torch.optim.Adam(model.parameters())
+    config = TrainConfig(data="d", fanouts=(3, 2), hidden=8, epochs=4, checkpoint_dir=str(tmp_path))
+    Checkpoints(tmp_path, config).save(1, model, opt, step=6, steps_per_epoch=8)  # a job of one process
+    again, path = dataclasses.replace(config, resume=True), tmp_path / "epoch-1.step-6.pt"
+    assert Checkpoints(tmp_path, again).resume(model, opt, num_parts=1, steps_per_epoch=8) == (
+        1, 6, f"resume: from {path}")
+    # two ranks draw other batches; another number of steps is other batches: the next epoch, said
+    assert Checkpoints(tmp_path, again).resume(model, opt, num_parts=2, steps_per_epoch=4) == (
+        2, 0, f"resume: from {path}; saved at step 6 of epoch 1 by 1 rank, and 2 here draw other batches: "
+              "continuing from epoch 2")
+    assert Checkpoints(tmp_path, again).resume(model, opt, num_parts=1, steps_per_epoch=7)[:2] == (2, 0)
+    # an older checkpoint (no step_of) is taken at its word where its step exists here
+    state = torch.load(path, weights_only=False)
+    del state["step_of"]
+    torch.save(state, path)
+    assert Checkpoints(tmp_path, again).resume(model, opt, num_parts=2, steps_per_epoch=7)[:2] == (1, 6)
+    start, step, note = Checkpoints(tmp_path, again).resume(model, opt, num_parts=2, steps_per_epoch=4)
+    assert (start, step) == (2, 0) and note.endswith("saved at step 6 of epoch 1, and an epoch here is 4 steps: "
+                                                     "continuing from epoch 2"), note
+    # the last epoch's: nothing left to train, said as for an epoch's end
+    with pytest.raises(CheckpointError, match=r"epoch-1.step-6.pt saved at step 6 of epoch 1, and an epoch here is 4 "
+                                              r"steps, so it continues from epoch 2; epochs 2 leaves nothing to train"):
+        Checkpoints(tmp_path, dataclasses.replace(again, epochs=2)).resume(model, opt, num_parts=2, steps_per_epoch=4)
+
+
 class CountingSampler:
     """A user's Sampler: delegates, and counts."""
 

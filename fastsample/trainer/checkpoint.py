@@ -246,16 +246,16 @@ class Checkpoints:
             self._hold()  # a finalizer runs once
 
     def save(self, epoch: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer, comm=None,
-             embeddings=None, step: int | None = None) -> Path:
+             embeddings=None, step: int | None = None, steps_per_epoch: int | None = None) -> Path:
         """Write epoch ``epoch``'s checkpoint (rank 0, or a job of one process without comm);
-        with ``step``, one taken inside the epoch that resumes at that step
-        (epoch-E.step-S.pt). Collective over ``comm`` (every rank calls it): with
-        ``embeddings``, each rank first writes its shard, and a rank that failed raises on
-        every rank."""
+        with ``step`` (of the epoch's ``steps_per_epoch``), one taken inside the epoch that
+        resumes at that step (epoch-E.step-S.pt). Collective over ``comm`` (every rank calls
+        it): with ``embeddings``, each rank first writes its shard, and a rank that failed
+        raises on every rank."""
         with phase("checkpoint"):
-            return self._save(epoch, model, optimizer, comm, embeddings, step)
+            return self._save(epoch, model, optimizer, comm, embeddings, step, steps_per_epoch)
 
-    def _save(self, epoch, model, optimizer, comm, embeddings, step) -> Path:
+    def _save(self, epoch, model, optimizer, comm, embeddings, step, steps_per_epoch=None) -> Path:
         rank = comm.rank if comm is not None else 0
         name = f"epoch-{epoch}" if step is None else f"epoch-{epoch}.step-{step}"
         path = self.dir / f"{name}.pt"
@@ -276,7 +276,10 @@ class Checkpoints:
         if rank == 0:
             try:
                 _write(path, {"epoch": epoch, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                              "config": to_dict(self.config), **({} if step is None else {"step": step}), **shards,
+                              "config": to_dict(self.config), **shards,
+                              # where the step sits: the epoch's batches are those of this many ranks
+                              **({} if step is None else {"step": step, "step_of": {
+                                  "ranks": comm.size if comm is not None else 1, "steps_per_epoch": steps_per_epoch}}),
                               "products": matmul.as_saved(matmul.current()),  # how infer computes as this run did
                               **({"progress": self.progress} if self.progress else {})})
             except DiskFull:
@@ -304,10 +307,13 @@ class Checkpoints:
                       key=lambda f: tuple(-x for x in _position(f)))
 
     def resume(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, device="cpu", embeddings=None,
-               rank: int = 0, num_parts: int = 1) -> tuple[int, int, str]:
+               rank: int = 0, num_parts: int = 1, steps_per_epoch: int | None = None) -> tuple[int, int, str]:
         """Load the newest complete checkpoint into model and optimizer (and this rank's
         embedding shard into ``embeddings``); returns (the epoch and the step to start
         from, a line saying which checkpoint it is and which newer ones were skipped, and why).
+        A checkpoint taken inside an epoch by a job whose epoch was other batches (another
+        rank count, another number of steps: ``num_parts``, ``steps_per_epoch`` here) resumes
+        at the next epoch, and the line says so: its step would name other batches.
 
         Complete: epoch-N.pt loads and, with ``embeddings``, each of the job's ``num_parts``
         shards of it loads and is the one epoch-N.pt names. Every rank checks every shard
@@ -348,10 +354,16 @@ class Checkpoints:
         if sharded:
             load_shard(path, embeddings, rank, num_parts, state=shard)
         start, step = (state["epoch"], int(state["step"])) if "step" in state else (state["epoch"] + 1, 0)
+        moved = _other_batches(state, num_parts, steps_per_epoch) if "step" in state else None
+        if moved:
+            start, step = start + 1, 0
         if start >= self.config.epochs:
-            raise CheckpointError(f"resume: {path.name} already ends epoch {state['epoch']}; epochs "
-                                  f"{self.config.epochs} leaves nothing to train (raise it)")
+            ends = f"{moved}, so it continues from epoch {start}" if moved else f"already ends epoch {state['epoch']}"
+            raise CheckpointError(f"resume: {path.name} {ends}; epochs {self.config.epochs} leaves nothing to "
+                                  "train (raise it)")
         note = f"resume: from {path}" + "".join(f"; skipped {file}: {why}" for file, why in skipped)
+        if moved:
+            note += f"; {moved}: continuing from epoch {start}"
         return start, step, note
 
     @staticmethod
@@ -383,3 +395,20 @@ class Checkpoints:
             file, why = bad[0]
             return None, (file, why + (f" (and {len(bad) - 1} more of its shards)" if len(bad) > 1 else ""))
         return (state, mine), None
+
+
+def _other_batches(state: dict, ranks: int, steps_per_epoch: int | None) -> str | None:
+    """Why a checkpoint taken at a step inside an epoch cannot resume at that step here (the
+    epoch's batches here are others: another rank count or number of steps), or None where it
+    can. A checkpoint that does not say (older ones) is taken at its word where its step exists here."""
+    step, was = int(state["step"]), state.get("step_of") or {}
+    if step == 0:  # nothing of the epoch done: it starts whole here
+        return None
+    at = f"saved at step {step} of epoch {state['epoch']}"
+    if was.get("ranks") not in (None, ranks):
+        return f"{at} by {was['ranks']} rank{'s' * (was['ranks'] != 1)}, and {ranks} here draw other batches"
+    if steps_per_epoch is not None and was.get("steps_per_epoch") not in (None, steps_per_epoch):
+        return f"{at} (of {was['steps_per_epoch']}), and an epoch here is {steps_per_epoch} steps"
+    if steps_per_epoch is not None and step >= steps_per_epoch:
+        return f"{at}, and an epoch here is {steps_per_epoch} steps"
+    return None

@@ -206,7 +206,7 @@ class Trainer:
         if config.resume:
             built = [{k: g[k] for k in ("lr", "weight_decay") if k in g} for g in self.optimizer.param_groups]
             self.start_epoch, self.start_step, self.resumed = self.checkpoints.resume(
-                self.model, self.optimizer, self.device, self.embeddings, self.rank, comm.size)
+                self.model, self.optimizer, self.device, self.embeddings, self.rank, comm.size, self.steps_per_epoch)
             # Adam's moments and steps are the checkpoint's; its rate and decay this run's (--lr and
             # --weight-decay may change on a resume: the loaded state would silently keep the old ones)
             for g, settings in zip(self.optimizer.param_groups, built):
@@ -506,7 +506,9 @@ class Trainer:
         c = self.config
         saved = "nothing saved (no --checkpoint-dir)"
         if self.checkpoints is not None and record is not None:
-            saved = f"saved {self.checkpoints.save(epoch, self.model, self.optimizer, self.comm, self.embeddings, step=step)}"
+            path = self.checkpoints.save(epoch, self.model, self.optimizer, self.comm, self.embeddings, step=step,
+                                         steps_per_epoch=self.steps_per_epoch)
+            saved = f"saved {path}"
         elif self.checkpoints is not None:
             saved = f"saved {self.checkpoints.found()[0]}"
         if record is not None and self.rank == 0 and c.log_json:
