@@ -185,13 +185,16 @@ def create_comm(prog: str, backend: str):
     """The job's communicator, or None after one line from the launch's rank 0 (every rank
     fails alike when a backend is not installed, so one message is enough)."""
     from fastsample.comm import create
+    from fastsample.supervisor import segments_made
 
     try:
-        return create(backend)
+        comm = create(backend)
     except CommError as e:
         if launch_rank() == 0:
             print(f"{prog}: error: {describe(e)}", file=sys.stderr, flush=True)
         return None
+    segments_made()  # the MPI library's shared memory, known to the supervisor before anything can kill the rank
+    return comm
 
 
 def progress(args) -> bool:

@@ -48,17 +48,21 @@ if faults.phase is not None and faults.phase not in NAMES:
     raise SystemExit(f"FASTSAMPLE_FAULT: no phase {faults.phase!r} (one of {', '.join(NAMES)})")
 KEYS = tuple(NAMES)
 _CODE = {k: i for i, k in enumerate(KEYS)}
-MAIN, LOADER, EPOCH, STEP, ENDING = 0, 1, 2, 3, 4
+MAIN, LOADER, EPOCH, STEP, ENDING, SEGMENTS = 0, 1, 2, 3, 4, 5  # SEGMENTS: fastsample/supervisor.py's handshake
 _main_thread = threading.main_thread().ident
 
 board = np.zeros(8, dtype=np.int64)  # the supervisor points this at its shared block
 board[EPOCH] = board[STEP] = -1
 
 
+shared = False  # whether a supervisor reads the board (set before it forks the rank)
+
+
 def share(buffer) -> None:
     """Keep the board in ``buffer`` (8 int64 of memory shared with a supervisor)."""
-    global board
+    global board, shared
     board = np.frombuffer(buffer, dtype=np.int64, count=8)
+    shared = True
     reset()
 
 

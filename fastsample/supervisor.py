@@ -19,6 +19,7 @@ import ctypes
 import mmap
 import os
 import signal
+import time
 
 from fastsample import phases
 from fastsample.comm.mpi import release, shared_memory
@@ -59,6 +60,8 @@ def supervised(main, prog: str) -> int:
         pid, status = os.waitpid(child, os.WNOHANG)
         if pid == 0:
             segments |= shared_memory(child)
+            if phases.board[phases.SEGMENTS] == 1:  # the rank's ask (segments_made): answered, read
+                phases.board[phases.SEGMENTS] = 2
             continue
         if status:  # MPI did not finalise: its shared memory would stay in /dev/shm
             release(segments)
@@ -75,6 +78,22 @@ def supervised(main, prog: str) -> int:
         say(f"{prog}: error: rank {launch_rank()}: killed by {name} in {phases.where()}"
             + (f" ({hint})" if hint else ""))
         return 128 + sig
+
+
+def segments_made(wait_s: float = 2.0) -> None:
+    """Called by a rank once its communicator exists: has its supervisor read the shared
+    memory the MPI library just made, before the rank goes on. The supervisor's own look,
+    once a second, misses the segments of a rank killed sooner, and they stay in /dev/shm
+    (a later job whose segment name hashes alike fails to start). Wakes the supervisor with
+    SIGCHLD (its wait takes that as "look at the child") and waits for its answer on the
+    board, at most ``wait_s``; nothing without a supervisor."""
+    if not phases.shared:
+        return
+    phases.board[phases.SEGMENTS] = 1
+    os.kill(os.getppid(), signal.SIGCHLD)
+    deadline = time.monotonic() + wait_s
+    while phases.board[phases.SEGMENTS] != 2 and time.monotonic() < deadline:
+        time.sleep(0.001)
 
 
 def _die_with(parent: int) -> None:
