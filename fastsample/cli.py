@@ -18,7 +18,7 @@ from typing import Any
 
 from fastsample.atomic import AlreadyExists
 from fastsample.comm import CommError
-from fastsample.comm.agree import ErrorText, StartupError, agree
+from fastsample.comm.agree import WAIT_S, ErrorText, StartupError, agree
 from fastsample.options import ConfigError, base_type, field_types, type_name
 from fastsample.launcher import launch_rank, sleep_idle_threads_if_oversubscribed
 
@@ -159,12 +159,12 @@ def describe(error: BaseException) -> str:
     return str(error) if isinstance(error, (ValueError, OSError, ErrorText)) else f"{type(error).__name__}: {error}"
 
 
-def agreed(comm, prog: str, build, wait_s: float | None = None):
+def agreed(comm, prog: str, build, wait_s: float = WAIT_S):
     """``comm.agree.agree`` for a command line: if start-up failed on any rank, rank 0 prints
     that rank's message (one line) and every rank exits 2, so a start-up error never leaves
     other ranks waiting in a collective. Returns build()'s result. ``wait_s``: agree's."""
     try:
-        return agree(comm, build) if wait_s is None else agree(comm, build, wait_s)
+        return agree(comm, build, wait_s)
     except StartupError as e:
         raise SystemExit(startup_failed(prog, comm, e)) from None
 
