@@ -200,6 +200,28 @@ def test_a_resumed_run_trains_at_its_own_learning_rate_and_decay(train_parts, tm
     assert again.optimizer.state  # Adam's moments: the checkpoint's
 
 
+def test_a_resume_on_other_data_is_refused_and_on_the_same_data_partitioned_otherwise_is_not(train_parts, tmp_path):
+    # the model's shapes fit any graph of the same widths: a resume with another --data trained
+    # the rest of the run on it, silently
+    from fastsample.comm.local import LocalCommunicator
+    from fastsample.data.synth import SynthConfig, write_synthetic
+    from fastsample.trainer import CheckpointError, TrainConfig, Trainer
+    from fastsample.trainer.report import Reporter
+
+    first = TrainConfig(data=str(train_parts / "p1"), fanouts=(4, 3), batch_size=40, hidden=16, epochs=1, max_steps=2,
+                        threads=1, eval_every=0, matmul="blas", checkpoint_dir=str(tmp_path), quiet=True)
+    Trainer(first, LocalCommunicator(), reporter=Reporter()).run()
+    # the dataset itself (not its partition): the same data
+    again = dataclasses.replace(first, data=str(train_parts / "g"), epochs=2, resume=True)
+    assert Trainer(again, LocalCommunicator(), reporter=Reporter()).start_epoch == 1
+    # the same widths and classes, other edges
+    write_synthetic(tmp_path / "other", SynthConfig(num_nodes=3000, avg_degree=6, num_classes=4, feature_dim=8,
+                                                    train_frac=0.1, seed=9), progress=False)
+    with pytest.raises(CheckpointError, match=r"epoch-0\.pt: saved training on other data \(num_edges \d+ there, "
+                                              r"\d+ here\): resume on the dataset it trained on"):
+        Trainer(dataclasses.replace(again, data=str(tmp_path / "other")), LocalCommunicator(), reporter=Reporter())
+
+
 @pytest.mark.mpi
 @pytest.mark.slow
 def test_gloo_backend_trains_like_mpi(train_parts, tmp_path):

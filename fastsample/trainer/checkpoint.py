@@ -228,10 +228,13 @@ class Checkpoints:
     Args:
         directory: where they are (created by the caller; see the trainer's start-up checks).
         config: this run's config; resume() compares it with the saved one.
+        dataset: the run's dataset meta (``meta.json``'s, or a partition's ``dataset``): its
+            identity (dataset_identity) is saved, and resume() refuses a checkpoint of another.
     """
 
-    def __init__(self, directory: str | Path, config):
+    def __init__(self, directory: str | Path, config, dataset: dict | None = None):
         self.dir, self.config = Path(directory), config
+        self.dataset = dataset_identity(dataset) if dataset is not None else None
         self.kept: set[str] = set()  # checkpoints pruning leaves (--early-stop's best epoch)
         self.progress: dict = {}  # the run's own state, saved with each checkpoint and read back by resume()
         key = str(self.dir.resolve())
@@ -277,6 +280,7 @@ class Checkpoints:
             try:
                 _write(path, {"epoch": epoch, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
                               "config": to_dict(self.config), **shards,
+                              **({} if self.dataset is None else {"dataset": self.dataset}),
                               # where the step sits: the epoch's batches are those of this many ranks
                               **({} if step is None else {"step": step, "step_of": {
                                   "ranks": comm.size if comm is not None else 1, "steps_per_epoch": steps_per_epoch}}),
@@ -348,6 +352,10 @@ class Checkpoints:
             show = lambda v: ",".join(map(str, v)) if isinstance(v, tuple) else v
             raise CheckpointError(f"{path}: saved with different " + ", ".join(
                 f"{k} ({show(getattr(saved, k))} there, {show(getattr(self.config, k))} here)" for k in differ))
+        other = _other_dataset(state.get("dataset"), self.dataset)
+        if other:
+            raise CheckpointError(f"{path}: saved training on other data ({other}): resume on the dataset it "
+                                  "trained on (a partition of it into any number of parts serves)")
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         self.progress = dict(state.get("progress", {}))
@@ -395,6 +403,28 @@ class Checkpoints:
             file, why = bad[0]
             return None, (file, why + (f" (and {len(bad) - 1} more of its shards)" if len(bad) > 1 else ""))
         return (state, mine), None
+
+
+def dataset_identity(meta: dict) -> dict:
+    """What names a dataset whatever its partition: name, node and edge counts, types, feature
+    widths and classes (from ``meta.json``, or a partition's copy of it). Moved, or partitioned
+    again, a dataset keeps it; another graph (or the same one rebuilt with other nodes or edges) has another."""
+    keys = ("name", "num_nodes", "num_edges", "feature_dim", "num_classes", "node_types", "edge_types", "target_type")
+    identity = {k: meta[k] for k in keys if k in meta}
+    if isinstance(meta.get("features"), dict):  # widths per type (not dtypes: float16 copies are the same data)
+        identity["features"] = {t: f["dim"] if f else None for t, f in meta["features"].items()}
+    return identity
+
+
+def _other_dataset(there: dict | None, here: dict | None) -> str | None:
+    """How the dataset a checkpoint trained on (``there``) differs from this run's (``here``),
+    both dataset_identity()'s, e.g. "num_edges 10556 there, 10000 here"; None where they agree
+    or one is not known (a checkpoint saved before they named their data). Only keys both
+    hold are compared: a partition keeps fewer than the dataset's meta.json."""
+    if there is None or here is None:
+        return None
+    differ = [k for k in here if k in there and there[k] != here[k]]
+    return "; ".join(f"{k} {there[k]!r} there, {here[k]!r} here" for k in differ) or None
 
 
 def _other_batches(state: dict, ranks: int, steps_per_epoch: int | None) -> str | None:

@@ -199,7 +199,8 @@ class Trainer:
             self._open_data()
         self._set_model(model, optimizer)
         self.loss = loss if loss is not None else self.task.default_loss()
-        self.checkpoints = Checkpoints(config.checkpoint_dir, config) if config.checkpoint_dir else None
+        self.checkpoints = (Checkpoints(config.checkpoint_dir, config, self.shard.meta) if config.checkpoint_dir
+                            else None)
         self.start_epoch, self.start_step, self.resumed = 0, 0, None
         self.stop_signal = 0  # set by request_stop (a signal handler); acted on at the end of a step
         self.stop_agreed = 0  # how many ranks asked to stop, as of the last step
