@@ -67,7 +67,12 @@ def check_space(folder, needed: int, what: str = "") -> None:
     long write: it may still run out if something else fills the disk meanwhile)."""
     folder = Path(folder)
     existing = next((p for p in (folder, *folder.parents) if p.exists()), Path("."))  # not made yet
-    if shutil.disk_usage(existing).free < needed:
+    fs = os.statvfs(existing)
+    if fs.f_flag & os.ST_RDONLY:
+        raise NotWritable(folder / what if what else folder, f"{existing} is on a read-only file system")
+    if fs.f_blocks == 0:  # a file system that does not count its space (/proc, some FUSE mounts): writing will tell
+        return
+    if fs.f_bavail * fs.f_frsize < needed:
         raise DiskFull(folder, needed, what)
 
 
@@ -89,6 +94,30 @@ def allocated_memmap(path, dtype, shape) -> np.memmap:
     finally:
         os.close(fd)
     return out
+
+
+class NotWritable(OSError):
+    """The target cannot be made where it is named (a file where a directory goes, a
+    directory this process may not write, a read-only file system)."""
+
+    def __init__(self, path: Path, why: str):
+        super().__init__(errno.EACCES, f"{path}: cannot be written ({why})")
+        self.path, self.why = Path(path), why
+
+    def __str__(self) -> str:
+        return self.strerror
+
+    def __reduce__(self):  # crosses ranks (comm.agree) as itself
+        return NotWritable, (self.path, self.why)
+
+
+def not_writable(path: Path, e: OSError) -> NotWritable:
+    """Why ``path`` could not be made, from the OSError making it (or its lock) raised."""
+    for p in reversed(path.parents):
+        if p.exists() and not p.is_dir():
+            return NotWritable(path, f"{p} is a file, not a directory")
+    where = Path(e.filename).parent if e.filename else path.parent
+    return NotWritable(path, f"{e.strerror or e} in {where}")
 
 
 class AlreadyExists(FileExistsError):
@@ -183,15 +212,24 @@ class AtomicDirectory:
         if self.path.exists() and not overwrite:
             raise AlreadyExists(self.path)
         refuse_to_delete(self.path, inputs)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._lock()
+        except (Busy, DiskFull):
+            raise
+        except OSError as e:
+            if e.errno in _NO_SPACE:
+                raise DiskFull(self.path.parent, what=self.path.name) from None
+            raise not_writable(self.path, e) from None
         for stale in self.path.parent.glob(f".{self.path.name}.tmp-*"):  # a killed writer's: we are the one writer now
             shutil.rmtree(stale, ignore_errors=True)
         self.tmp = self.path.parent / f".{self.path.name}.tmp-{uuid.uuid4().hex[:8]}"
         try:
             self.tmp.mkdir()
-        except BaseException:
+        except BaseException as e:
             self._unlock()
+            if isinstance(e, OSError) and e.errno not in _NO_SPACE:
+                raise not_writable(self.path, e) from None
             raise
         self.committed = False
 

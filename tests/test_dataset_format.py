@@ -108,6 +108,28 @@ def test_overwrite_replaces_a_file_leaving_nothing_beside_it(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["ds"] and (tmp_path / "ds" / "a").is_file()
 
 
+def test_a_target_that_cannot_be_written_is_said_so_naming_it(tmp_path, monkeypatch):
+    # errno's text named a hidden lock file, or a full disk where the place was read-only
+    import os
+
+    from fastsample import atomic
+
+    (tmp_path / "afile").write_text("")
+    with pytest.raises(atomic.NotWritable, match=r"afile/sub/out: cannot be written \(\S+afile is a file, not a "
+                                                 r"directory\)$"):
+        atomic.AtomicDirectory(tmp_path / "afile" / "sub" / "out")
+    with pytest.raises(atomic.NotWritable, match=r"/proc/out: cannot be written \(No such file or directory in "
+                                                 r"/proc\)$"):
+        atomic.check_space("/proc", 1 << 20, "out")  # /proc counts no space: not "no space left"
+        atomic.AtomicDirectory("/proc/out")
+    statvfs = os.statvfs
+    monkeypatch.setattr(os, "statvfs", lambda p: os.statvfs_result(
+        statvfs(p)[:8] + (statvfs(p).f_flag | os.ST_RDONLY,) + statvfs(p)[9:]))
+    with pytest.raises(atomic.NotWritable, match=r"ds: cannot be written \(\S+ is on a read-only file system\)$"):
+        atomic.check_space(tmp_path, 10, "ds")
+    assert list(tmp_path.iterdir()) == [tmp_path / "afile"]
+
+
 def _arrays(n=30, seed=0):
     rng = np.random.default_rng(seed)
     graph = edges_to_csc(rng.integers(0, n, 90), rng.integers(0, n, 90), n, symmetric=True)

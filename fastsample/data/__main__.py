@@ -8,7 +8,7 @@ import sys
 import time
 from dataclasses import replace
 
-from fastsample.atomic import DiskFull
+from fastsample.atomic import DiskFull, NotWritable
 from fastsample import cli
 from fastsample.cli import Parser, fail, report
 from fastsample.data.graph import DatasetError, carried, load_dataset, write_dataset
@@ -398,7 +398,7 @@ def main(argv=None) -> int:
                                       else None, "edges": {k: len(v) for k, v in labelled.edges.items()}}
         if getattr(args, "check", False):
             summary["check"] = check_features(ds)
-    except (DatasetError, ValueError, FileExistsError, FileNotFoundError, DiskFull) as e:
+    except (DatasetError, ValueError, FileExistsError, FileNotFoundError, DiskFull, NotWritable) as e:
         return fail(f"python -m fastsample.data {args.command}", e)
     summary["seconds"] = round(time.perf_counter() - t0, 2)
     text = format_summary(summary) + ("\n" + format_check(summary["check"]) if "check" in summary else "")

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from fastsample import cli
 from fastsample import options as cfg
 from fastsample.choices import PARTITION_METHODS, PARTITION_MODES
-from fastsample.atomic import DiskFull, format_bytes
+from fastsample.atomic import DiskFull, NotWritable, format_bytes
 from fastsample.data.graph import NODE, DatasetError, read_meta
 from fastsample.partition.layout import PartitionError, partition_dataset
 
@@ -101,7 +101,7 @@ def main(argv=None) -> int:
             raise PartitionError(f"--parts must be in 1..{num_nodes} (the node count), got {args.parts}")
         meta = partition_dataset(args.dataset, args.out, args.parts, args.method, args.mode, args.seed,
                                  overwrite=args.overwrite, progress=cli.progress(args))
-    except (DatasetError, PartitionError, ValueError, FileExistsError, DiskFull) as e:
+    except (DatasetError, PartitionError, ValueError, FileExistsError, DiskFull, NotWritable) as e:
         return cli.fail(prog, e)
     return cli.report(meta, format_report(meta), args.json)
 
