@@ -34,6 +34,9 @@ class Export:
     def __init__(self, folder):
         self.folder = Path(folder)
         self.index = json.loads((self.folder / "index.json").read_text())
+        if self.index.get("format", "parquet") != "parquet":  # npy rows carry partition ids, not the user's
+            sys.exit(f"{folder}: an export in {self.index.get('format')}; retrieve reads a Parquet one, keyed by your "
+                     "ids (python -m fastsample.infer ... --format parquet)")
         head = self.index.get("head")
         if head is None or head["kind"] not in ("dot", "distmult", "mlp"):
             sys.exit(f"{folder}: no link scorer (index.json's head: {head}); export a --task link checkpoint")

@@ -20,7 +20,7 @@ import numpy as np
 
 from fastsample.data.graph import NODE
 
-__all__ = ["HEADS", "type_folder", "orig_ids", "dense_ids", "user_ids", "write_rows", "head_arrays"]
+__all__ = ["HEADS", "type_folder", "orig_ids", "dense_ids", "id_maps", "user_ids", "write_rows", "head_arrays"]
 
 # How each head's arrays (head.npz) score a pair of embeddings a, b (the formulas, as the models compute them)
 HEADS = {
@@ -82,6 +82,31 @@ def user_ids(part, partition: Path, node_type: str, rank: int):
         raise FileNotFoundError(f"{file}: missing; the partition of a dataset built from tables carries its id maps "
                                 "(partition it again)")
     return pq.read_table(file, columns=["id"]).column("id").take(pa.array(dense))
+
+
+def id_maps(part, partition: Path) -> None:
+    """Check that each of the partition's id maps (a dataset built from tables) is there and
+    has one id per node of its type: a ValueError naming the file (before hours of inference,
+    not when the rows are written)."""
+    import pyarrow.parquet as pq
+
+    maps = part.layout["dataset"].get("tables", {}).get("id_maps", {})
+    names = list(part.node_type_names)
+    offsets = list(part.layout["dataset"].get("node_type_offset", [0])) + [part.num_nodes]
+    for t, rel in maps.items():
+        file = Path(partition) / rel
+        if not file.is_file():
+            raise ValueError(f"{file}: missing; the partition of a dataset built from tables carries its id maps "
+                             "(partition it again)")
+        try:
+            rows = pq.read_metadata(file).num_rows
+        except Exception as e:  # pyarrow's errors for a file that is not Parquet (or cut short) vary
+            raise ValueError(f"{file}: unreadable ({type(e).__name__}: {e})") from None
+        i = names.index(t) if t in names else None
+        count = offsets[i + 1] - offsets[i] if i is not None else None
+        if count is not None and rows != count:
+            raise ValueError(f"{file}: {rows:,} ids, expected one per {t} node ({count:,}); partition the dataset "
+                             "again")
 
 
 def write_rows(file: Path, ids, rows: np.ndarray, column: str) -> None:

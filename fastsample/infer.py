@@ -65,8 +65,8 @@ class InferConfig:
 
     data: str = cfg.option(help="partition directory the model was trained on (or any partition of the same "
                            "graph, for as many ranks as this job has, where no node type is featureless: learnt "
-                           "embeddings are kept by partition row); for one process, a dataset directory also "
-                           "serves, as for python -m fastsample.train")
+                           "embeddings are kept by partition row; another graph: --other-data); for one process, a "
+                           "dataset directory also serves, as for python -m fastsample.train")
     checkpoint: str = cfg.option(help="a checkpoint file of python -m fastsample.train (CHECKPOINT_DIR/epoch-N.pt)")
     out: str = cfg.option(help="directory to write (atomically)", shared=False)
     batch_size: int = cfg.option(4096, "nodes per rank per batch", check=(lambda v: v > 0, "must be positive"))
@@ -84,6 +84,9 @@ class InferConfig:
     threads: int | None = cfg.option(None, "threads per rank (default: OMP_NUM_THREADS or all cores)", shared=False,
                                      check=(lambda v: v > 0, "must be positive"))
     overwrite: bool = cfg.option(False, "replace an existing --out directory")
+    other_data: bool = cfg.option(False, "apply the checkpoint's model to a graph other than the one it trained on "
+                                  "(inductive inference: the same node and edge types and feature widths, no "
+                                  "featureless type); without it, other data is refused, naming what differs")
     progress: str | None = cfg.option(None, cli.PROGRESS_HELP, choices=("bar", "lines", "none"), shared=False)
     progress_every: float = cfg.option(60.0, cli.PROGRESS_EVERY_HELP, metavar="SECONDS", shared=False,
                                        check=(lambda v: v > 0, "must be positive"))
@@ -119,7 +122,7 @@ def _infer(args, comm) -> int:
     from fastsample import faults
     from fastsample.atomic import AtomicDirectory, as_disk_full, check_space
     from fastsample.comm.agree import ALIKE_S
-    from fastsample.export import orig_ids
+    from fastsample.export import id_maps, orig_ids
     from fastsample.loading.layerwise import check_layerwise, layerwise
     from fastsample.loading.loader import open_share, reduce_features
     from fastsample.nn import matmul
@@ -129,7 +132,7 @@ def _infer(args, comm) -> int:
     from fastsample.sampling import set_num_threads
     from fastsample.tasks import task_for
     from fastsample.trainer import TrainConfig, load_checkpoint
-    from fastsample.trainer.checkpoint import load_shard
+    from fastsample.trainer.checkpoint import dataset_identity, load_shard, model_where_trained, other_dataset
     from fastsample.trainer.trainer import embeddings_for, model_for
 
     t0 = time.perf_counter()
@@ -144,14 +147,19 @@ def _infer(args, comm) -> int:
         vanilla = (data / "partition.json").is_file() and read_partition_meta(data)["mode"] == "vanilla"
         part = open_share(data, comm, "vanilla" if vanilla else "hybrid")
         orig_ids(part, data)  # written beside the rows at the end: checked now, on every rank
+        id_maps(part, data)  # and the user's ids the Parquet files hold
         state = load_checkpoint(Path(args.checkpoint), "cpu")
-        config = from_dict(TrainConfig, state["config"])
+        config = model_where_trained(from_dict(TrainConfig, state["config"]), state, args.checkpoint)
         model = model_for(config, part)
         try:  # first: a checkpoint of another graph's model is said so, not as a shard it lacks
             model.load_state_dict(state["model"])
         except RuntimeError as e:  # torch lists every key: its first line says enough
             raise ValueError(f"{args.checkpoint}: its model ({config.model}, trained on {config.data}) does not fit "
                              f"{args.data}'s types and widths ({str(e).splitlines()[0].rstrip(':')})") from None
+        other = other_dataset(state.get("dataset"), dataset_identity(part.meta))  # it fits: is it its data?
+        if other and not args.other_data:
+            raise ValueError(f"{args.checkpoint}: trained on other data than {args.data} ({other}); pass "
+                             "--other-data to apply its model to this graph (inductive inference)")
         tables = embeddings_for(config, part, comm.rank, comm.size)  # featureless types' rows, as trained
         if tables is not None:
             tokens = state.get("shards")  # which save's shards are this checkpoint's (None: an older checkpoint)
@@ -261,6 +269,9 @@ def _plan(args, task, part, model) -> dict:
         if unknown or not types:
             raise ConfigError("node_types", f": {', '.join(unknown) or repr(args.node_types)}: not a node type (the "
                               f"partition's: {', '.join(names)})")
+        twice = sorted({t for t in types if types.count(t) > 1})
+        if twice:
+            raise ConfigError("node_types", f": {', '.join(twice)} named twice")
     if not every and types != [target]:
         raise ConfigError("node_types", f": {output} exist for the target type {target} only (--output "
                           "embeddings writes every type's rows)")
@@ -277,6 +288,16 @@ def _plan(args, task, part, model) -> dict:
             "left_out": unreached}
 
 
+def _ids_said(fmt: str, tables: bool) -> str:
+    """index.json's "ids": what identifies a row, in this format."""
+    if fmt == "parquet":
+        return "the id column: the user's (the dataset's id maps)" if tables else \
+            "the id column: dense ids within each node type"
+    return "row k of rank R's file: partition id ranges[R][0] + k; orig_ids.npy maps partition ids to the " \
+        "dataset's, a type's dataset ids minus its dataset_offset are its dense ids" + \
+        ("; the dataset's id_maps/TYPE.parquet has the user's id of each dense id (row k: dense id k)" if tables else "")
+
+
 def _softmax(x: np.ndarray) -> np.ndarray:
     e = np.exp(x - x.max(axis=1, keepdims=True))
     return (e / e.sum(axis=1, keepdims=True)).astype(np.float32)
@@ -291,8 +312,7 @@ def _finish(args, part, model, task, plan, rows, files, flat, tmp, model_spec, b
     index = {"num_parts": len(files), "output": plan["output"], "format": args.format, "task": task.name,
              "offsets": [int(o) for o in part.offsets], "dtype": "float32", "orig_ids": "orig_ids.npy",
              "checkpoint": str(args.checkpoint), "partition": str(args.data), "model": model_spec,
-             "architecture": built, "ids": "the user's (id maps)" if "tables" in part.layout["dataset"] else
-             "dense ids within each node type",
+             "architecture": built, "ids": _ids_said(args.format, "tables" in part.layout["dataset"]),
              "node_types": {t: {"folder": "." if flat else type_folder(part, t),
                                 "files": [f[t] for f in files], "ranges": [list(r) for r in rows[t]],
                                 "rows": sum(hi - lo for lo, hi in rows[t]),

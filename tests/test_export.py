@@ -76,8 +76,15 @@ def test_a_link_export_is_keyed_by_the_tables_ids_and_reproduces_the_test_mrr(ta
 
 @pytest.mark.mpi
 def test_node_outputs_and_their_choices(tables_link, tmp_path):
+    import shutil
+
+    import pyarrow.parquet as pq
+
     root = tables_link
     ck = tmp_path / "ck"
+    shutil.copytree(root / "node-2", tmp_path / "short-2")  # an id map cut short (a copy gone wrong)
+    short = tmp_path / "short-2" / "id_maps" / "author.parquet"
+    pq.write_table(pq.read_table(short).slice(0, 5), short)
     runs = [("fastsample.train", ["--data", root / "node-2", "--epochs", "1", "--threads", "1", "--quiet",
                                   "--checkpoint-dir", ck, "--hidden", "16", "--fanouts", "4,4", "--eval-every", "0",
                                   "--batch-size", "64"])]
@@ -87,7 +94,10 @@ def test_node_outputs_and_their_choices(tables_link, tmp_path):
              infer("hidden", "--output", "embeddings", "--format", "parquet"),
              infer("bad1", "--output", "predictions"),
              infer("bad2", "--node-types", "author"),
-             infer("bad3", "--node-types", "nope", "--output", "embeddings")]
+             infer("bad3", "--node-types", "nope", "--output", "embeddings"),
+             infer("bad4", "--node-types", "author,paper,author", "--output", "embeddings"),
+             ("fastsample.infer", ["--data", tmp_path / "short-2", "--checkpoint", ck / "epoch-0.pt", "--out",
+                                   tmp_path / "bad5", "--quiet", "--output", "embeddings"])]
     train, probs, hidden, *bad = run_commands(2, runs, tmp_path / "runs")
     assert train.returncode == 0 and probs.returncode == 0 and hidden.returncode == 0, probs.stderr + hidden.stderr
     p = pq.read_table(tmp_path / "probs" / "paper")
@@ -97,6 +107,9 @@ def test_node_outputs_and_their_choices(tables_link, tmp_path):
     assert sorted(index["node_types"]) == sorted(load_dataset(root / "h").graph.node_types) and index["width"] == 16
     for proc, message in zip(bad, ("--output predictions does not serve --task node",
                                    "--node-types: logits exist for the target type paper only",
-                                   "--node-types: nope: not a node type")):
+                                   "--node-types: nope: not a node type",
+                                   "--node-types: author named twice",
+                                   # before inference, though an npy export writes no user ids: its map is wrong
+                                   f"{short}: 5 ids, expected one per author node")):
         assert proc.returncode == 2 and message in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
-    assert not any((tmp_path / f"bad{i}").exists() for i in (1, 2, 3))
+    assert not any((tmp_path / f"bad{i}").exists() for i in range(1, 6))

@@ -1,6 +1,7 @@
 """Exact layer-wise inference equals a single-process full-graph forward, on 1, 2 and 3 ranks."""
 
 import json
+import re
 import warnings
 
 import numpy as np
@@ -176,6 +177,45 @@ def test_infer_takes_a_dataset_directory_for_one_process_as_train_does(root, tmp
                       "--out", tmp_path / "o", "--quiet")
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "its model (sage, trained on " in proc.stderr \
         and "does not fit" in proc.stderr, proc.stderr
+
+
+def test_other_data_is_inferred_only_when_asked_and_a_relative_model_file_is_found_where_it_trained(root, tmp_path):
+    # a checkpoint fits any graph of the same widths: infer applied it to other data without a
+    # word; and a --model FILE.py given relative to where training ran was looked up from
+    # wherever infer runs
+    import sys
+
+    from helpers import run
+
+    (tmp_path / "trained" / "models").mkdir(parents=True)
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "trained" / "models" / "mine.py").write_text(
+        "from fastsample.nn.sage import GraphSAGE\n\n\ndef build(in_dim, num_classes, config):\n"
+        "    return GraphSAGE(in_dim, config.hidden, num_classes, 2)\n")
+    python = lambda cwd, *args: run([sys.executable, "-m", *args], timeout=300, cwd=tmp_path / cwd)
+    trained = python("trained", "fastsample.train", "--data", root / "g", "--model", "models/mine.py:build",
+                     "--fanouts", "4,4", "--hidden", "16", "--batch-size", "64", "--epochs", "1", "--threads", "1",
+                     "--eval-every", "0", "--checkpoint-dir", tmp_path / "ck", "--quiet")
+    assert trained.returncode == 0, trained.stderr
+    write_synthetic(tmp_path / "other", SynthConfig(num_nodes=300, avg_degree=4, num_classes=DIMS["classes"],
+                                                    feature_dim=DIMS["in_dim"], seed=1), progress=False)
+    infer = lambda out, *flags: python("elsewhere", "fastsample.infer", "--data", tmp_path / "other", "--checkpoint",
+                                       tmp_path / "ck" / "epoch-0.pt", "--out", tmp_path / out, "--quiet", *flags)
+    refused = infer("refused")
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+    assert re.search(r"epoch-0\.pt: trained on other data than \S+other \(name 'synthetic-700' there, "
+                     r"'synthetic-300' here; num_nodes 700 there, 300 here; num_edges \d+ there, \d+ here\); pass "
+                     r"--other-data to apply its model", refused.stderr), refused.stderr
+    assert not (tmp_path / "refused").exists()
+    applied = infer("applied", "--other-data")
+    assert applied.returncode == 0, applied.stderr
+    assert np.load(tmp_path / "applied" / "part-0.npy").shape == (300, DIMS["classes"])
+    assert json.loads((tmp_path / "applied" / "index.json").read_text())["model"] == \
+        f"{tmp_path / 'trained' / 'models' / 'mine.py'}:build"  # the file that ran
+    (tmp_path / "trained" / "models" / "mine.py").unlink()  # in neither place now: said so, naming both
+    gone = infer("gone", "--other-data")
+    assert gone.returncode == 2 and f"its model models/mine.py:build: models/mine.py is not in the working " \
+        f"directory nor in {tmp_path / 'trained'}, where it trained" in gone.stderr, gone.stderr
 
 
 def test_a_damaged_orig_ids_is_named_before_inference(root, tmp_path):

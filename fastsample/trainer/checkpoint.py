@@ -27,6 +27,7 @@ is gone or the process ends, which removes the file.
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import errno
 import os
 import re
@@ -281,6 +282,7 @@ class Checkpoints:
                 _write(path, {"epoch": epoch, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
                               "config": to_dict(self.config), **shards,
                               **({} if self.dataset is None else {"dataset": self.dataset}),
+                              "cwd": os.getcwd(),  # where a relative --model FILE.py is (infer: model_where_trained)
                               # where the step sits: the epoch's batches are those of this many ranks
                               **({} if step is None else {"step": step, "step_of": {
                                   "ranks": comm.size if comm is not None else 1, "steps_per_epoch": steps_per_epoch}}),
@@ -352,7 +354,7 @@ class Checkpoints:
             show = lambda v: ",".join(map(str, v)) if isinstance(v, tuple) else v
             raise CheckpointError(f"{path}: saved with different " + ", ".join(
                 f"{k} ({show(getattr(saved, k))} there, {show(getattr(self.config, k))} here)" for k in differ))
-        other = _other_dataset(state.get("dataset"), self.dataset)
+        other = other_dataset(state.get("dataset"), self.dataset)
         if other:
             raise CheckpointError(f"{path}: saved training on other data ({other}): resume on the dataset it "
                                   "trained on (a partition of it into any number of parts serves)")
@@ -416,7 +418,21 @@ def dataset_identity(meta: dict) -> dict:
     return identity
 
 
-def _other_dataset(there: dict | None, here: dict | None) -> str | None:
+def model_where_trained(config, state: dict, checkpoint) -> object:
+    """``config`` (a checkpoint's) with a user's model file given relative to where the
+    training ran (``state``'s "cwd") made absolute, where it is not found from here; a
+    ValueError naming the checkpoint where it is in neither place."""
+    file, _, name = config.model.rpartition(":")
+    if not file.endswith(".py") or Path(file).is_absolute() or Path(file).is_file():
+        return config
+    trained = state.get("cwd")
+    if trained is not None and (Path(trained) / file).is_file():
+        return dataclasses.replace(config, model=f"{Path(trained) / file}:{name}")
+    raise ValueError(f"{checkpoint}: its model {config.model}: {file} is not in the working directory"
+                     + (f" nor in {trained}, where it trained" if trained is not None else ""))
+
+
+def other_dataset(there: dict | None, here: dict | None) -> str | None:
     """How the dataset a checkpoint trained on (``there``) differs from this run's (``here``),
     both dataset_identity()'s, e.g. "num_edges 10556 there, 10000 here"; None where they agree
     or one is not known (a checkpoint saved before they named their data). Only keys both
