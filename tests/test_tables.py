@@ -144,7 +144,7 @@ BAD = {
                             "items.parquet: column 'price', row 1: nan, not a finite number"),
     "beyond float16": (lambda r, n, e: (_table(r / "items.parquet", iid=[10, 20, 30], price=[[1.0, 7e4]] * 3),
                                         n[1].update(feature_dtype="float16")),
-                       "items.parquet: row 0: a feature value beyond float16's range"),
+                       "items.parquet: column 'price', row 0: a feature value beyond float16's range"),
     "empty lists": (lambda r, n, e: _table(r / "items.parquet", iid=[10, 20, 30],
                                            price=pa.array([[], [], []], pa.list_(pa.float64()))),
                     "items.parquet: column 'price': lists of 0 numbers"),
@@ -160,6 +160,23 @@ BAD = {
     "unsigned past int64": (lambda r, n, e: _table(r / "items.parquet", iid=pa.array([2**64 - 1, 20, 30], pa.uint64()),
                                                    price=[[1.0, 2.0]] * 3),
                             "items.parquet: column 'iid', row 0: id 18446744073709551615 is past 2^63-1"),
+    # arrow's lookup of a name the header holds twice gave the last column, whichever it was
+    "a column twice in a header": (lambda r, n, e: ((r / "buys.csv").write_text("user,item,user\nu1,10,u2\n"),
+                                                    e[0].update(files="buys.csv", labels=[])),
+                                   "buys.csv: column 'user' appears 2 times in its header (relation user:buys:item)"),
+    # read as the first file's format, the other was "unreadable as parquet"
+    "csv and parquet in one table": (lambda r, n, e: ((r / "more.csv").write_text("user,item,fraud\nu2,10,0\n"),
+                                                      e[0].update(files=["buys.parquet", "more.csv"])),
+                                     "more.csv is csv, the table's other files parquet: one format per table"),
+    # squares past float64: every value came out 0
+    "too large to standardize": (lambda r, n, e: _table(r / "users.parquet", uid=["u1", "u2", "u3", "u4"],
+                                                        age=[1e200, 2e200, 3e200, 4e200], country=["fr"] * 4,
+                                                        tags=[""] * 4, segment=["gold"] * 4, split=["train"] * 4),
+                                 "column 'age': values too large to standardize"),
+    "ids not text": (lambda r, n, e: _table(r / "users.parquet", uid=pa.array([b"\xff", b"u2", b"u3", b"u4"]),
+                                            age=[1.0] * 4, country=["fr"] * 4, tags=[""] * 4, segment=["gold"] * 4,
+                                            split=["train"] * 4),
+                     "users.parquet: column 'uid': ids of type binary that are not text"),
 }
 
 
@@ -227,6 +244,44 @@ def test_csv_ids_as_written_empty_cells_unlabelled_and_files_of_one_table_alike(
     assert ds.graph.num_edges == 8  # every edge found, and its reverse
     t = np.asarray(ds.shards["user"])[:, 0]
     assert np.allclose(t, (np.arange(4) - 1.5) / np.arange(4).std(), atol=1e-5), t
+
+
+def test_csv_names_are_read_as_written_and_empty_cells_are_null(tmp_path):
+    # CSV columns of names were type-guessed: codes 01 and 1 one category, class names 01 and 1
+    # one class; an empty id cell made a node of id "", an empty category a category ""
+    (tmp_path / "u.csv").write_text("uid,code,seg\na,01,01\nb,1,1\nc,,002\nd,001,\ne,10,2\n")
+    (tmp_path / "e.csv").write_text("s,d,y\na,b,\na,b,\nb,c,1\nc,c,\nd,e,0\n")
+    (tmp_path / "parts" / "date=1").mkdir(parents=True)  # a Spark output's layout: its files in subfolders
+    (tmp_path / "parts" / "date=1" / "part-0.csv").write_text("s,d,w\ne,a,1\n")
+    (tmp_path / "parts" / "_SUCCESS").write_text("")
+    nodes = [{"node_type": "u", "files": "u.csv", "node_id_col": "uid",
+              "features": [{"feature_col": "code", "transform": "to_categorical", "fill": "none"}],
+              "labels": [{"label_col": "seg", "split_pct": [0.5, 0.5, 0.0]}]}]
+    # unlabelled rows (y empty) may repeat an edge or be a self-loop: only labelled edges must be unique
+    edges = [{"relation": ["u", "to", "u"], "files": "e.csv", "source_id_col": "s", "dest_id_col": "d",
+              "labels": [{"label_col": "y", "split_pct": [1.0, 0.0, 0.0]}]},
+             {"relation": ["u", "likes", "u"], "files": "parts", "source_id_col": "s", "dest_id_col": "d"}]
+    proc = run_module("fastsample.data", "tables", _spec(tmp_path / "spec.json", nodes, edges), tmp_path / "out")
+    assert proc.returncode == 0, proc.stderr
+    ds, meta = load_dataset(tmp_path / "out"), json.loads((tmp_path / "out" / "meta.json").read_text())
+    # categories 001, 01, 1, 10, none (the empty cell, filled): five, in sorted order
+    x = np.asarray(ds.shards["u"])
+    assert x.argmax(1).tolist() == [1, 2, 4, 0, 3] and x.shape[1] == 5
+    assert meta["tables"]["class_names"] == ["002", "01", "1", "2"] and ds.labels.tolist() == [1, 2, 0, -1, 3]
+    # 4 labelled rows at [0.5, 0.5, 0]: 2 and 2, none left out
+    assert (len(ds.train), len(ds.val), len(ds.test)) == (2, 2, 0)
+    assert ds.graph.num_edges == 4  # a->b once, b->c, d->e (the self-loop dropped), and e->a from the subfolder
+    labelled = load_edge_labels(tmp_path / "out", ds.num_nodes, meta["edge_labels"], graph=ds.graph)
+    assert sorted(map(tuple, labelled.edges["train"].tolist())) == [(1, 2), (3, 4)]
+    # class ids written as integers stay class ids
+    (tmp_path / "u.csv").write_text("uid,code,seg\na,01,0\nb,1,1\nc,,10\nd,001,\ne,10,2\n")
+    proc = run_module("fastsample.data", "tables", _spec(tmp_path / "spec.json", nodes, edges), tmp_path / "ints")
+    assert proc.returncode == 0, proc.stderr
+    assert load_dataset(tmp_path / "ints").labels.tolist() == [0, 1, 10, -1, 2]
+    # an empty id cell is a null id
+    (tmp_path / "u.csv").write_text("uid,code,seg\na,01,0\n,1,1\n")
+    proc = run_module("fastsample.data", "tables", _spec(tmp_path / "spec.json", nodes, edges), tmp_path / "null")
+    assert proc.returncode == 2 and "u.csv: column 'uid', row 1: a null node id" in proc.stderr, proc.stderr
 
 
 def test_a_type_no_relation_leads_into_is_refused_where_read_and_left_out_of_embeddings(shop):

@@ -21,12 +21,16 @@ __all__ = ["batches", "one_type", "IdMap", "string_arrays", "fnv1a"]
 BATCH_BYTES = 64 << 20  # a record batch's decoded size, about: wide feature rows come in fewer at once
 
 
-def batches(source: Source, columns: list[str], what: str, ids: tuple = ()):
+def batches(source: Source, columns: list[str], what: str, ids: tuple = (), text: tuple = ()):
     """(file, first row of the batch in that file, {column: pyarrow Array}) for every record
-    batch of ``source``'s files, reading only ``columns``; a missing column is a TableError
-    naming the file, the column and ``what`` wanted it. ``ids``: columns of ids, which a CSV
-    file gives as written (text: "007" stays "007", and every file alike)."""
+    batch of ``source``'s files, reading only ``columns``; a missing column, or one its header
+    names twice, is a TableError naming the file, the column and ``what`` wanted it. ``ids``
+    and ``text``: columns of ids and of names (categories, class names), which a CSV file
+    gives as written (text: "007" stays "007", and every file alike), an empty cell as null."""
     import pyarrow as pa
+    import pyarrow.compute as pc
+
+    as_written = tuple(dict.fromkeys((*ids, *text)))
 
     for file in source.files:
         try:
@@ -45,13 +49,18 @@ def batches(source: Source, columns: list[str], what: str, ids: tuple = ()):
             else:
                 import pyarrow.csv as pcsv
 
-                as_text = pcsv.ConvertOptions(column_types=dict.fromkeys(ids, pa.string()))
+                as_text = pcsv.ConvertOptions(column_types=dict.fromkeys(as_written, pa.string()))
                 stream = pcsv.open_csv(file, parse_options=pcsv.ParseOptions(delimiter=source.separator),
                                        read_options=pcsv.ReadOptions(block_size=64 << 20), convert_options=as_text)
                 _check_columns(file, stream.schema.names, columns, what)
+            empty_is_null = as_written if source.format != "parquet" else ()
             row = 0
             for batch in stream:
-                yield file, row, {c: batch.column(batch.schema.get_field_index(c)) for c in dict.fromkeys(columns)}
+                cols = {c: batch.column(batch.schema.get_field_index(c)) for c in dict.fromkeys(columns)}
+                for c in empty_is_null:  # a CSV's empty cell: no value, as in a number column
+                    if c in cols:
+                        cols[c] = pc.if_else(pc.equal(cols[c], ""), pa.scalar(None, cols[c].type), cols[c])
+                yield file, row, cols
                 row += batch.num_rows
                 del batch
             pa.default_memory_pool().release_unused()  # arrow's pool keeps what it freed otherwise
@@ -87,13 +96,23 @@ def one_type(chunks: list, files: list, column: str) -> list:
                          "type in every file")
     target = {"int": pa.int64(), "float": pa.float64(), "string": pa.large_string()}.get(
         next(iter(kinds), None), present[0][0].type if present else pa.null())
-    return [c.cast(target) for c in chunks]
+    out = []
+    for c, f in zip(chunks, files):
+        try:
+            out.append(c.cast(target))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:  # e.g. uint64 past int64's range beside int64
+            raise TableError(f"{f}: column {column!r}: {c.type} does not convert to the {target} of its other files "
+                             f"({str(e).splitlines()[0]})") from None
+    return out
 
 
 def _check_columns(file, names, columns, what) -> None:
     for c in columns:
         if c not in names:
             raise TableError(f"{file}: no column {c!r} ({what}; its columns: {', '.join(names)})")
+        if names.count(c) > 1:  # which one is meant cannot be told (arrow's lookup gives neither)
+            raise TableError(f"{file}: column {c!r} appears {names.count(c)} times in its header ({what}); name each "
+                             "column once")
 
 
 def string_arrays(values) -> tuple[np.ndarray, np.ndarray]:
@@ -178,7 +197,11 @@ class IdMap:
                                  "2^63-1: give such ids as strings")
             kind, keys, strings = "int", column.to_numpy().astype(np.int64), None
         else:
-            strings = string_arrays(column)
+            try:
+                strings = string_arrays(column)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:  # bytes that are not UTF-8 text, ...
+                raise TableError(f"{where[0][0] if where else '?'}: column {name!r}: ids of type {column.type} that "
+                                 f"are not text ({str(e).splitlines()[0]}): give ids as strings or integers") from None
             kind, keys = "string", fnv1a(*strings)
         order = np.argsort(keys, kind="stable")
         same = np.flatnonzero(keys[order][1:] == keys[order][:-1])

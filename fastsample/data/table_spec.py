@@ -227,8 +227,9 @@ def _source(where: _Where, obj: dict, key: str) -> Source:
     out = []
     for f in files:
         p = Path(f) if Path(f).is_absolute() else where.path.parent / f
-        if p.is_dir():
-            found = sorted(q for q in p.iterdir() if q.suffix in (".parquet", ".csv") and q.is_file())
+        if p.is_dir():  # and its subfolders (Spark's part files under date=.../), not hidden or _ ones (_SUCCESS)
+            found = sorted(q for q in p.rglob("*") if _kind(q) and q.is_file()
+                           and not any(c.startswith((".", "_")) for c in q.relative_to(p).parts))
             if not found:
                 where.fail(f"{key}.files", f"{p}: a folder without .parquet or .csv files")
             out += found
@@ -236,13 +237,25 @@ def _source(where: _Where, obj: dict, key: str) -> Source:
             out.append(p)
         else:
             where.fail(f"{key}.files", f"{p}: no such file or folder")
-    name = fmt.get("name") or ("csv" if out[0].suffix == ".csv" else "parquet")
+    name = fmt.get("name") or _kind(out[0]) or "parquet"
     if name not in FORMATS:
         where.fail(f"{key}.format.name", f"{name!r}, expected parquet or csv")
+    other = next((q for q in out if _kind(q) not in (None, name)), None)
+    if other is not None:  # read as the first one's format, it was "unreadable as parquet"
+        where.fail(f"{key}.files", f"{other} is {_kind(other)}, the table's other files {name}: one format per "
+                                   "table (convert the odd ones, or give them a table of their own)")
     separator = fmt.get("separator", ",")
     if not isinstance(separator, str) or len(separator) != 1:
         where.fail(f"{key}.format.separator", "expected one character")
     return Source(tuple(out), name, separator)
+
+
+def _kind(path: Path) -> str | None:
+    """A file's format by its name: csv (.csv, .csv.gz, ...), parquet (.parquet, .pq), or None."""
+    suffixes = [s.lower() for s in path.suffixes]
+    if suffixes[-1:] in ([".parquet"], [".pq"]):
+        return "parquet"
+    return "csv" if ".csv" in suffixes[-2:] else None
 
 
 def _feature(where: _Where, obj, key: str) -> Feature:

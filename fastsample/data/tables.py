@@ -121,7 +121,8 @@ class _NodePass:
             [label.column] + ([label.split_col] if label.split_col else []) if label else [])
         chunks, where, self.label_chunks, self.split_chunks = [], [], [], []
         with _bar(progress, f"{table.type}: ids and statistics") as bar:
-            for file, row, cols in batches(table.source, columns, f"node type {table.type}", ids=(table.id_col,)):
+            for file, row, cols in batches(table.source, columns, f"node type {table.type}", ids=(table.id_col,),
+                                           text=_names(table)):
                 ids = cols[table.id_col]
                 if ids.null_count:
                     first = int(np.flatnonzero(np.asarray(ids.is_null()))[0])
@@ -139,7 +140,7 @@ class _NodePass:
             t.finish()
         files = [w[0] for w in where]
         if label:  # one type over the files (a CSV file's empty column is of none)
-            self.label_chunks = one_type(self.label_chunks, files, label.column)
+            self.label_chunks = _class_ids(one_type(self.label_chunks, files, label.column), table)
             self.split_chunks = one_type(self.split_chunks, files, label.split_col) if label.split_col else []
         self.where = where
         self.ids = IdMap.build(chunks, where, table.id_col)
@@ -156,14 +157,17 @@ class _NodePass:
 
         def rows():
             with _bar(self.progress, f"{table.type}: features", self.ids.size) as bar:
-                for file, row, cols in batches(table.source, [f.column for f in table.features], table.type):
-                    with np.errstate(over="ignore"):  # found below, by row
-                        block = np.hstack([t.apply(cols[f.column], (file, row))
-                                           for f, t in zip(table.features, self.transforms)]).astype(dtype)
-                    bad = np.flatnonzero(~np.isfinite(block).all(1))
+                for file, row, cols in batches(table.source, [f.column for f in table.features], table.type,
+                                               text=_names(table)):
+                    parts = [t.apply(cols[f.column], (file, row)) for f, t in zip(table.features, self.transforms)]
+                    with np.errstate(over="ignore"):  # found below, by row and column
+                        block = np.hstack(parts).astype(dtype)
+                    bad = np.argwhere(~np.isfinite(block))
                     if len(bad):
-                        raise TableError(f"{file}: row {row + bad[0]}: a feature value beyond {dtype.name}'s "
-                                         f"range (feature_dtype {dtype.name})")
+                        feature = table.features[int(np.searchsorted(np.cumsum([p.shape[1] for p in parts]),
+                                                                     bad[0][1], side="right"))]
+                        raise TableError(f"{file}: column {feature.column!r}, row {row + bad[0][0]}: a feature value "
+                                         f"beyond {dtype.name}'s range (feature_dtype {dtype.name})")
                     yield block
                     bar.update(len(block))
 
@@ -196,6 +200,34 @@ class _NodePass:
         return file
 
 
+CATEGORICAL = ("to_categorical", "hash", "bag")  # transforms whose values are names, not numbers
+
+
+def _names(table) -> tuple:
+    """A table's columns of names, which a CSV file gives as written: its categorical features
+    and class labels (a CSV reader's guess would read 01 and 1 as one number)."""
+    names = [f.column for f in getattr(table, "features", ()) if f.transform in CATEGORICAL]
+    if table.label is not None and table.label.task != "regression":
+        names.append(table.label.column)
+    return tuple(names)
+
+
+def _class_ids(chunks: list, table) -> list:
+    """A CSV file's class labels (read as text) as class ids where every one is an integer as
+    an integer is written (0, 7, -1; not 07 or 7.0), as before; else as they are: names."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if table.source.format == "parquet" or table.label.task == "regression" or not chunks:
+        return chunks
+    if not all(pa.types.is_string(c.type) or pa.types.is_large_string(c.type) or pa.types.is_null(c.type)
+               for c in chunks):
+        return chunks
+    integers = all(pc.all(pc.match_substring_regex(c, r"^-?(0|[1-9][0-9]{0,17})$")).as_py() in (True, None)
+                   for c in chunks)
+    return [c.cast(pa.int64()) for c in chunks] if integers else chunks
+
+
 def _unlabelled(values) -> np.ndarray:
     return np.asarray(values.is_null()) if len(values) else np.zeros(0, bool)
 
@@ -213,11 +245,13 @@ def _encode_labels(label: Label, chunks: list, at) -> tuple:
         if not (pa.types.is_integer(values.type) or pa.types.is_floating(values.type)):
             raise TableError(f"{file}: column {label.column!r}: type {values.type}, but a regression label takes "
                              "numbers")
-        y = values.to_numpy(zero_copy_only=False).astype(np.float32)
+        with np.errstate(over="ignore"):  # found below, by row
+            y = values.to_numpy(zero_copy_only=False).astype(np.float32)
         y[missing] = np.nan
         bad = np.flatnonzero(np.isinf(y))
         if len(bad):
-            raise TableError(f"{at(bad[0])}, column {label.column!r}: an infinite label")
+            raise TableError(f"{at(bad[0])}, column {label.column!r}: a label that is infinite or beyond float32's "
+                             "range")
         return y, 0, None
     if pa.types.is_integer(values.type):
         y = values.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
@@ -250,7 +284,8 @@ def _split_rows(label: Label, labels: np.ndarray, chunks: list, at) -> dict:
     if label.split_pct is not None:
         rows = np.flatnonzero(labelled)
         rows = rows[np.random.default_rng(label.seed).permutation(len(rows))]
-        bounds = np.cumsum([0] + [round(p * len(rows)) for p in label.split_pct])
+        # rounded where the fractions add up to, not each alone: [0.5, 0.5, 0] of 5 rows is 2 + 3, no row left out
+        bounds = np.floor(np.cumsum([0.0, *label.split_pct]) * len(rows) + 0.5).astype(np.int64)
         bounds = np.minimum(bounds, len(rows))
         return {s: rows[bounds[i]:bounds[i + 1]] for i, s in enumerate(SPLITS)}
     values = pa.chunked_array(chunks).combine_chunks().cast(pa.large_string())
@@ -330,7 +365,7 @@ class _EdgePass:
                 [label.column] + ([label.split_col] if label.split_col else []) if label else [])
             with _bar(self.progress, f"{':'.join(table.relation)}: edges") as bar:
                 for file, row, cols in batches(table.source, columns, f"relation {':'.join(table.relation)}",
-                                               ids=(table.src_col, table.dst_col)):
+                                               ids=(table.src_col, table.dst_col), text=_names(table)):
                     src = self._lookup(s, cols[table.src_col], file, row, table.src_col, table.source.format)
                     dst = self._lookup(d, cols[table.dst_col], file, row, table.dst_col, table.source.format)
                     bad = (src < 0) | (dst < 0)
@@ -397,7 +432,7 @@ class _EdgePass:
             raise TableError(f"relation {':'.join(table.relation)}: its labelled table has no edges")
         src, dst = np.concatenate(self.kept["src"]), np.concatenate(self.kept["dst"])
         files = [w[0] for w in self.kept["where"]]
-        self.kept["label"] = one_type(self.kept["label"], files, label.column)
+        self.kept["label"] = _class_ids(one_type(self.kept["label"], files, label.column), table)
         if label.split_col:
             self.kept["split"] = one_type(self.kept["split"], files, label.split_col)
         # the kept rows' places in their files, for messages
@@ -405,16 +440,17 @@ class _EdgePass:
         batch = np.repeat(np.arange(len(self.kept["where"])), [len(k) for _, _, k in self.kept["where"]])
         at = lambda i: f"{self.kept['where'][batch[i]][0]}: row {origin[i]}"
         labels, classes, names = _encode_labels(label, self.kept["label"], at)
-        loops = np.flatnonzero(src == dst)
+        labelled = np.flatnonzero(~np.isnan(labels) if labels.dtype.kind == "f" else labels >= 0)  # unlabelled: as edges
+        loops = labelled[src[labelled] == dst[labelled]]
         if len(loops):
             raise TableError(f"{at(loops[0])}: a labelled self-loop ({len(loops):,} in all); the graph stores none")
         n = int(self.offsets[-1])
         # an undirected relation's (u, v) and (v, u) are one edge: one label, in one split
-        keys = np.minimum(src, dst) * n + np.maximum(src, dst) if table.undirected else src * n + dst
+        keys = (np.minimum(src, dst) * n + np.maximum(src, dst) if table.undirected else src * n + dst)[labelled]
         order = np.argsort(keys, kind="stable")
         twice = np.flatnonzero(keys[order][1:] == keys[order][:-1])
         if len(twice):
-            a, b = sorted((int(order[twice[0]]), int(order[twice[0] + 1])))
+            a, b = sorted((int(labelled[order[twice[0]]]), int(labelled[order[twice[0] + 1]])))
             raise TableError(f"{at(b)}: the edge is labelled twice (first at {at(a)}"
                              f"{'; undirected: either way round' if table.undirected else ''}); a labelled edge must "
                              "be unique")

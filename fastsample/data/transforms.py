@@ -110,15 +110,20 @@ class Numbers(_Transform):
             # every digit of a spread small beside the values (timestamps, ids: 1e10 + k)
             x = x.astype(np.float64)
             n, m, mean = getattr(self, "n", 0), len(x), x.mean(0)
-            m2 = ((x - mean) ** 2).sum(0)
+            with np.errstate(over="ignore"):  # an overflow is refused in finish, by column
+                m2 = ((x - mean) ** 2).sum(0)
             if n:
                 delta = mean - self.mean
-                mean, m2 = self.mean + delta * m / (n + m), self.m2 + m2 + delta ** 2 * n * m / (n + m)
+                with np.errstate(over="ignore"):
+                    mean, m2 = self.mean + delta * m / (n + m), self.m2 + m2 + delta ** 2 * n * m / (n + m)
             self.n, self.mean, self.m2 = n + m, mean, m2
 
     def finish(self) -> None:
         if self.feature.transform == "standardize" and getattr(self, "n", 0):
             std = np.sqrt(self.m2 / self.n)
+            if not np.isfinite(std).all():  # 1e200's squares: every value would come out 0
+                raise TableError(f"column {self.feature.column!r}: values too large to standardize (their spread "
+                                 "overflows float64); scale them first")
             self.scale = np.where(std > 0, 1 / np.where(std > 0, std, 1), 0)
 
     def apply(self, values, at) -> np.ndarray:
