@@ -65,19 +65,39 @@ def supervised(main, prog: str) -> int:
             continue
         if status:  # MPI did not finalise: its shared memory would stay in /dev/shm
             release(segments)
+        before_mpi = status and not segments and phases.board[phases.SEGMENTS] == 0
         if os.WIFEXITED(status):
-            return os.WEXITSTATUS(status)
-        sig = os.WTERMSIG(status)
-        if phases.board[phases.ENDING]:  # it had said why and was ending the job: its abort or the launcher killed it
-            return 128 + sig
-        try:
-            name = signal.Signals(sig).name
-        except ValueError:
-            name = f"signal {sig}"
-        hint = _HINTS.get(sig)
-        say(f"{prog}: error: rank {launch_rank()}: killed by {name} in {phases.where()}"
-            + (f" ({hint})" if hint else ""))
-        return 128 + sig
+            code = os.WEXITSTATUS(status)
+        else:
+            sig = os.WTERMSIG(status)
+            code = 128 + sig
+            if not phases.board[phases.ENDING]:  # else it had said why and was ending the job
+                try:
+                    name = signal.Signals(sig).name
+                except ValueError:
+                    name = f"signal {sig}"
+                hint = _HINTS.get(sig)
+                say(f"{prog}: error: rank {launch_rank()}: killed by {name} in {phases.where()}"
+                    + (f" ({hint})" if hint else ""))
+        if before_mpi:
+            _abort_in_its_place(code)
+        return code
+
+
+def _abort_in_its_place(code: int) -> None:
+    """The rank failed before MPI started (killed as it imported, an error one node alone
+    has): MPICH's launcher, and srun, then wait for it forever, the other ranks held in
+    MPI_Init. This process, which the launcher started, starts MPI in its place and aborts
+    the job (where every rank failed alike, all do, and it ends at once as it did). MPI's own
+    abort banner is not printed: the rank's line said what happened."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
+        from mpi4py import MPI
+
+        release(shared_memory(os.getpid()))  # what MPI_Init just made here: nobody would remove it
+        MPI.COMM_WORLD.Abort(code)
+    except Exception:  # no MPI here (another launcher): the launcher ends the job as before
+        pass
 
 
 def segments_made(wait_s: float = 2.0) -> None:

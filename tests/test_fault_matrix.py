@@ -158,6 +158,10 @@ def test_every_phase_and_kind_ends_the_job_with_one_line_and_resumes_bitwise(dat
         check_line(lines, err, phase, rank, kind)
         kept = complete(ck)
         assert kept, name
+        orphans = [n for n in kept if ".embed-" in n and f"{n.split('.embed-')[0]}.pt" not in kept]
+        # a save that failed on a full disk took its shards with it (a rank killed, or raising
+        # out of it, leaves the others' shards to the next save's pruning: checked after the resume)
+        assert kind != "diskfull" or not orphans, (name, orphans)
         if log.exists():  # every line whole
             epochs = [r["epoch"] for r in read_records(log)]
             assert epochs == list(range(len(epochs)))
@@ -175,6 +179,9 @@ def test_every_phase_and_kind_ends_the_job_with_one_line_and_resumes_bitwise(dat
         for name, (_, expected) in runs.items():
             assert steps(got[name]) == steps(expected), name
             assert not [f.name for f in (tmp_path / name).iterdir() if f.name.startswith(".")], name
+            # a killed rank's save left shards no epoch-N.pt names: the next save removed them
+            files = {f.name for f in (tmp_path / name).iterdir()}
+            assert not [f for f in files if ".embed-" in f and f"{f.split('.embed-')[0]}.pt" not in files], name
     print(f"fault matrix: {len(done)} cells on 2 ranks in {matrix_s:.0f} s ({CONCURRENT} at a time), resumes in "
           f"{time.time() - t0 - matrix_s:.0f} s")
 
@@ -268,3 +275,30 @@ raise SystemExit(supervised(main, "python -m fastsample.train"))
         assert not segment.exists()
     finally:
         segment.unlink(missing_ok=True)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("how", ["killed", "exits"])
+def test_a_rank_that_fails_before_mpi_starts_ends_the_job(how):
+    # MPICH's launcher (and srun) wait forever for a rank that ends before MPI_Init, the others
+    # held in MPI_Init: killed as it imported (the helper's kill -9 half a second in), or an error
+    # only one node has (a broken install). Its supervisor now starts MPI in its place and aborts.
+    code = f"""
+import os, sys
+from fastsample.supervisor import supervised
+def main():
+    if os.environ["PMI_RANK"] == "1":
+        {"os.kill(os.getpid(), 9)" if how == "killed" else "print('rank 1: cannot import', file=sys.stderr); return 3"}
+    from mpi4py import MPI
+    MPI.COMM_WORLD.Barrier()
+    return 0
+raise SystemExit(supervised(main, "python -m fastsample.train"))
+"""
+    before = mpi_segments()
+    t0 = time.monotonic()
+    proc = mpiexec(2, "-c", code, timeout=60)
+    assert time.monotonic() - t0 < 20, proc.stderr
+    assert proc.returncode == (137 if how == "killed" else 3), proc.stdout + proc.stderr
+    said = "rank 1: killed by SIGKILL in start-up" if how == "killed" else "rank 1: cannot import"
+    assert said in proc.stderr and "Abort(" not in proc.stderr, proc.stderr
+    assert not left_behind(before)

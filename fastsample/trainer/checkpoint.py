@@ -274,6 +274,8 @@ class Checkpoints:
             gathered = comm.allgather_object((error, token)) if comm is not None else [(error, token)]
             failed = [r for r, (e, _) in enumerate(gathered) if e]
             if failed:
+                if error is None:  # an epoch-N.pt will not name it: nothing would ever remove it
+                    shard_path(path, rank, comm.size if comm is not None else 1).unlink(missing_ok=True)
                 raise ShardsNotSaved(failed[0], f"saving epoch {epoch}'s embedding shards failed: "
                                                 f"{gathered[failed[0]][0]}")
             shards = {"shards": [t for _, t in gathered]}
@@ -288,15 +290,23 @@ class Checkpoints:
                                   "ranks": comm.size if comm is not None else 1, "steps_per_epoch": steps_per_epoch}}),
                               "products": matmul.as_saved(matmul.current()),  # how infer computes as this run did
                               **({"progress": self.progress} if self.progress else {})})
-            except DiskFull:
-                self.release()  # the job ends here (the command line aborts it): no lock file left behind
+            except BaseException as e:
+                parts = comm.size if comm is not None else 1
+                for r in range(parts if shards else 0):  # the set's shards, which no epoch-N.pt names
+                    shard_path(path, r, parts).unlink(missing_ok=True)
+                if isinstance(e, DiskFull):
+                    self.release()  # the job ends here (the command line aborts it): no lock file left behind
                 raise
             self._prune()
         return path
 
     def _prune(self) -> None:
         """Remove all but the newest keep_checkpoints checkpoints (with their embedding
-        shards); called once the newest is complete."""
+        shards), and shards whose epoch-N.pt is not there (a save a killed rank cut short:
+        no set names them); called once the newest is complete."""
+        for shard in self.dir.glob("epoch-*.embed-*-of-*.pt"):
+            if not (self.dir / f"{shard.name.split('.embed-')[0]}.pt").exists():
+                shard.unlink(missing_ok=True)
         keep = getattr(self.config, "keep_checkpoints", 0)
         if not keep:
             return
