@@ -78,3 +78,24 @@ def test_tensorboard_events_hold_the_logs_step_losses(two_logs):
     assert [s for s, _ in per_epoch["val/acc"]] == [0, 1]
     assert [v for _, v in per_epoch["val/acc"]] == pytest.approx([r.metrics["val_acc"] for r in run.records])
     assert {"train/loss", "train/acc", "test/acc", "time/epoch", "time/gather", "comm/sent_MiB"} <= set(per_epoch)
+
+
+def test_tensorboard_drops_what_a_stopped_run_logged_past_the_resume_point(tmp_path):
+    # the first run wrote no session start, so TensorBoard kept both curves over steps 5..9
+    from tensorboard.backend.event_processing.plugin_event_accumulator import EventAccumulator  # the UI's reader
+    from tensorboard.util import tensor_util
+
+    from fastsample.trainer.report import TensorBoardReporter
+
+    first = TensorBoardReporter(str(tmp_path), "run")
+    for s in range(10):
+        first.step(0, s, 10, 1.0 + s)
+    first.writer.close()
+    resumed = TensorBoardReporter(str(tmp_path), "run", first_step=5)  # its checkpoint: step 5
+    for s in range(5, 10):
+        resumed.step(0, s, 10, 100.0 + s)
+    resumed.writer.close()
+    events = EventAccumulator(str(tmp_path / "run"), size_guidance={"tensors": 0})
+    events.Reload()
+    got = [(e.step, tensor_util.make_ndarray(e.tensor_proto).item()) for e in events.Tensors("train/loss_step")]
+    assert got == [(s, 1.0 + s) for s in range(5)] + [(s, 100.0 + s) for s in range(5, 10)]

@@ -151,7 +151,9 @@ class TensorBoardReporter(Reporter):
         if self.writer is None:  # made on the first report: rank 0's alone
             from torch.utils.tensorboard import SummaryWriter
 
-            self.writer = SummaryWriter(self.path, purge_step=self.first_step or None)
+            # purge_step on the first run too: its session-start event is what a resume's restart is
+            # told from (without it TensorBoard kept the stopped run's steps past the resume point)
+            self.writer = SummaryWriter(self.path, purge_step=self.first_step)
         return self.writer
 
     def started(self, description: str) -> None:
