@@ -43,6 +43,7 @@ NAMES = {
     "evaluation": "evaluation",
     "layerwise": "layer-wise inference",
     "output": "writing the output",
+    "done": "the job's end, its work done",
 }
 if faults.phase is not None and faults.phase not in NAMES:
     raise SystemExit(f"FASTSAMPLE_FAULT: no phase {faults.phase!r} (one of {', '.join(NAMES)})")
@@ -115,6 +116,12 @@ def position(epoch: int, step: int) -> None:
         slowest_step = max(slowest_step, now - _last[1])
     _last = (epoch, now)
     board[EPOCH], board[STEP] = epoch, step
+
+
+def done() -> None:
+    """This rank's work is done (what follows is the job's end: MPI's finalize): no phase, no
+    step, where a kill is reported."""
+    board[MAIN], board[EPOCH], board[STEP] = _CODE["done"], -1, -1
 
 
 def ending() -> None:

@@ -78,8 +78,10 @@ def _train(config: TrainConfig, comm) -> int:
     # finish the step on every rank, save where to resume, exit PREEMPTED
     for signum in (signal.SIGTERM, signal.SIGUSR1):
         signal.signal(signum, lambda s, _: trainer.request_stop(s))
+    intact = "; the checkpoints before it are intact" if config.checkpoint_dir else ""
     try:
         trainer.run()
+        phases.done()
     except NonFiniteLoss as e:  # every rank raises it at the same step: no abort needed
         if comm.rank == 0:
             print(f"{PROG}: error: {e}", file=sys.stderr, flush=True)
@@ -94,14 +96,13 @@ def _train(config: TrainConfig, comm) -> int:
         return TARGET_MISSED
     except ShardsNotSaved as e:  # likewise: named by the rank that failed
         if comm.rank == 0:
-            print(f"{PROG}: error: rank {e.rank}, in {where()}: {e}; the checkpoints before it are intact",
-                  file=sys.stderr, flush=True)
+            print(f"{PROG}: error: rank {e.rank}, in {where()}: {e}{intact}", file=sys.stderr, flush=True)
         return 1
     except Exception as e:
         # A rank that fails mid-run would leave the others blocked in a collective: one line
         # naming it, where it was and why (a bug's traceback before it), then end the whole job.
         if isinstance(e, DiskFull):  # a file that did not fit: nothing half-written, the checkpoints before it stand
-            why = f"{e}; the checkpoints before it are intact"
+            why = f"{e}{intact}"
         else:
             sys.stderr.write(traceback.format_exc())
             why = cli.describe(e)

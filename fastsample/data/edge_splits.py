@@ -86,11 +86,15 @@ def load_edge_split(folder, num_nodes: int, meta: dict, graph: CSCGraph | None =
             raise DatasetError(f"{folder / (name + '.npy')}: node ids span [{int(arr.min())}, {int(arr.max())}], "
                                f"outside 0..{num_nodes - 1}")
         arrays[name] = arr
+    k = meta.get("negatives")  # what the MRR is over: another K is another measure, not a number to compare
     for split in ("val", "test"):
         neg = arrays[f"{split}_neg"]
-        if len(neg) != len(arrays[split]) or (len(neg) and neg.shape[1] < 1):
+        if len(neg) != len(arrays[split]) or (len(neg) and neg.shape[1] < 1) or \
+                (k is not None and len(neg) and neg.shape[1] != k):
             raise DatasetError(f"{folder / (split + '_neg.npy')}: shape {neg.shape}, expected ({len(arrays[split])}, "
-                               f"K): K negatives for each of {split}.npy's {len(arrays[split])} edges")
+                               f"{'K' if k is None else k}): {'K' if k is None else k} negatives for each of "
+                               f"{split}.npy's {len(arrays[split])} edges" + ("" if k is None else
+                                                                             f" (meta.json's negatives: {k})"))
     split = EdgeSplit(**arrays, undirected=bool(meta.get("undirected", False)), meta=dict(meta))
     if graph is not None:
         check_types(split, graph, folder)

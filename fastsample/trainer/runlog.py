@@ -137,7 +137,10 @@ def append_line(path: str | Path, obj: dict | str) -> None:
             faults.written(path)
             f.write(line[len(line) // 2:])
         except OSError as e:
-            f.truncate(size)
+            try:
+                f.truncate(size)
+            except OSError:  # not a file that truncates (/dev/full): nothing of it to keep whole
+                pass
             if e.errno in (errno.ENOSPC, errno.EDQUOT):
                 raise DiskFull(Path(path).parent, what=f"{Path(path).name} (its last line was not written)") from None
             raise
