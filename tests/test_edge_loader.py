@@ -57,6 +57,9 @@ def test_bad_edge_splits_are_one_clear_error(linked, tmp_path):
             ("test.npy", lambda s: np.concatenate([[[0, 10**6]], s.test[1:]]), "outside 0..1499"),
             ("test.npy", lambda s: np.concatenate([s.train[:1], s.test[1:]]), "held-out edges are also in train.npy"),
             ("val_neg.npy", lambda s: s.val_neg[:-1], "expected ("),
+            # another K than meta.json's: the MRR would be over other candidates, silently
+            ("test_neg.npy", lambda s: s.test_neg[:, :10], "10), expected (524, 20): 20 negatives for each of "
+                                                           "test.npy's 524 edges (meta.json's negatives: 20)"),
             ("train.npy", lambda s: s.train[:, :1], "expected (edges, 2)"))):
         bad = tmp_path / f"bad{case}"
         shutil.copytree(linked / "l", bad)
