@@ -10,6 +10,7 @@ PHASE is a key of fastsample.phases.NAMES; KIND one of
     kill      SIGKILL to the rank itself (as kill -9, or the out-of-memory killer)
     stall     SIGSTOP to the rank itself (a rank that stops answering: the watchdog's case)
     diskfull  the phase's next file write fails with ENOSPC, partway (writers call written())
+    term      SIGTERM to the rank itself (a preemption arriving then)
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import os
 import signal
 import time
 
-KINDS = ("raise", "kill", "stall", "diskfull")
+KINDS = ("raise", "kill", "stall", "diskfull", "term")
 
 
 class InjectedFault(RuntimeError):
@@ -74,6 +75,8 @@ def reached(key: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
     if kind == "stall":
         os.kill(os.getpid(), signal.SIGSTOP)
+    if kind == "term":
+        os.kill(os.getpid(), signal.SIGTERM)
     if kind == "diskfull":
         _disk_full = True
 

@@ -44,7 +44,22 @@ def parse_args(argv=None) -> TrainConfig:
     return config
 
 
+_PREEMPT = (signal.SIGTERM, signal.SIGUSR1)  # scancel, a time limit, mpiexec's forwarding; Slurm's --signal
+
+
 def main(argv=None) -> int:
+    # a preemption during start-up (loading a large graph takes minutes) is kept, and acted on
+    # at the first step (it used to kill the rank: exit 143, which train.sbatch does not requeue)
+    early: list[int] = []
+    before = {s: signal.signal(s, lambda s, _: early.append(s)) for s in _PREEMPT}
+    try:
+        return _main(argv, early)
+    finally:
+        for s, handler in before.items():  # a test calls main() again in this process
+            signal.signal(s, handler)
+
+
+def _main(argv, early: list) -> int:
     config = parse_args(argv)
     from fastsample.allocator import retain_freed_memory
     from fastsample.comm.watchdog import watched
@@ -60,10 +75,10 @@ def main(argv=None) -> int:
         comm = ModeledNetwork(comm, *config.net_model)
     phases.reset()
     with watched(comm, config.stall_timeout, PROG) as comm:
-        return _train(config, comm)
+        return _train(config, comm, early)
 
 
-def _train(config: TrainConfig, comm) -> int:
+def _train(config: TrainConfig, comm, early: list = ()) -> int:
     from fastsample.atomic import DiskFull
     from fastsample.comm.agree import StartupError
     from fastsample.phases import blame, where
@@ -74,10 +89,11 @@ def _train(config: TrainConfig, comm) -> int:
         trainer = startup(config, comm)
     except StartupError as e:
         return cli.startup_failed(PROG, comm, e)
-    # SIGTERM (scancel, a time limit, mpiexec's forwarding) and SIGUSR1 (Slurm's --signal):
-    # finish the step on every rank, save where to resume, exit PREEMPTED
-    for signum in (signal.SIGTERM, signal.SIGUSR1):
+    # SIGTERM and SIGUSR1: finish the step on every rank, save where to resume, exit PREEMPTED
+    for signum in _PREEMPT:
         signal.signal(signum, lambda s, _: trainer.request_stop(s))
+    if early:  # one came during start-up
+        trainer.request_stop(early[0])
     intact = "; the checkpoints before it are intact" if config.checkpoint_dir else ""
     try:
         trainer.run()

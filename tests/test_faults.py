@@ -360,6 +360,27 @@ def same_state(a, b) -> bool:
 
 
 @pytest.mark.mpi
+def test_a_preemption_during_start_up_stops_at_the_first_step_and_resumes_bitwise(longer, uninterrupted, tmp_path):
+    # SIGTERM while the data loads killed the rank (exit 143, "killed by SIGTERM in start-up"),
+    # which train.sbatch does not requeue: the job was lost. It is now kept, and acted on as any
+    # preemption: the first step done, a checkpoint there, exit 75.
+    import os
+
+    args = sigterm_args("hybrid", "0")
+    ck, log = tmp_path / "ck", tmp_path / "a.jsonl"
+    env = {**os.environ, "FASTSAMPLE_FAULT": "read:1:term"}  # on rank 1 as it reads the data
+    proc = mpiexec(2, "-m", "fastsample.train", "--data", longer, *args, "--checkpoint-dir", ck, "--log-json", log,
+                   env=env, timeout=120)
+    assert proc.returncode == 75, proc.stderr
+    assert "stopped by a signal to another rank" in proc.stderr, proc.stderr
+    first = read_records(log)
+    assert sum(r["steps"] for r in first) == 1
+    resumed = train_records(longer, 2, log, *args, "--checkpoint-dir", ck, "--resume")[len(first):]
+    steps = lambda records: [x for r in records for x in r["step_losses"]]
+    assert steps(first + resumed) == steps(uninterrupted[("hybrid", "0", ())])
+
+
+@pytest.mark.mpi
 @pytest.mark.parametrize("task", ["node", "link"])
 def test_sigterm_on_typed_data_resumes_bitwise_embeddings_included(typed, typed_full, tmp_path, task):
     # typed data with a featureless type: each rank's embedding shard and its Adam state
