@@ -73,6 +73,11 @@ def settings(run) -> dict:
     """What a run was: its resolved config (less where output went), data, job, host, versions, commit."""
     h = run.header or {}
     out = {k: v for k, v in h.get("config", {}).items() if k not in NOT_SETTINGS}
+    for k in out:  # a setting a resumption changed: each value in turn ("0.01 -> 0.05"), not the first alone
+        values = [_show(r.get("config", {}).get(k)) for r in run.headers if k in r.get("config", {})]
+        changed = [v for i, v in enumerate(values) if i == 0 or v != values[i - 1]]
+        if len(changed) > 1:
+            out[k] = " -> ".join(changed)
     for section in ("data", "job", "host", "versions", "git"):
         if h.get(section):
             out |= _flat(h[section], f"{section}.")

@@ -68,9 +68,14 @@ def test_resume_compares_configs_and_names_what_differs(tmp_path):
     opt = torch.optim.Adam(model.parameters())
     saved = TrainConfig(data="d", fanouts=(3, 2), hidden=8, epochs=2, checkpoint_dir=str(tmp_path))
     Checkpoints(tmp_path, saved).save(0, model, opt)
-    again = dataclasses.replace(saved, epochs=3, lr=0.1, resume=True)  # may change: no resume mark
+    again = dataclasses.replace(saved, epochs=3, resume=True)  # may change: no resume mark
     assert Checkpoints(tmp_path, again).resume(model, opt) == (1, 0, f"resume: from {tmp_path / 'epoch-0.pt'}")
-    other = dataclasses.replace(again, hidden=16, seed=4)
+    # a setting that changes the numbers, changed: allowed, and said (it was silent)
+    changed = dataclasses.replace(again, lr=0.1, dropout=0.2, sampler="numba", lr_schedule="none")
+    assert Checkpoints(tmp_path, changed).resume(model, opt)[2] == (
+        f"resume: from {tmp_path / 'epoch-0.pt'}; with other settings than its: dropout (0.5 there, 0.2 here), "
+        "lr (0.006 there, 0.1 here)")
+    other = dataclasses.replace(again, hidden=16, seed=4, lr=0.1)
     with pytest.raises(CheckpointError, match=r"epoch-0.pt: saved with different hidden \(8 there, 16 here\), seed \(0 there, 4 here\)$"):
         Checkpoints(tmp_path, other).resume(model, opt)
 

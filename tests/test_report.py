@@ -99,3 +99,15 @@ def test_tensorboard_drops_what_a_stopped_run_logged_past_the_resume_point(tmp_p
     events.Reload()
     got = [(e.step, tensor_util.make_ndarray(e.tensor_proto).item()) for e in events.Tensors("train/loss_step")]
     assert got == [(s, 1.0 + s) for s in range(5)] + [(s, 100.0 + s) for s in range(5, 10)]
+
+
+def test_a_setting_a_resume_changed_shows_each_value_not_the_first_alone():
+    # the report took the first header's config: a run resumed at another rate read as "alike"
+    from fastsample.report import settings
+    from fastsample.trainer.runlog import Run
+
+    run = Run("r", headers=[{"config": {"lr": 0.01, "epochs": 4, "resume": False}},
+                            {"config": {"lr": 0.05, "epochs": 4, "resume": True}},
+                            {"config": {"lr": 0.05, "epochs": 6, "resume": True}}])
+    got = settings(run)
+    assert (got["lr"], got["epochs"]) == ("0.01 -> 0.05", "4 -> 6") and "resume" not in got

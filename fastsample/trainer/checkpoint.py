@@ -46,6 +46,11 @@ from fastsample.phases import phase
 
 __all__ = ["CheckpointError", "Checkpoints", "load_checkpoint", "lock_directory", "unlock_directory"]
 
+# settings a resume may change without a note: under any of them a run trains alike (the
+# kernels, modes, cache and backends give the same numbers), or where files go; the data is
+# checked by its identity. A schedule's length is --epochs: noted only with a schedule.
+_NOT_NOTED = {"data", "resume", "sampler", "prefetch", "cache_fraction", "cache_policy", "backend", "net_model",
+              "keep_checkpoints"}
 _NAME = re.compile(r"epoch-(\d+)(?:\.step-(\d+))?\.pt")
 
 
@@ -360,10 +365,13 @@ class Checkpoints:
         except (TypeError, ValueError) as e:
             raise CheckpointError(f"{path}: its config does not load ({e})") from None
         differ = [k for k in marked(self.config, "resume") if getattr(saved, k) != getattr(self.config, k)]
+        show = lambda v: ",".join(map(str, v)) if isinstance(v, tuple) else v
         if differ:  # both values: the user sees what to pass (or that the checkpoint is another run's)
-            show = lambda v: ",".join(map(str, v)) if isinstance(v, tuple) else v
             raise CheckpointError(f"{path}: saved with different " + ", ".join(
                 f"{k} ({show(getattr(saved, k))} there, {show(getattr(self.config, k))} here)" for k in differ))
+        changed = [k for k in marked(self.config, "shared") if k not in _NOT_NOTED and k not in marked(self.config, "resume")
+                   and getattr(saved, k) != getattr(self.config, k)
+                   and (k != "epochs" or getattr(self.config, "lr_schedule", "none") != "none")]
         other = other_dataset(state.get("dataset"), self.dataset)
         if other:
             raise CheckpointError(f"{path}: saved training on other data ({other}): resume on the dataset it "
@@ -382,6 +390,9 @@ class Checkpoints:
             raise CheckpointError(f"resume: {path.name} {ends}; epochs {self.config.epochs} leaves nothing to "
                                   "train (raise it)")
         note = f"resume: from {path}" + "".join(f"; skipped {file}: {why}" for file, why in skipped)
+        if changed:  # allowed (a lower rate, more epochs), but the run is no longer the one it was: said
+            note += "; with other settings than its: " + ", ".join(
+                f"{k} ({show(getattr(saved, k))} there, {show(getattr(self.config, k))} here)" for k in changed)
         if moved:
             note += f"; {moved}: continuing from epoch {start}"
         return start, step, note
