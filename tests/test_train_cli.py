@@ -283,8 +283,9 @@ def test_early_stopping_ends_after_patience_and_keeps_the_best_epochs_checkpoint
     assert [r["stopped_early"] for r in records] == [False] * (len(records) - 1) + [True]
     # the newest (--keep-checkpoints 1) and the best epoch's
     assert sorted(f.name for f in (root / "es-ck").iterdir()) == sorted({f"epoch-{best}.pt", f"epoch-{best + 2}.pt"})
-    assert proc.stdout.splitlines()[-1].endswith(f"; stopped early: no better val_acc for the last 2 epochs, "
-                                                 f"epoch {best}'s checkpoint kept"), proc.stdout
+    assert proc.stdout.splitlines()[-1].endswith(f"; stopped early: no better val_acc than epoch {best}'s "
+                                                 f"{scores[best]:.4f} for the last 2 epochs, epoch-{best}.pt kept"), \
+        proc.stdout
 
 
 @pytest.mark.mpi
@@ -300,8 +301,16 @@ def test_early_stopping_resumed_mid_patience_stops_where_the_whole_run_did(runs,
     assert not cut[-1]["stopped_early"] and len(cut) == best + 2
     resumed = train_many(p2, 2, {"resumed": (log, [*args, "--epochs", "40", "--resume"])})["resumed"][len(cut):]
     assert [r["epoch"] for r in resumed] == [best + 2] and resumed[0]["stopped_early"]
+    # the best epoch is the cut run's: named (the closing line named the resumed run's best)
+    assert resumed[0]["early_best"] == {"epoch": best, "score": max(r["val_acc"] for r in whole),
+                                        "kept": f"epoch-{best}.pt"}
     assert [r["val_acc"] for r in cut + resumed] == [r["val_acc"] for r in whole]
     assert sorted(f.name for f in (root / "es2-ck").iterdir()) == sorted({f"epoch-{best}.pt", f"epoch-{best + 2}.pt"})
+    # resumed again, a run that stopped early trained one more epoch: it says it is over
+    again = mpiexec(2, "-m", "fastsample.train", "--data", p2, *args, "--epochs", "40", "--resume")
+    assert again.returncode == 2 and again.stderr.count("\n") == 1 and \
+        f"the run stopped early after epoch {best + 2} (no better score than epoch {best}'s for 2 evaluations, " \
+        "--early-stop 2): raise --early-stop to train on" in again.stderr, again.stderr
 
 
 @pytest.mark.mpi

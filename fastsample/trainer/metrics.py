@@ -80,6 +80,9 @@ class EpochRecord:
     target_val_acc: float | None = None
     time_to_target_s: float | None = None
     stopped_early: bool = False  # --early-stop ended the run after this epoch
+    # there: the best score's epoch (a resumed run's may be before its own epochs), its score, the
+    # checkpoint kept for it (None without --checkpoint-dir)
+    early_best: dict | None = None
 
     @property
     def partial(self) -> bool:
@@ -159,9 +162,12 @@ def summary(history: list[EpochRecord]) -> str:
     if not evaluated:
         return f"done: {span}, mean epoch {mean}, no evaluation (--eval-every 0){_target(history)}"
     best = max(evaluated, key=lambda r: r.score)  # the first epoch that reached it
-    early = (f"; stopped early: no better {task_class(best.task).score} for the last "
-             f"{history[-1].epoch - best.epoch} epochs, epoch {best.epoch}'s checkpoint kept" if history[-1].stopped_early
-             else "")
+    early, last = "", history[-1]
+    if last.stopped_early:
+        at = last.early_best or {"epoch": best.epoch, "score": best.score, "kept": None}
+        early = (f"; stopped early: no better {task_class(best.task).score} than epoch {at['epoch']}'s "
+                 f"{at['score']:.4f} for the last {last.epoch - at['epoch']} epochs"
+                 + (f", {at['kept']} kept" if at.get("kept") else ""))
     return (f"done: {span}, best {task_class(best.task).best_text(best.metrics, best.epoch)}, mean epoch {mean}"
             f"{_target(history)}{early}")
 

@@ -40,7 +40,7 @@ from fastsample.trainer.adam import Adam
 from fastsample.nn.models import build_encoder
 from fastsample.sampling import fanout_matrix, layer_key, set_num_threads
 from fastsample.tasks import task_for
-from fastsample.trainer.checkpoint import Checkpoints
+from fastsample.trainer.checkpoint import CheckpointError, Checkpoints
 from fastsample.trainer.config import TrainConfig, layer_fanouts
 from fastsample.trainer.metrics import TIMERS, EpochRecord, seconds
 from fastsample.trainer import runlog
@@ -216,6 +216,10 @@ class Trainer:
         self.early = dict(self.checkpoints.progress.get("early_stop", {})) if self.checkpoints is not None else {}
         if self.early:
             self.checkpoints.kept = {f"epoch-{self.early['epoch']}.pt"}
+            if config.early_stop is not None and self.early["stale"] >= config.early_stop:
+                raise CheckpointError(f"resume: the run stopped early after epoch {self.start_epoch - 1} (no better "
+                                      f"score than epoch {self.early['epoch']}'s for {self.early['stale']} evaluations, "
+                                      f"--early-stop {config.early_stop}): raise --early-stop to train on")
         # the run's identity in the --log-json file: a resumed run goes on under its own
         progress = self.checkpoints.progress if self.checkpoints is not None else {}
         self.run_id = progress.get("run_id") if self.resumed else None
@@ -466,6 +470,9 @@ class Trainer:
                 record.time_to_target_s = self._time_to_target(record.score)
                 reached = record.time_to_target_s is not None
                 record.stopped_early = self._patience_ran_out(record)
+                if record.stopped_early:
+                    record.early_best = {"epoch": self.early["epoch"], "score": self.early["best"],
+                                         "kept": f"epoch-{self.early['epoch']}.pt" if self.checkpoints else None}
             if self.checkpoints is not None:  # collective with embeddings: each rank saves its shard
                 self.checkpoints.save(epoch, self.model, self.optimizer, self.comm, self.embeddings,
                                       **({} if record.complete else {"step": first + len(record.step_losses)}))
