@@ -9,6 +9,7 @@ The settings are fastsample/trainer/config.py's TrainConfig; the loop is fastsam
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import traceback
@@ -47,13 +48,40 @@ def parse_args(argv=None) -> TrainConfig:
 _PREEMPT = (signal.SIGTERM, signal.SIGUSR1)  # scancel, a time limit, mpiexec's forwarding; Slurm's --signal
 
 
+_interrupted_in: list[str] = []
+
+
+def _interrupt(signum, frame):
+    _interrupted_in.append(phases.where())  # now: the phases unwind as the exception rises
+    raise KeyboardInterrupt
+
+
 def main(argv=None) -> int:
     # a preemption during start-up (loading a large graph takes minutes) is kept, and acted on
     # at the first step (it used to kill the rank: exit 143, which train.sbatch does not requeue)
     early: list[int] = []
     before = {s: signal.signal(s, lambda s, _: early.append(s)) for s in _PREEMPT}
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not where it is ignored (nohup)
+        before[signal.SIGINT] = signal.signal(signal.SIGINT, _interrupt)
     try:
         return _main(argv, early)
+    except KeyboardInterrupt:
+        # Ctrl-C (mpiexec forwards it to every rank): a line, not a traceback per rank and then the
+        # supervisor's "killed by SIGINT"; exit at once (MPI's finalize would wait for the others)
+        from fastsample.launcher import launch_rank
+
+        phases.ending()
+        at = _interrupted_in[0] if _interrupted_in else phases.where()
+        say(f"{PROG}: interrupted (SIGINT) on rank {launch_rank()}, in {at}")
+        sys.stdout.flush()
+        mpi = sys.modules.get("mpi4py.MPI")
+        if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
+            from fastsample.comm.mpi import release, shared_memory
+
+            release(shared_memory())
+            os.dup2(os.open(os.devnull, os.O_WRONLY), 2)  # MPI's abort banner: the line is said
+            mpi.COMM_WORLD.Abort(130)  # every rank ends 130 (the launcher would kill the others: 9)
+        os._exit(130)
     finally:
         for s, handler in before.items():  # a test calls main() again in this process
             signal.signal(s, handler)

@@ -5,6 +5,7 @@ and leaves no half-written file or stray temporary behind."""
 import contextlib
 import math
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -357,6 +358,24 @@ def same_state(a, b) -> bool:
     if isinstance(a, torch.Tensor):
         return isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b)
     return a == b
+
+
+@pytest.mark.mpi
+def test_ctrl_c_is_one_line_per_interrupted_rank_not_tracebacks(longer, tmp_path):
+    # mpiexec forwards Ctrl-C to every rank: each printed a KeyboardInterrupt traceback (and one
+    # from atexit), then its supervisor "killed by SIGINT in start-up (epoch 1, step 12)"
+    from helpers import mpiexec_argv
+
+    log = tmp_path / "a.jsonl"
+    job = past_first_epoch(mpiexec_argv(2, "-m", "fastsample.train", "--data", longer, *sigterm_args("hybrid", "0"),
+                                        "--log-json", log), log, timeout=120)
+    os.kill(job.pid, signal.SIGINT)
+    out, err = job.communicate(timeout=60)
+    assert job.returncode == 130, err
+    ours = [line for line in err.splitlines() if line.startswith("python -m fastsample.train")]
+    assert ours and all(re.fullmatch(r"python -m fastsample\.train: interrupted \(SIGINT\) on rank [01], in .+ "
+                                     r"\(epoch \d+, step \d+\)", line) for line in ours), err
+    assert "Traceback" not in err and "killed by" not in err, err
 
 
 @pytest.mark.mpi
