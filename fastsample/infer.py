@@ -81,7 +81,8 @@ class InferConfig:
                              choices=("npy", "parquet"))
     backend: str = cfg.option("mpi", "collectives", choices=COMM_BACKENDS)
     stall_timeout: float | None = stall_option()
-    threads: int | None = cfg.option(None, "threads per rank (default: OMP_NUM_THREADS or all cores)", shared=False,
+    threads: int | None = cfg.option(None, "threads per rank (default: OMP_NUM_THREADS, else this node's cores shared among its "
+                                     "ranks)", shared=False,
                                      check=(lambda v: v > 0, "must be positive"))
     overwrite: bool = cfg.option(False, "replace an existing --out directory")
     other_data: bool = cfg.option(False, "apply the checkpoint's model to a graph other than the one it trained on "
@@ -129,6 +130,7 @@ def _infer(args, comm) -> int:
     from fastsample.options import from_dict
     from fastsample.partition import read_partition_meta
     from fastsample.phases import in_phase, phase
+    from fastsample.launcher import default_threads
     from fastsample.sampling import set_num_threads
     from fastsample.tasks import task_for
     from fastsample.trainer import TrainConfig, load_checkpoint
@@ -139,9 +141,9 @@ def _infer(args, comm) -> int:
 
     @in_phase("read")
     def build():
-        if args.threads:
-            set_num_threads(args.threads)  # checks the count before torch's pool takes it
-            torch.set_num_threads(args.threads)
+        threads = args.threads or default_threads()  # every pool alike (see the trainer's)
+        set_num_threads(threads)  # checks the count before torch's pool takes it
+        torch.set_num_threads(threads)
         # a vanilla-only partition holds each rank's own rows' in-edges: enough (inference.all_in_edges)
         data = Path(args.data)
         vanilla = (data / "partition.json").is_file() and read_partition_meta(data)["mode"] == "vanilla"

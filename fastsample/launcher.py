@@ -68,6 +68,18 @@ def local_ranks() -> int:
     return 1
 
 
+def default_threads() -> int:
+    """Threads per rank where none are given: OMP_NUM_THREADS, else the cores this rank may
+    run on, shared among this node's ranks where they are not bound (the share torch's Intel
+    OpenMP takes under MPI by itself; the samplers' pool took every core)."""
+    omp = os.environ.get("OMP_NUM_THREADS", "").split(",")[0]
+    if omp.isdigit() and int(omp) > 0:
+        return min(int(omp), os.cpu_count() or int(omp))  # Numba's pool holds at most the CPUs
+    cores = len(os.sched_getaffinity(0))
+    bound = cores < (os.cpu_count() or cores)  # bound by the launcher: the cores are this rank's
+    return cores if bound else max(1, cores // local_ranks())
+
+
 def sleep_idle_threads_if_oversubscribed(threads: int | None) -> str | None:
     """Set OMP_WAIT_POLICY=PASSIVE when this node's ranks x threads exceed the cores they run on.
 
@@ -81,8 +93,7 @@ def sleep_idle_threads_if_oversubscribed(threads: int | None) -> str | None:
         return None
     cores = len(os.sched_getaffinity(0))
     if threads is None:
-        omp = os.environ.get("OMP_NUM_THREADS", "").split(",")[0]
-        threads = int(omp) if omp.isdigit() and int(omp) > 0 else cores
+        threads = default_threads()
     if threads <= 1:  # no pool to idle
         return None
     ranks = local_ranks()

@@ -56,13 +56,22 @@ def test_idle_threads_sleep_only_where_oversubscribed(node, monkeypatch, cores, 
     assert (note is not None) is passive
 
 
-def test_threads_default_to_omp_num_threads_then_the_cores(node, monkeypatch):
+def test_threads_default_to_omp_num_threads_then_the_nodes_cores_shared_among_its_ranks(node, monkeypatch):
+    # the samplers' pool took every core where torch's (Intel OpenMP under MPI) took a share:
+    # 2 ranks x 2 threads on 2 cores, and a note about it, by default
+    node(8)
+    monkeypatch.setenv("MPI_LOCALNRANKS", "2")
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert launcher.default_threads() == 3
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    assert launcher.default_threads() == 4
+    monkeypatch.setenv("MPI_LOCALNRANKS", "16")
+    assert launcher.default_threads() == 1
     node(2)
     monkeypatch.setenv("MPI_LOCALNRANKS", "2")
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    assert launcher.sleep_idle_threads_if_oversubscribed(None) is None
-    monkeypatch.delenv("OMP_NUM_THREADS")
-    assert "2 ranks x 2 threads on this node's 2 cores" in launcher.sleep_idle_threads_if_oversubscribed(None)
+    assert launcher.default_threads() == 1 and launcher.sleep_idle_threads_if_oversubscribed(None) is None
+    node(64, 4)  # bound to 4 cores of 64: they are this rank's
+    assert launcher.default_threads() == 4
 
 
 def test_a_users_wait_policy_is_kept(node, monkeypatch):
@@ -76,11 +85,11 @@ def test_a_users_wait_policy_is_kept(node, monkeypatch):
 def test_under_mpiexec_every_rank_sleeps_and_rank_0_says_so():
     """Real launcher variables (Hydra's), the start-up call the commands make before torch loads."""
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "OMP_NUM_THREADS")}
-    code = ("import os; from fastsample import cli; cli.settle_threads('prog', None); "
+    code = ("import os; from fastsample import cli; cli.settle_threads('prog', len(os.sched_getaffinity(0))); "
             "os.write(1, f\"<{os.environ.get('OMP_WAIT_POLICY')}>\".encode())")
     proc = mpiexec(2, "-c", code, timeout=60, env=env)
     assert proc.returncode == 0, proc.stderr
-    # threads default to the cores, so two ranks exceed them on any node
+    # every core a rank, so two ranks exceed them on any node
     # mpiexec forwards the ranks' output in whatever pieces it reads, so each value is bracketed
     assert re.findall(r"<([^<>]*)>", proc.stdout) == ["PASSIVE", "PASSIVE"], proc.stdout
     assert proc.stderr.count("idle OpenMP threads sleep rather than spin") == 1, proc.stderr

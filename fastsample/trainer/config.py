@@ -212,8 +212,8 @@ class TrainConfig(JobShape):
                                                  expect="LATENCY_US,GBPS, e.g. 10,25",
                                                  check=(lambda v: len(v) == 2 and min(v) >= 0 and v[1] > 0,
                                                         "must be LATENCY_US,GBPS with GBPS > 0"))
-    threads: int | None = option(None, "threads per rank for the model and the samplers (default: OMP_NUM_THREADS "
-                                 "or all cores; where a node's ranks x threads exceed its cores, idle threads sleep: "
+    threads: int | None = option(None, "threads per rank for the model and the samplers (default: OMP_NUM_THREADS, "
+                                 "else this node's cores shared among its ranks; where a node's ranks x threads exceed its cores, idle threads sleep: "
                                  "OMP_WAIT_POLICY=PASSIVE unless set)", shared=False,
                                  check=(positive, "must be positive"))
     progress: str | None = option(None, "rank 0's progress within an epoch: bar (redrawn in place: a terminal's), "

@@ -39,6 +39,7 @@ from fastsample.loading import Batch, open_data
 from fastsample.trainer.adam import Adam
 from fastsample.nn.models import build_encoder
 from fastsample.sampling import fanout_matrix, layer_key, set_num_threads
+from fastsample.launcher import default_threads
 from fastsample.tasks import task_for
 from fastsample.trainer.checkpoint import CheckpointError, Checkpoints
 from fastsample.trainer.config import TrainConfig, layer_fanouts
@@ -592,9 +593,10 @@ def startup(config: TrainConfig, comm: Communicator, **components) -> Trainer:
         differ = sorted({k for s in everyone for k in s if s[k] != everyone[0][k]})
         if differ:
             raise ValueError(f"ranks were started with different {', '.join(differ)}")
-        if config.threads:  # every pool: the samplers' (OpenMP, Numba: it checks the count first), torch's
-            set_num_threads(config.threads)
-            torch.set_num_threads(config.threads)
+        # every pool alike: the samplers' (OpenMP, Numba: it checks the count first), torch's
+        threads = config.threads or default_threads()
+        set_num_threads(threads)
+        torch.set_num_threads(threads)
         if comm.rank == 0:
             created.append(check_outputs(config))
 
