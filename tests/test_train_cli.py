@@ -192,7 +192,7 @@ def test_checkpoint_carrying_a_pickled_callable_is_refused(p2, tmp_path):
     proc = train2("--data", p2, *SMALL, "--epochs", "1", "--quiet", "--checkpoint-dir", ckpt)
     assert proc.returncode == 0, proc.stderr
     state = torch.load(ckpt / "epoch-0.pt", weights_only=True)  # what we write loads safely
-    assert set(state) == {"epoch", "model", "optimizer", "config", "progress", "products"}  # progress: the run id
+    assert set(state) == {"epoch", "model", "optimizer", "config", "progress", "products", "dataset", "cwd"}  # progress: the run id
 
     class Payload:
         def __reduce__(self):
