@@ -69,7 +69,8 @@ def dense_ids(part, partition: Path, node_type: str, rank: int) -> np.ndarray:
 
 def user_ids(part, partition: Path, node_type: str, rank: int):
     """The id column of ``rank``'s rows of ``node_type`` (a pyarrow array): the user's ids where
-    the dataset came from tables, else the dense ids (see the module doc)."""
+    the dataset came from tables, else the dense ids (see the module doc). The maps are
+    id_maps' to check, once, before the work that leads here."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -77,11 +78,7 @@ def user_ids(part, partition: Path, node_type: str, rank: int):
     maps = part.layout["dataset"].get("tables", {}).get("id_maps", {})
     if node_type not in maps:
         return pa.array(dense)
-    file = Path(partition) / maps[node_type]
-    if not file.is_file():
-        raise FileNotFoundError(f"{file}: missing; the partition of a dataset built from tables carries its id maps "
-                                "(partition it again)")
-    return pq.read_table(file, columns=["id"]).column("id").take(pa.array(dense))
+    return pq.read_table(Path(partition) / maps[node_type], columns=["id"]).column("id").take(pa.array(dense))
 
 
 def id_maps(part, partition: Path) -> None:

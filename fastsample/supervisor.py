@@ -22,7 +22,7 @@ import signal
 import time
 
 from fastsample import phases
-from fastsample.comm.mpi import release, shared_memory
+from fastsample.comm.mpi import abort, release, shared_memory
 from fastsample.launcher import launch_rank, launched, say
 
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2, signal.SIGHUP, signal.SIGQUIT)
@@ -91,11 +91,9 @@ def _abort_in_its_place(code: int) -> None:
     the job (where every rank failed alike, all do, and it ends at once as it did). MPI's own
     abort banner is not printed: the rank's line said what happened."""
     try:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
         from mpi4py import MPI
 
-        release(shared_memory(os.getpid()))  # what MPI_Init just made here: nobody would remove it
-        MPI.COMM_WORLD.Abort(code)
+        abort(MPI.COMM_WORLD, code, quiet=True)  # with what MPI_Init made here: nobody else would remove it
     except Exception:  # no MPI here (another launcher): the launcher ends the job as before
         pass
 

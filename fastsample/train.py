@@ -76,11 +76,9 @@ def main(argv=None) -> int:
         sys.stdout.flush()
         mpi = sys.modules.get("mpi4py.MPI")
         if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
-            from fastsample.comm.mpi import release, shared_memory
+            from fastsample.comm.mpi import abort
 
-            release(shared_memory())
-            os.dup2(os.open(os.devnull, os.O_WRONLY), 2)  # MPI's abort banner: the line is said
-            mpi.COMM_WORLD.Abort(130)  # every rank ends 130 (the launcher would kill the others: 9)
+            abort(mpi.COMM_WORLD, 130, quiet=True)  # every rank ends 130 (the launcher would kill the others: 9)
         os._exit(130)
     finally:
         for s, handler in before.items():  # a test calls main() again in this process
