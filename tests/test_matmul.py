@@ -315,3 +315,19 @@ def test_a_plan_measured_under_load_keeps_fp32_products(tmp_path, monkeypatch):
     monkeypatch.setattr(matmul, "SPREAD", math.inf)  # steady by decree: now measured, bf16 chosen
     quiet, source = matmul.plan_for("auto", "bf16", shape)
     assert quiet.steady and quiet.bf16 and source == "re-measured: the cached plan was unsteady"
+
+
+def test_the_weight_gradient_floor_is_timed_in_both_layouts_its_producers_hand_it(monkeypatch):
+    # sage.py and rgcn.py hand the weight gradient g^T whole where they can (oneDNN then skips
+    # its copy of g, ~1.4x faster on the medium model's input layer); timing only g row-major
+    # put the products' floor 10 % above what the products took
+    layouts = []
+    blas = matmul._IMPL["blas", "weight_grad"]
+
+    def timed(g, z):
+        assert g.shape[0] == z.shape[0] and g.shape[1] == 8
+        layouts.append(g.t().is_contiguous())
+        return blas(g, z)
+    monkeypatch.setitem(matmul._IMPL, ("blas", "weight_grad"), timed)
+    matmul.throughput(matmul.Plan(), "weight_grad", 300, 16, 8)
+    assert set(layouts) == {True, False}
