@@ -118,10 +118,25 @@ def finals(run) -> dict:
            f"{test or 'test'} there": f"{best.metrics[test]:.4f}" if best and test and best.metrics.get(test) is not None
            else "n/a",
            "mean epoch": seconds(sum(whole) / len(whole)) if whole else "n/a",
-           "ended": "stopped early" if records[-1].stopped_early else "target reached"
-           if any(r.time_to_target_s is not None for r in records) else "stopped" if not records[-1].complete
-           else "ran its epochs"}
+           "ended": _ended(run)}
     return out
+
+
+def _ended(run) -> str:
+    """How a run's log ends: what its last record says, or, where the log stops short of the
+    epochs asked for (its last header's --epochs) with no record saying why, that it does (the
+    run failed there or was killed: a NaN loss with --on-nan stop, a rank lost, a preemption)."""
+    last, config = run.records[-1], (run.headers[-1] if run.headers else {}).get("config", {})
+    if last.stopped_early:
+        return "stopped early"
+    if any(r.time_to_target_s is not None for r in run.records):
+        return "target reached"
+    if not last.complete:
+        return "stopped"
+    planned = config.get("epochs")
+    if planned and last.epoch + 1 < planned:
+        return f"log ends at epoch {last.epoch} of 0..{planned - 1} (failed or killed there)"
+    return "ran its epochs"
 
 
 def table(runs: list) -> str:

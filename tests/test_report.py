@@ -111,3 +111,37 @@ def test_a_setting_a_resume_changed_shows_each_value_not_the_first_alone():
                             {"config": {"lr": 0.05, "epochs": 6, "resume": True}}])
     got = settings(run)
     assert (got["lr"], got["epochs"]) == ("0.01 -> 0.05", "4 -> 6") and "resume" not in got
+
+
+def test_a_log_that_stops_short_of_its_epochs_is_not_said_to_have_run_them():
+    # a run stopped by a NaN loss (--on-nan stop) or killed leaves complete records up to
+    # where it stopped: the report said "ran its epochs"
+    from fastsample.report import finals
+    from fastsample.trainer.metrics import EpochRecord
+    from fastsample.trainer.runlog import Run
+
+    def record(epoch):
+        return EpochRecord(epoch=epoch, loss=0.5, train_acc=0.5, task="node", epoch_s=1.0)
+    header = {"config": {"epochs": 5}}
+    assert finals(Run("r", [header], [record(0), record(1)]))["ended"] == \
+        "log ends at epoch 1 of 0..4 (failed or killed there)"
+    assert finals(Run("r", [header], [record(e) for e in range(5)]))["ended"] == "ran its epochs"
+    resumed = [header, {"config": {"epochs": 7}}]  # a resume that asked for more
+    assert finals(Run("r", resumed, [record(e) for e in range(5)]))["ended"].startswith("log ends at epoch 4 of 0..6")
+
+
+def test_a_non_finite_loss_is_written_null_and_read_back_as_nan(tmp_path):
+    # JSON has no NaN: written bare, jq (and any strict reader) refused the whole log
+    import json
+    import math
+
+    from fastsample.trainer.metrics import EpochRecord
+    from fastsample.trainer.runlog import append_log, read_log
+
+    path = tmp_path / "log.jsonl"
+    append_log(path, EpochRecord(epoch=0, loss=float("nan"), train_acc=0.5, task="node", epoch_s=1.0,
+                                 step_losses=[0.7, float("inf"), float("nan")]))
+    line = json.loads(path.read_text(), parse_constant=lambda c: pytest.fail(f"bare {c} in the log"))
+    assert line["loss"] is None and line["step_losses"] == [0.7, None, None]
+    back, = read_log(path)
+    assert math.isnan(back.loss) and back.step_losses[0] == 0.7 and all(map(math.isnan, back.step_losses[1:]))

@@ -5,15 +5,34 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass, field
 
 from fastsample.progress import seconds  # re-exported: one home for how a duration reads
 from fastsample.tasks import task_class
 
-__all__ = ["EpochRecord", "TIMERS", "seconds", "report_line", "summary"]
+__all__ = ["EpochRecord", "TIMERS", "json_line", "seconds", "report_line", "summary"]
 
 TIMERS = ("sample_s", "gather_s", "wait_s", "compute_s", "allreduce_s", "optimizer_s", "embed_grads_s",
           "embed_update_s")
+
+
+def _finite(obj):
+    """``obj`` with each NaN or infinite float made None, in nested dicts and lists too."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+def json_line(obj: dict) -> str:
+    """``obj`` as strict JSON, on one line: a NaN or infinite value (a loss gone NaN with
+    --on-nan skip or continue) is written null, since JSON has none (Python would write a bare
+    NaN, which jq and every other strict reader refuse: the whole file would be unreadable)."""
+    return json.dumps(_finite(obj), default=str, allow_nan=False)
 
 
 @dataclass
@@ -100,7 +119,7 @@ class EpochRecord:
     def to_json(self) -> str:
         record = dataclasses.asdict(self)
         measured = record.pop("metrics")  # every field the task declares, null where not measured
-        return json.dumps({**record, **dict.fromkeys(task_class(self.task).metrics), **measured})
+        return json_line({**record, **dict.fromkeys(task_class(self.task).metrics), **measured})
 
     @classmethod
     def from_json(cls, line: str) -> "EpochRecord":
@@ -108,6 +127,11 @@ class EpochRecord:
         names = {f.name for f in dataclasses.fields(cls)}
         fields = json.loads(line)
         metrics = {k: v for k, v in fields.items() if k not in names and k.startswith(("val_", "test_"))}
+        # a loss written null was not finite (json_line): NaN again, as the run had it
+        nan = float("nan")
+        if fields.get("loss", 0.0) is None:
+            fields["loss"] = nan
+        fields["step_losses"] = [nan if x is None else x for x in fields.get("step_losses", [])]
         return cls(**{k: v for k, v in fields.items() if k in names and k != "metrics"}, metrics=metrics)
 
     @property

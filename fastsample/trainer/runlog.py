@@ -31,7 +31,7 @@ from fastsample import faults
 from fastsample.atomic import DiskFull
 from fastsample.comm.mpi import CMA_ENV
 from fastsample.phases import phase
-from fastsample.trainer.metrics import EpochRecord
+from fastsample.trainer.metrics import EpochRecord, json_line
 
 __all__ = ["Run", "new_run_id", "header", "append_line", "append_log", "read_runs", "read_log", "read_records"]
 
@@ -129,7 +129,7 @@ def _git() -> dict | None:
 def append_line(path: str | Path, obj: dict | str) -> None:
     """Append one JSON line, whole or not at all: a write that fails (a full disk: DiskFull)
     cuts the file back to the lines before it."""
-    line = ((obj if isinstance(obj, str) else json.dumps(obj, default=str)) + "\n").encode()
+    line = ((obj if isinstance(obj, str) else json_line(obj)) + "\n").encode()
     with phase("log"), open(path, "ab", buffering=0) as f:
         size = f.seek(0, 2)
         try:
