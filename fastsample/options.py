@@ -14,6 +14,7 @@ schema only: it imports no command-line code, so the library can build configs t
 from __future__ import annotations
 
 import dataclasses
+import math
 import typing
 from typing import Any, Callable
 
@@ -84,6 +85,8 @@ def validate(config) -> None:
     for f in dataclasses.fields(config):
         check = f.metadata.get("check")
         v = getattr(config, f.name)
+        if isinstance(v, float) and not math.isfinite(v):  # nan passes every comparison's negation; inf most
+            raise ConfigError(f.name, f"must be a finite number (got {v})")
         if check and v is not None and not check[0](v):
             raise ConfigError(f.name, f"{check[1]} (got {_show(v)})")
         choices = f.metadata.get("choices")

@@ -34,6 +34,15 @@ def test_the_command_line_is_the_config_and_errors_name_the_field_or_the_flag():
         TrainConfig(data="d", mode="both")
 
 
+@pytest.mark.parametrize("flag,value", [("weight_decay", float("inf")), ("lr", float("nan")),
+                                        ("stall_timeout", float("inf")), ("embed_lr", float("nan"))])
+def test_a_number_that_is_not_finite_is_refused_by_every_option(flag, value):
+    # --weight-decay inf passed its ">= 0" and trained on NaN weights; nan fails no "< 0" test
+    with pytest.raises(cfg.ConfigError) as e:
+        TrainConfig(data="d", **{flag: value})
+    assert flag_message(e.value) == f"--{flag.replace('_', '-')} must be a finite number (got {value})"
+
+
 def test_an_option_of_another_task_is_refused_naming_the_tasks_it_serves():
     from fastsample.tasks import TASKS
 
