@@ -93,7 +93,7 @@ def _abort_in_its_place(code: int) -> None:
     try:
         from mpi4py import MPI
 
-        abort(MPI.COMM_WORLD, code, quiet=True)  # with what MPI_Init made here: nobody else would remove it
+        abort(MPI.COMM_WORLD, code)  # with what MPI_Init made here: nobody else would remove it
     except Exception:  # no MPI here (another launcher): the launcher ends the job as before
         pass
 

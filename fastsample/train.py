@@ -78,7 +78,7 @@ def main(argv=None) -> int:
         if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
             from fastsample.comm.mpi import abort
 
-            abort(mpi.COMM_WORLD, 130, quiet=True)  # every rank ends 130 (the launcher would kill the others: 9)
+            abort(mpi.COMM_WORLD, 130)  # every rank ends 130 (the launcher would kill the others: 9)
         os._exit(130)
     finally:
         for s, handler in before.items():  # a test calls main() again in this process

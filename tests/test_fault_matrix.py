@@ -242,6 +242,7 @@ def test_a_stopped_rank_is_named_by_every_live_rank_within_the_watchdog_time(dat
     for line in lines:
         assert "stalled" in line and "waiting for rank 1 (no answer: stopped, or hung outside Python)" in line, line
         assert f"(--stall-timeout {limit})" in line, line
+    assert "Abort(" not in err, err  # MPI's banner would only repeat the exit status
 
 
 

@@ -80,17 +80,17 @@ def release(paths) -> None:
             pass
 
 
-def abort(mpi_comm, code: int, quiet: bool = False) -> None:
-    """End every rank of the job now, after this rank has said why. ``quiet``: without MPI's
-    own banner ("Abort(N) on node 0 ..."), where the line said is all there is to say."""
+def abort(mpi_comm, code: int) -> None:
+    """End every rank of the job now, after this rank has said why (every caller does, in one
+    line): without MPI's own banner ("Abort(N) on node 0 ... application called MPI_Abort"),
+    which would only repeat the exit status in MPI's words."""
     phases.ending()
     release(shared_memory())
     # MPI_Abort has the launcher kill every rank, and under load that kill can beat its
     # forwarding of what this rank just wrote to stderr (the job then ends with no
     # reason given: seen with mpiexec on a busy 2-core machine). Give it a moment.
     time.sleep(ABORT_GRACE_S)
-    if quiet:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
     mpi_comm.Abort(code)
 
 

@@ -40,6 +40,7 @@ from fastsample import phases
 from fastsample.comm.base import Communicator
 from fastsample.comm.mpi import abort
 from fastsample.launcher import say
+from fastsample.progress import seconds
 
 FLOOR_S = 300.0
 GRACE_S = 2.0
@@ -161,7 +162,7 @@ class Watchdog:
                       + "; ".join(f"rank {r} in {phases.where(s['board'])}" for r, s in sorted(heard.items())) + ")"]
         setting = f"--stall-timeout {limit:g}" if self.fixed is not None else \
             f"--stall-timeout default: 10x the slowest step, at least {FLOOR_S:g} s"
-        say(f"{self.prog}: error: rank {self.rank}: stalled {waited:.0f} s in {phases.where(mine['board'])}, "
+        say(f"{self.prog}: error: rank {self.rank}: stalled {seconds(waited)} in {phases.where(mine['board'])}, "
             f"waiting for {', '.join(blamed)}; ending the job ({setting})")
         abort(self.side, STALLED)
 
