@@ -422,3 +422,20 @@ def test_step_evaluations_stop_at_the_target_and_say_the_time_to_it(p2, tmp_path
 def test_step_evaluation_settings_that_cannot_run_are_refused(runs, case):
     proc, message = runs[0]["step evaluation", case], STEP_EVALUATION_ERRORS[case][1]
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("task, seeds", [("node", "nodes"), ("link", "edges"), ("edge-class", "edges"),
+                                         ("node-regression", "nodes"), ("edge-regression", "edges")])
+def test_every_task_warns_of_single_step_epochs_in_its_seeds(task, seeds):
+    # only the node task warned: a link job with a batch over its training edges did one update an epoch silently
+    from types import SimpleNamespace
+
+    from fastsample.tasks import task_class
+
+    loader = SimpleNamespace(source=SimpleNamespace(sizes=lambda: [700, 705]))
+    trainer = SimpleNamespace(steps_per_epoch=1, loaders={"train": loader})
+    config = SimpleNamespace(max_steps=None, batch_size=1000)
+    warning = task_class(task)(config).warn_single_step(trainer)
+    assert warning.startswith(f"fastsample.train: warning: an epoch is a single step (at most 705 training {seeds} "
+                              "per rank, --batch-size 1000)"), warning
+    assert task_class(task)(config).warn_single_step(SimpleNamespace(steps_per_epoch=2, loaders={})) is None

@@ -134,8 +134,14 @@ class Task:
         return None
 
     def warn_single_step(self, trainer) -> str | None:
-        """A start-up warning on the run's shape, if any."""
-        return None
+        """A start-up warning when an epoch is one step (one update per epoch)."""
+        c = self.config
+        if trainer.steps_per_epoch != 1 or c.max_steps is not None:
+            return None
+        most = max(trainer.loaders["train"].source.sizes())
+        return (f"fastsample.train: warning: an epoch is a single step (at most {most:,} training {self.seeds} per "
+                f"rank, --batch-size {c.batch_size}); the model gets one update per epoch. Use a smaller --batch-size "
+                "on small graphs (e.g. 32-64 for Cora's nodes).")
 
     @classmethod
     def eval_text(cls, metrics: dict, how: str | None) -> str:

@@ -108,13 +108,3 @@ class NodeTask(Classes, Task):
         trainer.comm.all_reduce(total)
         val, test = total[:len(sums[0])], total[len(sums[0]):]
         return {**self.measures(val, "val"), **self.measures(test, "test")}
-
-    def warn_single_step(self, trainer) -> str | None:
-        """A start-up warning when an epoch is one step (one update per epoch)."""
-        c = self.config
-        if trainer.steps_per_epoch != 1 or c.max_steps is not None:
-            return None
-        most = max(trainer.shard.split_sizes("train"))
-        return (f"fastsample.train: warning: an epoch is a single step (at most {most:,} training nodes per rank, "
-                f"--batch-size {c.batch_size}); the model gets one update per epoch. Use a smaller --batch-size on "
-                "small graphs (e.g. 32-64 for Cora).")
