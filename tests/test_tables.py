@@ -336,3 +336,25 @@ def test_unknown_ids_can_be_dropped_and_are_counted(shop):
                       "--on-unknown", "drop")
     assert proc.returncode == 0 and "dropped 2 edges naming unknown node ids" in proc.stderr, proc.stderr
     assert load_dataset(root / "out").graph.num_edges == 3 * 2  # three known edges, and their reverses
+
+
+def test_a_bag_of_a_list_column_fills_a_null_list(tmp_path):
+    # a list column's null could not be filled: the spec took only a number or a string as fill
+    from fastsample.data.tables import build_tables
+
+    pq.write_table(pa.table({"uid": ["a", "b", "c"], "tags": pa.array([["x", "y"], None, ["x"]],
+                                                                        pa.list_(pa.string()))}), tmp_path / "u.parquet")
+    pq.write_table(pa.table({"s": ["a", "b"], "d": ["b", "c"]}), tmp_path / "e.parquet")
+    edges = [{"relation": ["u", "to", "u"], "files": "e.parquet", "source_id_col": "s", "dest_id_col": "d"}]
+    widths = {}
+    for fill in ([], ["x", "x"]):
+        nodes = [{"node_type": "u", "files": "u.parquet", "node_id_col": "uid",
+                  "features": [{"feature_col": "tags", "fill": fill, "transform": {"name": "bag", "buckets": 8}}]}]
+        out = tmp_path / f"out{len(fill)}"
+        build_tables(_spec(tmp_path / "spec.json", nodes, edges), out, progress=False)
+        x = np.asarray(load_dataset(out).features)  # one node type: an untyped dataset
+        widths[len(fill)] = x.sum(1).tolist()  # tokens counted per row
+    assert widths == {0: [2.0, 0.0, 1.0], 2: [2.0, 2.0, 1.0]}
+    nodes[0]["features"][0]["fill"] = {"a": 1}
+    with pytest.raises(Exception, match="fill: expected a number, a string, or a list of them"):
+        build_tables(_spec(tmp_path / "spec.json", nodes, edges), tmp_path / "bad", progress=False)

@@ -13,7 +13,8 @@ is the same, so a gconstruct spec needs few changes. Paths are relative to the s
         "node_id_col": "user_id",                     string or integer ids, unique
         "feature_dtype": "float32",                   or "float16": the stored features
         "features": [                                 concatenated in this order
-          {"feature_col": "age", "fill": 0.0,         fill: the value of a null (else refused)
+          {"feature_col": "age", "fill": 0.0,         fill: the value of a null (else refused; a list
+                                                      column's: a list, [] for none)
            "transform": {"name": "standardize"}},     see TRANSFORMS below
           {"feature_col": "embedding"},               a list column: its values, as they are
           {"feature_col": "country", "transform": {"name": "to_categorical"}},
@@ -280,8 +281,9 @@ def _feature(where: _Where, obj, key: str) -> Feature:
     if "separator" in options and (not isinstance(options["separator"], str) or not options["separator"]):
         where.fail(f"{key}.transform.separator", "expected a non-empty string")
     fill = obj.get("fill")
-    if fill is not None and not isinstance(fill, (int, float, str)):
-        where.fail(f"{key}.fill", "expected a number or a string")
+    if fill is not None and not isinstance(fill, (int, float, str)) and not (
+            isinstance(fill, list) and all(isinstance(v, (int, float, str)) for v in fill)):
+        where.fail(f"{key}.fill", "expected a number, a string, or a list of them (a list column's null: [] for none)")
     return Feature(column, transform["name"], options, fill)
 
 
