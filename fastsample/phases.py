@@ -5,7 +5,7 @@ exception), the supervisor's (a rank killed: fastsample/supervisor.py) and the w
 
     with phase("gather1"):      # this thread is in gather round 1 until the block ends
         ...
-    position(epoch, step)       # the step the main thread works on
+    position(epoch, step)       # the step the main thread works on (AFTER_STEPS: the epoch's end)
 
 The board is eight int64 in memory the supervisor shares with the rank it forked (it
 reads them after the rank died); without a supervisor, in this process's own memory.
@@ -54,6 +54,9 @@ _main_thread = threading.main_thread().ident
 
 board = np.zeros(8, dtype=np.int64)  # the supervisor points this at its shared block
 board[EPOCH] = board[STEP] = -1
+# board[STEP] beside a step's index: an evaluation's batches (whose gathers are the training
+# steps' phases), and the epoch's work after its last step (the log, a checkpoint)
+EVALUATING, AFTER_STEPS = -2, -3
 
 
 shared = False  # whether a supervisor reads the board (set before it forks the rank)
@@ -71,8 +74,10 @@ def share(buffer) -> None:
 def phase(key: str):
     """This thread is in phase ``key`` (one of NAMES) until the block ends."""
     slot = MAIN if threading.get_ident() == _main_thread else LOADER
-    before = board[slot]
+    before, step = board[slot], board[STEP]
     board[slot] = _CODE[key]
+    if key == "evaluation" and slot == MAIN and step != -1:
+        board[STEP] = EVALUATING
     if faults.armed:
         faults.reached(key)
     try:
@@ -80,9 +85,11 @@ def phase(key: str):
     except Exception:  # the board keeps the phase that failed, for the line that reports it
         raise
     except BaseException:  # a generator closed, an interrupt: not a failure of this phase
-        board[slot] = before
+        board[slot], board[STEP] = before, step
         raise
     board[slot] = before
+    if key == "evaluation" and slot == MAIN:
+        board[STEP] = step
 
 
 def reset() -> None:
@@ -138,7 +145,9 @@ def where(of=None) -> str:
     if b[LOADER] and b[LOADER] != b[MAIN]:
         text += f" (loader: {NAMES[KEYS[int(b[LOADER])]]})"
     if b[EPOCH] >= 0:
-        text += f" (epoch {int(b[EPOCH])}, step {int(b[STEP])})"
+        step = int(b[STEP])
+        text += f" (epoch {int(b[EPOCH])}, " + ("evaluation)" if step == EVALUATING else "after its steps)"
+                                                  if step == AFTER_STEPS else f"step {step})")
     return text
 
 

@@ -106,13 +106,21 @@ def faulted(ranks: int, module: str, args: list, fault: str, tmp: Path, limit: f
     return [line for line in proc.stderr.splitlines() if line.startswith(f"{prog}: error: ")], proc.stderr
 
 
-def check_line(lines: list, stderr: str, phase: str, rank: int, kind: str) -> None:
+# where the matrix's faults come (epoch 1: E1, or an epoch-end phase's entry 1), as the line says it:
+# a step's index, the epoch's evaluation, or its end (once the step past the last one)
+POSITION = {**dict.fromkeys(("evaluation", "layerwise"), " (epoch 1, evaluation)"),
+            "checkpoint": " (epoch 1, after its steps)", "log": " (epoch 0, after its steps)",  # (the header: entry 0)
+            **dict.fromkeys(("startup", "read", "prepare"), "")}
+
+
+def check_line(lines: list, stderr: str, phase: str, rank: int, kind: str, position: str | None = None) -> None:
     assert len(lines) == 1, stderr
     line = lines[0]
+    at = NAMES[phase] + (POSITION.get(phase, " (epoch 1, step 1)") if position is None else position)
     if kind == "kill":
-        assert f": error: rank {rank}: killed by SIGKILL in {NAMES[phase]}" in line, line
+        assert f": error: rank {rank}: killed by SIGKILL in {at}" in line, line
     else:
-        assert f": error: rank {rank}, in {NAMES[phase]}" in line, line
+        assert f": error: rank {rank}, in {at}" in line, line
         assert ("no space left" if kind == "diskfull" else "InjectedFault: injected fault") in line, line
 
 
@@ -220,7 +228,7 @@ def test_infer(data, full, tmp_path, phase, kind):
     # within seconds: a rank failing inside the layer-wise pass does not wait (agree.WAIT_S) for
     # the others, held in one of its collectives (agree.ALIKE_S)
     lines, err = faulted(2, "fastsample.infer", args, f"{phase}:{rank}:{kind}", tmp_path, limit=6)
-    check_line(lines, err, phase, rank, kind)
+    check_line(lines, err, phase, rank, kind, "")  # inference has no epochs
     assert not out.exists()
     proc = mpiexec(2, "-m", "fastsample.infer", *args)  # the next run writes it, and no temporary stays
     assert proc.returncode == 0, proc.stderr

@@ -27,7 +27,7 @@ import torch
 from torch.utils._pytree import tree_map  # one map over a tensor or {node type: tensor}
 
 from fastsample.nn import matmul
-from fastsample.phases import in_phase, phase, position
+from fastsample.phases import AFTER_STEPS, in_phase, phase, position
 from fastsample.nn.roofline import Roofline
 from fastsample.comm import Communicator
 from fastsample.comm.agree import agree
@@ -561,6 +561,7 @@ class Trainer:
             if self.stop_agreed and step + 1 < self.steps_per_epoch:  # every rank leaves after this same step
                 complete = False
                 break
+        position(epoch, AFTER_STEPS)  # not the step past the last one
         epoch_s = time.perf_counter() - t_epoch - sum(e["eval_s"] for e in evals)  # the steps' time
         flop, floor = self.roofline.epoch()  # after the clock: its one measurement is not the epoch's
         traffic = comm.counters.reset()
