@@ -145,3 +145,24 @@ def test_a_non_finite_loss_is_written_null_and_read_back_as_nan(tmp_path):
     assert line["loss"] is None and line["step_losses"] == [0.7, None, None]
     back, = read_log(path)
     assert math.isnan(back.loss) and back.step_losses[0] == 0.7 and all(map(math.isnan, back.step_losses[1:]))
+
+
+def test_a_cut_epochs_parts_write_no_per_epoch_train_means_or_times(tmp_path):
+    # a SIGTERM mid-epoch left two records of the epoch, each a mean over part of its steps:
+    # TensorBoard drew them as the epoch's loss and time
+    from tensorboard.backend.event_processing.plugin_event_accumulator import EventAccumulator
+
+    from fastsample.trainer.metrics import EpochRecord
+    from fastsample.trainer.report import TensorBoardReporter
+
+    tb = TensorBoardReporter(str(tmp_path), "run")
+    tb.epoch(EpochRecord(epoch=0, loss=0.9, train_acc=0.5, task="node", epoch_s=2.0))
+    tb.epoch(EpochRecord(epoch=1, loss=0.7, train_acc=0.6, task="node", epoch_s=1.0, complete=False))  # stopped
+    tb.epoch(EpochRecord(epoch=1, loss=0.5, train_acc=0.7, task="node", epoch_s=1.1, first_step=5,
+                         metrics={"val_acc": 0.8}))  # its resumed part, evaluated at the epoch's end
+    tb.writer.close()
+    events = EventAccumulator(str(tmp_path / "run"), size_guidance={"tensors": 0})
+    events.Reload()
+    assert [e.step for e in events.Tensors("train/loss")] == [0]
+    assert [e.step for e in events.Tensors("time/epoch")] == [0]
+    assert [e.step for e in events.Tensors("val/acc")] == [1]

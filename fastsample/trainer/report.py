@@ -142,7 +142,9 @@ class TensorBoardReporter(Reporter):
     step losses of the --log-json record, in double precision); per epoch, at the epoch's
     number: train/loss, train/METRIC, each measure of the task (val/..., test/...), time/PHASE
     and comm/sent_MiB. A resumed run writes on in its directory from the step it resumes at
-    (purge_step: what the stopped run had logged past it is dropped)."""
+    (purge_step: what the stopped run had logged past it is dropped). An epoch cut by a stop
+    and a resume gets its evaluation alone per epoch: each part's train means and times cover
+    part of it (its steps' losses are all in train/loss_step)."""
 
     def __init__(self, directory: str, run_id: str, first_step: int = 0):
         self.path, self.first_step, self.writer = f"{directory}/{run_id}", first_step, None
@@ -165,12 +167,15 @@ class TensorBoardReporter(Reporter):
 
     def epoch(self, record: EpochRecord) -> None:
         w, e = self._writer(), record.epoch
-        w.add_scalar("train/loss", record.loss, e)
-        w.add_scalar(f"train/{record.train_metric}", record.train_acc, e)
         for key, value in record.metrics.items():
             if isinstance(value, (int, float)):
                 split, _, name = key.partition("_")
                 w.add_scalar(f"{split}/{name}", value, e)
+        if record.partial:  # a cut epoch's parts (stopped, resumed): their means and times are not the epoch's
+            w.flush()
+            return
+        w.add_scalar("train/loss", record.loss, e)
+        w.add_scalar(f"train/{record.train_metric}", record.train_acc, e)
         for key in ("epoch_s", *TIMERS):
             value = getattr(record, key)
             if value is not None:
