@@ -136,6 +136,26 @@ def test_truncated_shard_is_named(copy):
     assert isinstance(err.value.__cause__, DatasetError)  # the reading error, kept as the cause
 
 
+def test_a_repeated_seed_and_an_unordered_vanilla_indptr_are_named(copy):
+    # both were loaded: a repeat failed mid-run in sampling ("seeds must be unique", a
+    # traceback), a non-monotone indptr trained a vanilla job on a corrupt graph (exit 0)
+    load_partition(copy, 1, P, mode="vanilla")
+    indptr = np.load(copy / "part-1" / "indptr.npy")
+    indptr[5] = indptr[6] + 3
+    np.save(copy / "part-1" / "indptr.npy", indptr)
+    with pytest.raises(PartitionError, match=r"part-1/indptr\.npy: not monotone non-decreasing"):
+        load_partition(copy, 1, P, mode="vanilla")
+    train = np.load(copy / "part-0" / "train.npy")
+    train[1] = train[0]
+    np.save(copy / "part-0" / "train.npy", train)
+    with pytest.raises(PartitionError, match=r"part-0/train\.npy: ids not strictly increasing \(a repeated id"):
+        load_partition(copy, 0, P)
+    train[1] = np.load(copy / "part-0" / "val.npy")[0]
+    np.save(copy / "part-0" / "train.npy", np.sort(train))
+    with pytest.raises(PartitionError, match=r"part-0/(train|val)\.npy: ids also in another split"):
+        load_partition(copy, 0, P)
+
+
 def test_a_class_past_the_logits_is_named(copy):
     labels = np.load(copy / "part-1" / "labels.npy")
     labels[3] = 99  # the model would fail at the step drawing it, with a traceback

@@ -574,7 +574,7 @@ def validate_node_data(num_nodes: int, num_classes: int, labels: np.ndarray, spl
                                f"or 0..{num_classes - 1}")
     where = "" if first is None else " (the target type's ids)"
     first = first or 0
-    seen = np.zeros(num_nodes, dtype=bool)
+    seen, checked = np.zeros(num_nodes, dtype=bool), 0
     for split in SPLITS:
         ids = splits[split]
         if ids.ndim != 1 or (len(ids) and ids.dtype.kind not in "iu"):  # an empty list is an empty split
@@ -586,8 +586,11 @@ def validate_node_data(num_nodes: int, num_classes: int, labels: np.ndarray, spl
                                    f"{first + num_nodes - 1}{where}")
             ids = np.asarray(ids) - first
             if seen[ids].any():
-                raise DatasetError(f"{name(split)}: repeats a node id or overlaps an earlier split")
+                raise DatasetError(f"{name(split)}: overlaps an earlier split")
             seen[ids] = True
+            if int(np.count_nonzero(seen)) != checked + len(ids):  # marked fewer than it holds: a repeat within it
+                raise DatasetError(f"{name(split)}: repeats a node id")
+            checked += len(ids)
             if (np.isnan(labels[ids]) if values else labels[ids] < 0).any():
                 raise DatasetError(f"{name(split)}: contains unlabelled nodes (label {'NaN' if values else -1})")
 

@@ -478,12 +478,18 @@ def _open_share(path: Path, meta: dict, rank: int, mode: str) -> RankPartition:
         expect_array(file, arr, shape, (dtype,), source="partition.json", error=PartitionError)
 
     features, labels, runs = _open_rows(pk, meta, rank, expect)
-    splits = {}
+    splits, seen = {}, np.zeros(hi - lo, dtype=bool)
     for s in SPLITS:
         ids = open_array(pk, s)
         expect(ids, pk / f"{s}.npy", (stats[s],), d["dtypes"]["indices"])
         if len(ids) and (ids.min() < lo or ids.max() >= hi):
             raise PartitionError(f"{pk / (s + '.npy')}: ids outside the owned range {lo}..{hi - 1}")
+        if len(ids) > 1 and (np.diff(ids) <= 0).any():  # written sorted: a repeat would train a node twice
+            raise PartitionError(f"{pk / (s + '.npy')}: ids not strictly increasing (a repeated id, or not as "
+                                 "partition wrote them)")
+        if seen[ids - lo].any():
+            raise PartitionError(f"{pk / (s + '.npy')}: ids also in another split")
+        seen[ids - lo] = True
         splits[s] = ids
     graph = local = None
     if mode == "hybrid":
@@ -503,6 +509,8 @@ def _open_share(path: Path, meta: dict, rank: int, mode: str) -> RankPartition:
         if len(indptr) != hi - lo + 1 or indptr[0] != 0 or indptr[-1] != stats["edges"]:
             raise PartitionError(f"{pk / 'indptr.npy'}: does not span the {hi - lo} owned nodes' "
                                  f"{stats['edges']} in-edges")
+        if (np.diff(indptr) < 0).any():
+            raise PartitionError(f"{pk / 'indptr.npy'}: not monotone non-decreasing")
         if stats["edges"] and (indices.min() < 0 or indices.max() >= d["num_nodes"]):
             raise PartitionError(f"{pk / 'indices.npy'}: node ids outside 0..{d['num_nodes'] - 1}")
         local = CSCGraph(indptr, indices, open_types(pk, d, stats["edges"], error=PartitionError), runs,
