@@ -205,13 +205,32 @@ def refuse_to_delete(path: Path, inputs=()) -> None:
                               "that: write to another directory")
 
 
+# what marks a directory as one of fastsample's outputs (a dataset, a partition, an export):
+# the only kind an overwrite replaces (or an empty directory), so a mistyped path loses nothing
+OUTPUT_MARKERS = ("meta.json", "partition.json", "index.json")
+
+
+def refuse_to_replace_others(path: Path) -> None:
+    """Refuse to overwrite ``path`` unless it is an output of ours or an empty directory."""
+    if path.is_symlink() or not path.is_dir():
+        raise WouldDelete(f"{path}: a file, not an output of fastsample; overwriting would delete it: remove it "
+                          "yourself, or write to another path")
+    if any(path.iterdir()) and not any((path / m).is_file() for m in OUTPUT_MARKERS):
+        raise WouldDelete(f"{path}: a directory that is not an output of fastsample (it holds no "
+                          f"{', '.join(OUTPUT_MARKERS[:-1])} or {OUTPUT_MARKERS[-1]}); overwriting would delete "
+                          "what it holds: remove it yourself, or write to another path")
+
+
 class AtomicDirectory:
     def __init__(self, path: str | os.PathLike, overwrite: bool = False, inputs=()):
-        """``inputs``: files or directories the writer reads, which an overwrite must not delete."""
+        """``inputs``: files or directories the writer reads, which an overwrite must not delete.
+        An overwrite replaces only an output of fastsample (OUTPUT_MARKERS) or an empty directory."""
         self.path, self.overwrite = Path(path), overwrite
         if self.path.exists() and not overwrite:
             raise AlreadyExists(self.path)
         refuse_to_delete(self.path, inputs)
+        if self.path.exists() or self.path.is_symlink():
+            refuse_to_replace_others(self.path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._lock()

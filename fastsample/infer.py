@@ -84,7 +84,8 @@ class InferConfig:
     threads: int | None = cfg.option(None, "threads per rank (default: OMP_NUM_THREADS, else this node's cores shared among its "
                                      "ranks)", shared=False,
                                      check=(lambda v: v > 0, "must be positive"))
-    overwrite: bool = cfg.option(False, "replace an existing --out directory")
+    overwrite: bool = cfg.option(False, "replace an earlier export (or another output of fastsample, or an empty "
+                                 "directory) at --out; anything else is refused")
     other_data: bool = cfg.option(False, "apply the checkpoint's model to a graph other than the one it trained on "
                                   "(inductive inference: the same node and edge types and feature widths, no "
                                   "featureless type); without it, other data is refused, naming what differs")

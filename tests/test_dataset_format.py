@@ -1,6 +1,7 @@
 """The dataset directory format: round trip, atomic writes, and one clear error per defect."""
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -98,14 +99,27 @@ def test_existing_directory_is_not_overwritten_silently(small_dataset):
                                                     "already exists (pass --overwrite to replace it)\n")
 
 
-def test_overwrite_replaces_a_file_leaving_nothing_beside_it(tmp_path):
-    from fastsample.atomic import AtomicDirectory
+def test_overwrite_replaces_only_an_output_of_ours_leaving_nothing_beside_it(tmp_path):
+    # --overwrite deleted whatever was at the path: a mistyped --out took a project's files
+    from fastsample.atomic import AtomicDirectory, WouldDelete
 
-    (tmp_path / "ds").write_text("not a dataset")
-    with AtomicDirectory(tmp_path / "ds", overwrite=True) as out:
-        (out.tmp / "a").write_text("")
-        out.commit()
-    assert [p.name for p in tmp_path.iterdir()] == ["ds"] and (tmp_path / "ds" / "a").is_file()
+    (tmp_path / "file").write_text("notes")
+    (tmp_path / "project").mkdir()
+    (tmp_path / "project" / "train.py").write_text("")
+    for target, says in (("file", "a file, not an output of fastsample"), ("project", "a directory that is not an "
+                         "output of fastsample (it holds no meta.json, partition.json or index.json)")):
+        with pytest.raises(WouldDelete, match=re.escape(f"{tmp_path / target}: {says}")):
+            AtomicDirectory(tmp_path / target, overwrite=True)
+    assert (tmp_path / "file").read_text() == "notes" and (tmp_path / "project" / "train.py").exists()
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "ours").mkdir()
+    (tmp_path / "ours" / "meta.json").write_text("{}")
+    for target in ("empty", "ours"):
+        with AtomicDirectory(tmp_path / target, overwrite=True) as out:
+            (out.tmp / "a").write_text("")
+            out.commit()
+        assert [p.name for p in (tmp_path / target).iterdir()] == ["a"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty", "file", "ours", "project"]
 
 
 def test_a_target_that_cannot_be_written_is_said_so_naming_it(tmp_path, monkeypatch):

@@ -211,7 +211,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "those edges out, and say how many)")
 
     for cmd in (s, pl, og, ig, ls, tg, tb):
-        cmd.add_argument("--overwrite", action="store_true", help="replace an existing directory")
+        cmd.add_argument("--overwrite", action="store_true", help="replace an earlier output of fastsample (a dataset, "
+                         "partition or export) or an empty directory there; anything else is refused")
         cmd.add_argument("--quiet", action="store_true", help="no progress (--progress none)")
         cli.progress_flags(cmd)
 
