@@ -114,3 +114,16 @@ def find_mpiexec() -> str | None:
     on PATH, else None. The one lookup the tests and benchmarks use to launch ranks."""
     beside = Path(sys.executable).parent / "mpiexec"
     return str(beside) if beside.exists() else shutil.which("mpiexec")
+
+
+def die_with(parent: int) -> None:
+    """This (forked) process gets SIGKILL when ``parent`` ends (PR_SET_PDEATHSIG)."""
+    import ctypes
+    import signal
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:  # the parent went before that took effect
+        os._exit(1)

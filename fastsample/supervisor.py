@@ -15,7 +15,6 @@ with the parent (PR_SET_PDEATHSIG), so a launcher killing the parent kills the r
 
 from __future__ import annotations
 
-import ctypes
 import mmap
 import os
 import signal
@@ -23,7 +22,7 @@ import time
 
 from fastsample import phases
 from fastsample.comm.mpi import abort, release, shared_memory
-from fastsample.launcher import launch_rank, launched, say
+from fastsample.launcher import die_with, launch_rank, launched, say
 
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2, signal.SIGHUP, signal.SIGQUIT)
 _HINTS = {signal.SIGKILL: "kill -9, a launcher or scheduler ending it, or the kernel's out-of-memory killer: "
@@ -46,7 +45,7 @@ def supervised(main, prog: str) -> int:
     parent = os.getpid()
     child = os.fork()
     if child == 0:
-        _die_with(parent)
+        die_with(parent)  # a launcher killing what it started kills the rank
         signal.pthread_sigmask(signal.SIG_SETMASK, before)
         os.environ["FASTSAMPLE_SUPERVISED"] = "1"
         return main()
@@ -112,13 +111,3 @@ def segments_made(wait_s: float = 2.0) -> None:
     deadline = time.monotonic() + wait_s
     while phases.board[phases.SEGMENTS] != 2 and time.monotonic() < deadline:
         time.sleep(0.001)
-
-
-def _die_with(parent: int) -> None:
-    """The child gets SIGKILL when the parent goes (a launcher killing what it started)."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-    if os.getppid() != parent:  # the parent went before that took effect
-        os._exit(1)

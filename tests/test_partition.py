@@ -348,3 +348,47 @@ def test_metis_out_of_memory_is_one_line_naming_the_alternative(tmp_path):
                                                    "nodes and "), proc.stderr
     assert "Memory allocation failed" in lines[0] and "use method kaminpar (about" in lines[0], lines[0]
     assert not (tmp_path / "p").exists()
+
+
+def test_metis_runs_apart_so_sigterm_ends_the_command_and_a_partial_result_is_refused(tmp_path):
+    # METIS takes SIGTERM as its own error signal while it runs (GKlib's gk_sigtrap): a
+    # scheduler's SIGTERM became a partial partition, written, exit 0. It now runs in a child:
+    # here a METIS that swallows SIGTERM, then one that returns a partition with an empty part
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    code = """
+import os, signal, sys, time
+import numpy as np, pymetis
+from fastsample.data.graph import CSCGraph
+from fastsample.partition import assign
+
+def swallowing(*args, **kwargs):
+    signal.signal(signal.SIGTERM, lambda *a: None)  # as METIS's trap takes it
+    print(os.getpid(), flush=True)
+    time.sleep(60)
+
+def partial(*args, **kwargs):
+    return 0, [0] * 6  # METIS interrupted: every node in part 0
+
+pymetis.part_graph = {"swallowing": swallowing, "partial": partial}[sys.argv[1]]
+adj = CSCGraph(np.array([0, 1, 2, 3, 4, 5, 6]), np.array([1, 0, 3, 2, 5, 4]))
+try:
+    assign.metis_parts(adj, np.ones(6, dtype=np.int64), 2)
+except RuntimeError as e:
+    print(e, flush=True)
+"""
+    proc = subprocess.Popen([sys.executable, "-c", code, "swallowing"], stdout=subprocess.PIPE, text=True)
+    child = int(proc.stdout.readline())
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == -signal.SIGTERM
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and os.path.exists(f"/proc/{child}") and \
+            open(f"/proc/{child}/stat").read().split()[2] != "Z":
+        time.sleep(0.05)
+    assert not os.path.exists(f"/proc/{child}") or open(f"/proc/{child}/stat").read().split()[2] == "Z"
+    out = subprocess.run([sys.executable, "-c", code, "partial"], capture_output=True, text=True, timeout=60)
+    assert out.stdout == "METIS returned no valid partition into 2 parts (an empty or unknown part)\n", out

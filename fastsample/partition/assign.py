@@ -19,6 +19,7 @@ import numpy as np
 
 from fastsample.data.edges import edges_to_csc_file
 from fastsample.data.graph import CSCGraph, Dataset
+from fastsample.launcher import die_with
 
 _ADJ_CHUNK = 1 << 24  # edges read from the CSC at a time while symmetrising
 
@@ -78,16 +79,57 @@ def node_weights(in_degrees: np.ndarray) -> np.ndarray:
 
 def metis_parts(adj: CSCGraph, weights: np.ndarray, parts: int, seed: int = 0) -> np.ndarray:
     """(num_nodes,) int32 part of each node: METIS k-way on the symmetric adjacency ``adj``
-    (symmetric_adjacency) balancing ``weights`` (node_weights)."""
+    (symmetric_adjacency) balancing ``weights`` (node_weights).
+
+    METIS runs in a child process. While it runs it takes SIGTERM (and SIGABRT) as its own
+    error signals (GKlib's gk_sigtrap): in this process a scheduler's SIGTERM became a
+    partial partition, written, exit 0, or a longjmp on another thread. Here SIGTERM ends
+    this process as it would anywhere (the child dies with it, PR_SET_PDEATHSIG), and a
+    child that returns a partition with an empty part is refused. Its failures (an
+    allocation, with its text on fd 2) come back as this process's MemoryError/RuntimeError."""
+    import mmap
+    import os
+
     import pymetis
 
     if parts == 1:
         return np.zeros(adj.num_nodes, dtype=np.int32)
     xadj = np.asarray(adj.indptr, dtype=np.int64)
     adjncy = np.asarray(adj.indices, dtype=np.int64)
-    _, membership = pymetis.part_graph(parts, pymetis.CSRAdjacency(xadj, adjncy), vweights=weights,
-                                       recursive=False, options=pymetis.Options(seed=seed))
-    return np.asarray(membership, dtype=np.int32)
+    shared = mmap.mmap(-1, 4 * max(adj.num_nodes, 1))  # MAP_SHARED: the child writes the parts here
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: METIS, its parts into `shared`, or its error's name and text into the pipe
+        status = 0
+        try:
+            os.close(read)
+            die_with(os.getppid())
+            _, membership = pymetis.part_graph(parts, pymetis.CSRAdjacency(xadj, adjncy), vweights=weights,
+                                               recursive=False, options=pymetis.Options(seed=seed))
+            np.frombuffer(shared, dtype=np.int32, count=adj.num_nodes)[:] = membership
+        except BaseException as e:  # noqa: BLE001 - every failure goes back to the parent
+            os.write(write, f"{type(e).__name__}\n{e}".encode(errors="replace"))
+            status = 1
+        os._exit(status)
+    os.close(write)
+    try:
+        with os.fdopen(read, "rb") as f:
+            said = f.read().decode(errors="replace")
+        status = os.waitpid(pid, 0)[1]
+    except BaseException:
+        os.kill(pid, 9)
+        raise
+    if said:
+        name, _, text = said.partition("\n")
+        raise (MemoryError if name == "MemoryError" else RuntimeError)(text)
+    if status:
+        raise RuntimeError(f"METIS's process ended with status {os.waitstatus_to_exitcode(status)}")
+    membership = np.frombuffer(shared, dtype=np.int32, count=adj.num_nodes).copy()
+    counts = np.bincount(membership, minlength=parts) if membership.min(initial=0) >= 0 else None
+    if counts is None or len(counts) != parts or (counts == 0).any():
+        raise RuntimeError(f"METIS returned no valid partition into {parts} parts (an empty or unknown part)")
+    return membership
+
 
 
 def random_parts(n: int, parts: int, seed: int = 0) -> np.ndarray:
