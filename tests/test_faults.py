@@ -105,10 +105,13 @@ def test_a_nan_loss_stops_every_rank_with_one_line_or_is_skipped(p2, tmp_path):
     np.save(bad / "part-1" / "features.npy", features)
     ck = tmp_path / "ck"
     # the stopped run and the skipping one in one launch (helpers.run_commands: each its own status and output)
-    proc, skipping = run_commands(2, [
+    proc, skipping, diverged = run_commands(2, [
         ("fastsample.train", ["--data", bad, *ARGS, "--epochs", "3", "--checkpoint-dir", ck]),
         ("fastsample.train", ["--data", bad, *ARGS, "--epochs", "2", "--on-nan", "skip", "--log-json",
-                              tmp_path / "skip.jsonl"])], tmp_path / "out")
+                              tmp_path / "skip.jsonl"]),
+        # the first update makes every weight inf: every later step skipped
+        ("fastsample.train", ["--data", p2 / "p2", *ARGS, "--epochs", "2", "--lr", "1e30", "--on-nan", "skip",
+                              "--log-json", tmp_path / "diverged.jsonl"])], tmp_path / "out")
     assert proc.returncode == 3, proc.stdout + proc.stderr
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "python -m fastsample.train: error: non-finite loss at epoch 0, step " in lines[0]
@@ -120,6 +123,12 @@ def test_a_nan_loss_stops_every_rank_with_one_line_or_is_skipped(p2, tmp_path):
     # no update from a NaN step: the weights stay finite, so later steps are finite again
     assert any(x is not None and math.isfinite(x) for x in steps[first_nan:])
     assert all(math.isfinite(r["loss"]) for r in skipped)
+
+    # an epoch whose every step was skipped has no mean loss: it was reported as a perfect 0.0000
+    assert diverged.returncode == 0, diverged.stderr
+    last = read_records(tmp_path / "diverged.jsonl")[-1]
+    assert set(last["step_losses"]) == {None} and last["loss"] is None and last["train_acc"] is None, last
+    assert "epoch   1  loss nan" in diverged.stdout, diverged.stdout
 
     def strict(constant):  # what jq and other strict readers do with a bare NaN
         raise ValueError(f"not JSON: {constant}")
