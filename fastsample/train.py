@@ -131,7 +131,7 @@ def _train(config: TrainConfig, comm, early: list = ()) -> int:
     except Preempted as e:  # likewise
         if comm.rank == 0:
             print(f"{PROG}: {e}", file=sys.stderr, flush=True)
-        return PREEMPTED
+        return e.status
     except TargetMissed as e:  # likewise
         if comm.rank == 0:
             print(f"{PROG}: {e}", file=sys.stderr, flush=True)

@@ -413,6 +413,11 @@ def test_a_preemption_during_start_up_stops_at_the_first_step_and_resumes_bitwis
     resumed = train_records(longer, 2, log, *args, "--checkpoint-dir", ck, "--resume")[len(first):]
     steps = lambda records: [x for r in records for x in r["step_losses"]]
     assert steps(first + resumed) == steps(uninterrupted[("hybrid", "0", ())])
+    # without --checkpoint-dir there is nothing to resume: not 75, which train.sbatch requeues
+    # (its --resume would then fail), but SIGTERM's own status, and a line that says so
+    proc = mpiexec(2, "-m", "fastsample.train", "--data", longer, *args, env=env, timeout=120)
+    assert proc.returncode == 143, proc.stderr
+    assert "step 1: nothing saved (no --checkpoint-dir), so a rerun starts over" in proc.stderr, proc.stderr
 
 
 @pytest.mark.mpi

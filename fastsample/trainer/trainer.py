@@ -62,7 +62,13 @@ class TargetMissed(RuntimeError):
 
 class Preempted(RuntimeError):
     """A stop was asked for (request_stop: SIGTERM, SIGUSR1) on some rank; every rank ended
-    the same step, the state was saved to resume at the next one (raised on every rank alike)."""
+    the same step, the state was saved to resume at the next one (raised on every rank alike).
+    ``status``: the exit status, 75 where a checkpoint holds the state (rerun with --resume),
+    else 128 + the signal (nothing to resume: a requeue would start over)."""
+
+    def __init__(self, text: str, status: int):
+        super().__init__(text)
+        self.status = status
 
 
 def build_model(config: TrainConfig, in_dim, num_classes: int, schema: dict | None = None) -> torch.nn.Module:
@@ -513,7 +519,7 @@ class Trainer:
     def _preempted(self, epoch: int, step: int, record: EpochRecord | None) -> None:
         """Save the state to resume at (epoch, step), log the partial epoch, raise Preempted."""
         c = self.config
-        saved = "nothing saved (no --checkpoint-dir)"
+        saved = None
         if self.checkpoints is not None and record is not None:
             path = self.checkpoints.save(epoch, self.model, self.optimizer, self.comm, self.embeddings, step=step,
                                          steps_per_epoch=self.steps_per_epoch)
@@ -524,9 +530,13 @@ class Trainer:
             append_log(c.log_json, record)
         name = ({signal.SIGTERM: "SIGTERM", signal.SIGUSR1: "SIGUSR1"}.get(self.stop_signal, f"signal {self.stop_signal}")
                 if self.stop_signal else "a signal to another rank")
+        from fastsample.train import PREEMPTED  # the exit statuses' home (no torch there)
+
+        if self.checkpoints is None:  # nothing to resume from: not the status a requeue acts on
+            raise Preempted(f"stopped by {name} before epoch {epoch}, step {step}: nothing saved (no "
+                            "--checkpoint-dir), so a rerun starts over", 128 + (self.stop_signal or signal.SIGTERM))
         raise Preempted(f"stopped by {name} before epoch {epoch}, step {step}: {saved}; run the same command with "
-                        "--resume to continue from there" + ("" if self.checkpoints is not None else
-                                                            " (which needs --checkpoint-dir)"))
+                        "--resume to continue from there", PREEMPTED)
 
     def train_epoch(self, epoch: int, first_step: int = 0) -> EpochRecord:
         """Train ``epoch`` from ``first_step`` (a resumed mid-epoch checkpoint's) on; stops
