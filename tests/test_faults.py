@@ -73,10 +73,15 @@ def test_resume_skips_a_truncated_newest_checkpoint_and_says_so(p2, tmp_path):
     full = runs["full"]
     newest = ck / "epoch-2.pt"
     newest.write_bytes(newest.read_bytes()[: newest.stat().st_size // 2])  # a crash while copying, a full disk
+    # a checkpoint copied under a later name: its name decided where the run went on (epoch 3,
+    # from epoch 1's weights), and the run then overwrote the good checkpoints after it
+    shutil.copy(ck / "epoch-1.pt", ck / "epoch-3.pt")
     proc = mpiexec(2, "-m", "fastsample.train", "--data", p2 / "p2", *ARGS, "--epochs", "4", "--checkpoint-dir", ck,
                    "--resume", "--log-json", tmp_path / "b.jsonl")
     assert proc.returncode == 0, proc.stderr
-    assert f"resume: from {ck / 'epoch-1.pt'}; skipped {newest}: unreadable, truncated or corrupt" in proc.stderr
+    assert (f"resume: from {ck / 'epoch-1.pt'}; skipped {ck / 'epoch-3.pt'}: holds the state of the end of epoch 1, "
+            f"not what its name says (renamed or copied?); skipped {newest}: unreadable, truncated or corrupt") \
+        in proc.stderr, proc.stderr
     resumed = read_records(tmp_path / "b.jsonl")
     assert [r["step_losses"] for r in resumed] == [r["step_losses"] for r in full[2:]]
     assert stray(ck) == []

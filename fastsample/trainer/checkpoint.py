@@ -405,6 +405,10 @@ class Checkpoints:
             state = load_checkpoint(path, device)
         except (CheckpointError, FileNotFoundError) as e:  # FileNotFoundError: removed since it was listed
             return None, (str(path), str(e).removeprefix(f"{path}: "))
+        held = (state["epoch"], int(state["step"])) if "step" in state else (state["epoch"] + 1, 0)
+        if held != _position(path):  # renamed or copied over: its name would decide where the run goes on
+            inside = f"epoch {held[0]}, step {held[1]}" if "step" in state else f"the end of epoch {state['epoch']}"
+            return None, (str(path), f"holds the state of {inside}, not what its name says (renamed or copied?)")
         if not sharded:
             return (state, None), None
         tokens = state.get("shards")  # None: saved before checkpoints named their shards
