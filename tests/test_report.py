@@ -166,3 +166,17 @@ def test_a_cut_epochs_parts_write_no_per_epoch_train_means_or_times(tmp_path):
     assert [e.step for e in events.Tensors("train/loss")] == [0]
     assert [e.step for e in events.Tensors("time/epoch")] == [0]
     assert [e.step for e in events.Tensors("val/acc")] == [1]
+
+
+def test_a_resumed_runs_closing_line_weighs_the_epochs_before_its_resume():
+    # the closing line saw only the resumed process's epochs: "best val 0.55 at epoch 5" after
+    # epochs 3-4 had reached 0.725, and beside an early stop naming epoch 2's 0.70
+    from fastsample.trainer.metrics import EpochRecord, summary
+
+    before = {"epoch": 2, "score": 0.7, "metrics": {"val_acc": 0.7, "test_acc": 0.6}}
+    after = [EpochRecord(epoch=e, loss=0.5, train_acc=0.5, task="node", epoch_s=1.0, best_before=before,
+                         metrics={"val_acc": v, "test_acc": 0.5}) for e, v in ((3, 0.55), (4, 0.6))]
+    assert summary(after).startswith("done: epochs 3..4, best val 0.7000 at epoch 2 (test there 0.6000), before the "
+                                     "resume, mean epoch")
+    after[1].metrics["val_acc"] = 0.75
+    assert summary(after).startswith("done: epochs 3..4, best val 0.7500 at epoch 4 (test there 0.5000), mean epoch")

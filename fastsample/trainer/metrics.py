@@ -102,6 +102,9 @@ class EpochRecord:
     # there: the best score's epoch (a resumed run's may be before its own epochs), its score, the
     # checkpoint kept for it (None without --checkpoint-dir)
     early_best: dict | None = None
+    # a resumed run's records: its best evaluated epoch before the resume ({epoch, score,
+    # metrics}), which the closing line weighs with its own (None: not resumed, or none evaluated)
+    best_before: dict | None = None
 
     @property
     def partial(self) -> bool:
@@ -183,17 +186,23 @@ def summary(history: list[EpochRecord]) -> str:
     mean = seconds(sum(whole) / len(whole)) if whole else "n/a (no whole epoch in this run)"
     span = f"epochs {history[0].epoch}..{history[-1].epoch}"
     evaluated = [r for r in history if r.score is not None]
-    if not evaluated:
-        return f"done: {span}, mean epoch {mean}, no evaluation (--eval-every 0){_target(history)}"
-    best = max(evaluated, key=lambda r: r.score)  # the first epoch that reached it
+    best = max(evaluated, key=lambda r: r.score) if evaluated else None  # the first epoch that reached it
     early, last = "", history[-1]
+    before = last.best_before
+    if before is not None and (best is None or before["score"] > best.score):  # the epochs before a resume's
+        best = EpochRecord(epoch=before["epoch"], loss=math.nan, train_acc=math.nan, task=last.task,
+                           metrics=before["metrics"])
+        best_text = task_class(best.task).best_text(best.metrics, best.epoch) + ", before the resume"
+    else:
+        best_text = task_class(best.task).best_text(best.metrics, best.epoch) if best else None
+    if best is None:
+        return f"done: {span}, mean epoch {mean}, no evaluation (--eval-every 0){_target(history)}"
     if last.stopped_early:
         at = last.early_best or {"epoch": best.epoch, "score": best.score, "kept": None}
         early = (f"; stopped early: no better {task_class(best.task).score} than epoch {at['epoch']}'s "
                  f"{at['score']:.4f} for the last {last.epoch - at['epoch']} epochs"
                  + (f", {at['kept']} kept" if at.get("kept") else ""))
-    return (f"done: {span}, best {task_class(best.task).best_text(best.metrics, best.epoch)}, mean epoch {mean}"
-            f"{_target(history)}{early}")
+    return f"done: {span}, best {best_text}, mean epoch {mean}{_target(history)}{early}"
 
 
 def _target(history: list[EpochRecord]) -> str:

@@ -232,6 +232,8 @@ class Trainer:
         self.run_id = progress.get("run_id") if self.resumed else None
         self.run_id = self.run_id or runlog.new_run_id()
         progress["run_id"] = self.run_id
+        # the best evaluated epoch before a resume: the closing line weighs it with this run's
+        self.best_before = progress.get("best") if self.resumed else None
         if config.tensorboard:  # beside the console's (or the caller's) reports
             self.reporter = Reporters(self.reporter, TensorBoardReporter(
                 config.tensorboard, self.run_id, self.start_epoch * self.steps_per_epoch + self.start_step))
@@ -480,6 +482,12 @@ class Trainer:
                 if record.stopped_early:
                     record.early_best = {"epoch": self.early["epoch"], "score": self.early["best"],
                                          "kept": f"epoch-{self.early['epoch']}.pt" if self.checkpoints else None}
+            record.best_before = self.best_before
+            best = self.checkpoints.progress.get("best") if self.checkpoints is not None else None
+            if self.checkpoints is not None and record.score is not None and (best is None or
+                                                                              record.score > best["score"]):
+                self.checkpoints.progress["best"] = {"epoch": record.epoch, "score": record.score,
+                                                     "metrics": dict(record.metrics)}
             if self.checkpoints is not None:  # collective with embeddings: each rank saves its shard
                 self.checkpoints.save(epoch, self.model, self.optimizer, self.comm, self.embeddings,
                                       **({} if record.complete else {"step": first + len(record.step_losses)}))
