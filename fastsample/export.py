@@ -56,6 +56,26 @@ def orig_ids(part, data: Path) -> np.ndarray:
     return ids
 
 
+def check_permutation(ids: np.ndarray, file: Path, chunk: int = 1 << 24) -> None:
+    """A ValueError naming ``file`` unless ``ids`` holds each of 0..n-1 once: checked by range
+    and by the sums of the ids and of their squares modulo 2^64 (a permutation's are known; any
+    one id changed, repeated or out of range changes them), in chunks: no n-sized memory."""
+    n = len(ids)
+    s1 = s2 = 0
+    lo, hi = 0, n - 1
+    with np.errstate(over="ignore"):
+        for a in range(0, n, chunk):
+            block = np.asarray(ids[a:a + chunk])
+            lo, hi = min(lo, int(block.min())), max(hi, int(block.max()))
+            block = block.astype(np.uint64)
+            s1 = (s1 + int(block.sum(dtype=np.uint64))) % 2**64
+            s2 = (s2 + int((block * block).sum(dtype=np.uint64))) % 2**64
+    if lo < 0 or hi >= n:
+        raise ValueError(f"{file}: ids span [{lo}, {hi}], not the node ids 0..{n - 1}: partition the dataset again")
+    if s1 != (n * (n - 1) // 2) % 2**64 or s2 != ((n - 1) * n * (2 * n - 1) // 6) % 2**64:
+        raise ValueError(f"{file}: not a permutation of the node ids 0..{n - 1} (an id repeated, another missing): "
+                         "partition the dataset again")
+
 def dense_ids(part, partition: Path, node_type: str, rank: int) -> np.ndarray:
     """The dense ids (within the type) of ``rank``'s rows of ``node_type``, in row order."""
     names = list(part.node_type_names)
@@ -81,10 +101,12 @@ def user_ids(part, partition: Path, node_type: str, rank: int):
     return pq.read_table(Path(partition) / maps[node_type], columns=["id"]).column("id").take(pa.array(dense))
 
 
-def id_maps(part, partition: Path) -> None:
+def id_maps(part, partition: Path, unique: bool = False) -> None:
     """Check that each of the partition's id maps (a dataset built from tables) is there and
-    has one id per node of its type: a ValueError naming the file (before hours of inference,
-    not when the rows are written)."""
+    has one id per node of its type (``unique``: its ids read and each told apart, an O(n)
+    pass: for the one rank that writes them): a ValueError naming the file (before hours of
+    inference, not when the rows are written)."""
+    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     maps = part.layout["dataset"].get("tables", {}).get("id_maps", {})
@@ -104,6 +126,15 @@ def id_maps(part, partition: Path) -> None:
         if count is not None and rows != count:
             raise ValueError(f"{file}: {rows:,} ids, expected one per {t} node ({count:,}); partition the dataset "
                              "again")
+        if not unique:
+            continue
+        try:
+            column = pq.read_table(file, columns=["id"]).column("id")
+        except Exception as e:  # no id column: found here, not after the inference
+            raise ValueError(f"{file}: no readable id column ({type(e).__name__}: {str(e).splitlines()[0]})") from None
+        if pc.count_distinct(column, mode="all").as_py() != rows:
+            raise ValueError(f"{file}: an id repeated: each {t} node needs its own (the rows would share it); "
+                             "build the dataset from its tables again")
 
 
 def write_rows(file: Path, ids, rows: np.ndarray, column: str) -> None:

@@ -124,12 +124,13 @@ def _infer(args, comm) -> int:
     from fastsample import faults
     from fastsample.atomic import AtomicDirectory, as_disk_full, check_space
     from fastsample.comm.agree import ALIKE_S
-    from fastsample.export import id_maps, orig_ids
+    from fastsample.export import check_permutation, id_maps, orig_ids
     from fastsample.loading.layerwise import check_layerwise, layerwise
     from fastsample.loading.loader import open_share, reduce_features
     from fastsample.nn import matmul
     from fastsample.options import from_dict
     from fastsample.partition import read_partition_meta
+    from fastsample import phases
     from fastsample.phases import in_phase, phase
     from fastsample.launcher import default_threads
     from fastsample.sampling import set_num_threads
@@ -149,8 +150,10 @@ def _infer(args, comm) -> int:
         data = Path(args.data)
         vanilla = (data / "partition.json").is_file() and read_partition_meta(data)["mode"] == "vanilla"
         part = open_share(data, comm, "vanilla" if vanilla else "hybrid")
-        orig_ids(part, data)  # written beside the rows at the end: checked now, on every rank
-        id_maps(part, data)  # and the user's ids the Parquet files hold
+        ids = orig_ids(part, data)  # written beside the rows at the end: checked now
+        if comm.rank == 0 and (data / "partition.json").is_file():  # the rank that writes it: every id once
+            check_permutation(ids, data / "orig_ids.npy")
+        id_maps(part, data, unique=comm.rank == 0)  # and the user's ids the Parquet files hold
         state = load_checkpoint(Path(args.checkpoint), "cpu")
         config = model_where_trained(from_dict(TrainConfig, state["config"]), state, args.checkpoint)
         model = model_for(config, part)
@@ -195,10 +198,16 @@ def _infer(args, comm) -> int:
     def target():
         if comm.rank != 0:
             return None
+        # after a killed run's temporary is gone (AtomicDirectory removes it), whose space counts:
         # the whole output, before hours of inference: float32 rows of the model's width
-        need = total * width * 4 + part.num_nodes * 8 + (1 << 20)
-        check_space(Path(args.out).parent, need, Path(args.out).name)
-        return AtomicDirectory(args.out, overwrite=args.overwrite, inputs=(args.data, args.checkpoint))
+        target = AtomicDirectory(args.out, overwrite=args.overwrite, inputs=(args.data, args.checkpoint))
+        try:
+            need = total * width * 4 + part.num_nodes * 8 + (1 << 20)
+            check_space(Path(args.out).parent, need, Path(args.out).name)
+        except BaseException:
+            target.__exit__(None, None, None)
+            raise
+        return target
 
     out = cli.agreed(comm, PROG, in_phase("startup")(target))
     tmp = Path(comm.broadcast_object(str(out.tmp) if out else None))
@@ -222,6 +231,13 @@ def _infer(args, comm) -> int:
                 folder.mkdir(exist_ok=True)
                 file = folder / f"part-{comm.rank}.{args.format}"
                 with phase("output"):
+                    bad = ~np.isfinite(rows_t).all(axis=1)
+                    if bad.any():  # NaN or inf rows would be exported as answers
+                        first = int(rows[t][comm.rank][0]) + int(np.flatnonzero(bad)[0])
+                        raise ValueError(f"{int(bad.sum()):,} of the {len(rows_t):,} {'' if t == NODE else t + ' '}"
+                                         f"rows on rank {comm.rank} are not finite (the first: partition id {first}): "
+                                         "the features or the checkpoint hold NaN or inf (python -m fastsample.data "
+                                         "info --check DATASET finds the feature rows)")
                     try:
                         if args.format == "npy":
                             np.save(file, rows_t)
@@ -237,10 +253,23 @@ def _infer(args, comm) -> int:
                 files[t] = str(file.relative_to(tmp))
             return files
 
-        files = comm.allgather_object(cli.agreed(comm, PROG, write))
+        mine = cli.agreed(comm, PROG, write)
+        with phase("output"):  # waiting for the others' files is writing the output too (a stall's line)
+            files = comm.allgather_object(mine)
+
+        def finish():  # rank 0: index, ids and head, then the commit; a failure is every rank's exit 2
+            if out is None:
+                return
+            with phase("output"):
+                try:
+                    _finish(args, part, model, task, plan, rows, files, flat, tmp, model_spec, built)
+                except OSError as e:
+                    raise (as_disk_full(e, Path(args.out), tmp) or e) from None
+                out.commit()
+
+        cli.agreed(comm, PROG, finish)
+        phases.done()  # a signal from here on finds the export written
         if out is not None:
-            _finish(args, part, model, task, plan, rows, files, flat, tmp, model_spec, built)
-            out.commit()
             what = " ".join(filter(None, (f"{total:,}", ", ".join(t for t in types if t != NODE), "nodes")))
             ranks = f"{comm.size} rank" + "s" * (comm.size > 1)
             print(f"{PROG}: {what} x {width} ({plan['output']}) written to {args.out} by {ranks} in "
@@ -310,7 +339,10 @@ def _finish(args, part, model, task, plan, rows, files, flat, tmp, model_spec, b
     """Rank 0: orig_ids.npy, head.npz and index.json beside the ranks' files."""
     from fastsample.export import HEADS, head_arrays, orig_ids, type_folder
 
+    from fastsample import faults
+
     np.save(tmp / "orig_ids.npy", orig_ids(part, Path(args.data)))
+    faults.written(tmp / "orig_ids.npy")
     names = list(part.node_type_names)
     index = {"num_parts": len(files), "output": plan["output"], "format": args.format, "task": task.name,
              "offsets": [int(o) for o in part.offsets], "dtype": "float32", "orig_ids": "orig_ids.npy",

@@ -78,6 +78,7 @@ def test_a_link_export_is_keyed_by_the_tables_ids_and_reproduces_the_test_mrr(ta
 def test_node_outputs_and_their_choices(tables_link, tmp_path):
     import shutil
 
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     root = tables_link
@@ -85,6 +86,18 @@ def test_node_outputs_and_their_choices(tables_link, tmp_path):
     shutil.copytree(root / "node-2", tmp_path / "short-2")  # an id map cut short (a copy gone wrong)
     short = tmp_path / "short-2" / "id_maps" / "author.parquet"
     pq.write_table(pq.read_table(short).slice(0, 5), short)
+    # an id map repeating an id, one without its id column, and orig_ids.npy repeating a node: the
+    # export was written keyed by them (exit 0), or failed once the inference was done
+    for name in ("twice-2", "noid-2", "orig-2"):
+        shutil.copytree(root / "node-2", tmp_path / name)
+    twice, noid = (tmp_path / name / "id_maps" / "author.parquet" for name in ("twice-2", "noid-2"))
+    table = pq.read_table(twice)
+    ids = table.column("id").to_pylist()
+    pq.write_table(table.set_column(0, "id", pa.array([ids[1]] + ids[1:])), twice)
+    pq.write_table(table.rename_columns(["key", *table.column_names[1:]]), noid)
+    orig = np.load(tmp_path / "orig-2" / "orig_ids.npy")
+    orig[3] = orig[4]
+    np.save(tmp_path / "orig-2" / "orig_ids.npy", orig)
     runs = [("fastsample.train", ["--data", root / "node-2", "--epochs", "1", "--threads", "1", "--quiet",
                                   "--checkpoint-dir", ck, "--hidden", "16", "--fanouts", "4,4", "--eval-every", "0",
                                   "--batch-size", "64"])]
@@ -96,8 +109,9 @@ def test_node_outputs_and_their_choices(tables_link, tmp_path):
              infer("bad2", "--node-types", "author"),
              infer("bad3", "--node-types", "nope", "--output", "embeddings"),
              infer("bad4", "--node-types", "author,paper,author", "--output", "embeddings"),
-             ("fastsample.infer", ["--data", tmp_path / "short-2", "--checkpoint", ck / "epoch-0.pt", "--out",
-                                   tmp_path / "bad5", "--quiet", "--output", "embeddings"])]
+             *(("fastsample.infer", ["--data", tmp_path / data, "--checkpoint", ck / "epoch-0.pt", "--out",
+                                     tmp_path / f"bad{i}", "--quiet", "--output", "embeddings", "--format", "parquet"])
+               for i, data in enumerate(("short-2", "twice-2", "noid-2", "orig-2"), 5))]
     train, probs, hidden, *bad = run_commands(2, runs, tmp_path / "runs")
     assert train.returncode == 0 and probs.returncode == 0 and hidden.returncode == 0, probs.stderr + hidden.stderr
     p = pq.read_table(tmp_path / "probs" / "paper")
@@ -110,6 +124,9 @@ def test_node_outputs_and_their_choices(tables_link, tmp_path):
                                    "--node-types: nope: not a node type",
                                    "--node-types: author named twice",
                                    # before inference, though an npy export writes no user ids: its map is wrong
-                                   f"{short}: 5 ids, expected one per author node")):
+                                   f"{short}: 5 ids, expected one per author node",
+                                   f"{twice}: an id repeated: each author node needs its own",
+                                   f"{noid}: no readable id column",
+                                   f"{tmp_path / 'orig-2' / 'orig_ids.npy'}: not a permutation of the node ids")):
         assert proc.returncode == 2 and message in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
-    assert not any((tmp_path / f"bad{i}").exists() for i in range(1, 6))
+    assert not any((tmp_path / f"bad{i}").exists() for i in range(1, 9))

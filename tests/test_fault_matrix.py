@@ -254,6 +254,20 @@ def test_a_stopped_rank_is_named_by_every_live_rank_within_the_watchdog_time(dat
 
 
 
+@pytest.mark.parametrize("kind", ["raise", "diskfull"])
+def test_infer_failing_as_it_writes_the_index_is_one_line_and_exit_2_everywhere(data, full, tmp_path, kind):
+    # rank 0 writes orig_ids.npy, head.npz and index.json after the others had returned 0: a full
+    # disk there gave three chained tracebacks and exit 1 (rank 0's alone); entry 2 of the output
+    # phase: the rows (0), the wait for every rank's (1), the index (2)
+    _, ck = full["plain"]
+    out = tmp_path / "emb"
+    args = ["--data", data / "p2", "--checkpoint", ck / "epoch-2.pt", "--out", out, "--quiet"]
+    lines, err = faulted(2, "fastsample.infer", args, f"output:0:{kind}:2", tmp_path, limit=6)
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert ("no space left" if kind == "diskfull" else "injected fault") in lines[0], lines[0]
+    assert not out.exists() and [f.name for f in tmp_path.iterdir() if f.name.startswith(".emb")] == []
+
+
 def test_a_rank_killed_as_it_starts_leaves_no_mpi_shared_memory(tmp_path):
     # A rank killed within a second of MPI's start: its supervisor looks at the rank's mappings
     # once a second, and missed the segments of a rank killed sooner (seen in CI, on 4 ranks:

@@ -329,3 +329,21 @@ def test_infer_on_a_vanilla_only_partition(root, tmp_path):
         by_node[np.load(part / "orig_ids.npy")] = h
         got[out] = by_node
     assert np.allclose(got["v"], got["h"], rtol=1e-5, atol=1e-6) and torch is not None
+
+
+def test_rows_that_are_not_finite_are_refused_not_exported(root, tmp_path):
+    # NaN feature rows went into the export as answers (exit 0); training stops on them
+    import shutil
+
+    shutil.copytree(root / "p1", tmp_path / "p")
+    proc = run_module("fastsample.train", "--data", tmp_path / "p", "--epochs", "1", "--fanouts", "3,3", "--hidden",
+                      "8", "--batch-size", "64", "--threads", "1", "--quiet", "--checkpoint-dir", tmp_path / "ck")
+    assert proc.returncode == 0, proc.stderr
+    features = np.load(tmp_path / "p" / "part-0" / "features.npy")
+    features[5] = np.nan
+    np.save(tmp_path / "p" / "part-0" / "features.npy", features)
+    proc = run_module("fastsample.infer", "--data", tmp_path / "p", "--checkpoint", tmp_path / "ck" / "epoch-0.pt",
+                      "--out", tmp_path / "out", "--quiet")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "error: rank 0, in writing the output: " in proc.stderr and " of the 700 rows on rank 0 are not finite (the first: partition id " in proc.stderr, proc.stderr
+    assert not (tmp_path / "out").exists()

@@ -133,6 +133,8 @@ BAD = {
     "null feature": (lambda r, n, e: n[0]["features"][0].pop("fill"),
                      "users.parquet: column 'age', row 1: null, and the feature declares no fill"),
     "unknown key": (lambda r, n, e: n[0].update(node_typ="x"), "nodes[0]: unknown key 'node_typ'"),
+    "truncated edge table": (lambda r, n, e: (r / "buys.parquet").write_bytes((r / "buys.parquet").read_bytes()[:-20]),
+                             "buys.parquet: unreadable as parquet ("),
     "id types differ": (lambda r, n, e: _table(r / "items.parquet", iid=["10", "20", "30"],
                                                price=[[1.0, 2.0]] * 3),
                         "buys.parquet: column 'item': ids of type int64, but node type item's table has string ids"),

@@ -286,3 +286,15 @@ def _row(where: list, i: int) -> tuple:
             return file, first + i
         i -= length
     return "?", i
+
+
+def parquet_rows(file) -> int:
+    """A Parquet file's row count from its footer; a TableError naming the file where it is
+    not Parquet or cut short."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.ParquetFile(file).metadata.num_rows
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OSError) as e:
+        raise TableError(f"{file}: unreadable as parquet ({str(e).splitlines()[0]})") from None
