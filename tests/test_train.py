@@ -220,6 +220,10 @@ def test_a_resume_on_other_data_is_refused_and_on_the_same_data_partitioned_othe
     with pytest.raises(CheckpointError, match=r"epoch-0\.pt: saved training on other data \(num_edges \d+ there, "
                                               r"\d+ here\): resume on the dataset it trained on"):
         Trainer(dataclasses.replace(again, data=str(tmp_path / "other")), LocalCommunicator(), reporter=Reporter())
+    # other data and other settings: the data is said first (fixing the flags met a second refusal)
+    with pytest.raises(CheckpointError, match=r"saved training on other data"):
+        Trainer(dataclasses.replace(again, data=str(tmp_path / "other"), hidden=32), LocalCommunicator(),
+                reporter=Reporter())
 
 
 @pytest.mark.mpi

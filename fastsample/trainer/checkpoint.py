@@ -364,6 +364,10 @@ class Checkpoints:
             saved = from_dict(type(self.config), state["config"])
         except (TypeError, ValueError) as e:
             raise CheckpointError(f"{path}: its config does not load ({e})") from None
+        other = other_dataset(state.get("dataset"), self.dataset)
+        if other:  # first: on other data the settings' differences are beside the point
+            raise CheckpointError(f"{path}: saved training on other data ({other}): resume on the dataset it "
+                                  "trained on (a partition of it into any number of parts serves)")
         differ = [k for k in marked(self.config, "resume") if getattr(saved, k) != getattr(self.config, k)]
         show = lambda v: ",".join(map(str, v)) if isinstance(v, tuple) else v
         if differ:  # both values: the user sees what to pass (or that the checkpoint is another run's)
@@ -372,10 +376,6 @@ class Checkpoints:
         changed = [k for k in marked(self.config, "shared") if k not in _NOT_NOTED and k not in marked(self.config, "resume")
                    and getattr(saved, k) != getattr(self.config, k)
                    and (k != "epochs" or getattr(self.config, "lr_schedule", "none") != "none")]
-        other = other_dataset(state.get("dataset"), self.dataset)
-        if other:
-            raise CheckpointError(f"{path}: saved training on other data ({other}): resume on the dataset it "
-                                  "trained on (a partition of it into any number of parts serves)")
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         self.progress = dict(state.get("progress", {}))
