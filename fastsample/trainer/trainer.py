@@ -434,6 +434,9 @@ class Trainer:
             warning = self.task.warn_single_step(self)
             if warning:
                 self.reporter.warn(warning)
+            if c.sampler == "twostep" and c.mode == "vanilla":  # asked for by name: say what runs instead
+                self.reporter.note("fastsample.train: --sampler twostep runs as numba in vanilla mode (the owners "
+                                   "pick their nodes' neighbours; twostep is hybrid mode's baseline): the same batches")
             if c.log_json:
                 self._log_header()
         history = []
