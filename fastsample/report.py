@@ -44,7 +44,7 @@ def load_runs(logs: list[str], wanted: list[str] | None = None) -> list[tuple[st
     for log in logs:
         path = Path(log)
         if not path.is_file():
-            raise ValueError(f"{log}: no such file")
+            raise ValueError(f"{log}: {'a directory, not a --log-json file' if path.is_dir() else 'no such file'}")
         runs = read_runs(path)
         if not runs:
             raise ValueError(f"{log}: holds no run (an empty log)")

@@ -192,3 +192,13 @@ def test_info_cli_exits_nonzero_with_one_line_naming_the_file(small_dataset):
     proc = run_module("fastsample.data", "info", small_dataset)
     assert proc.returncode == 2
     assert "features.npy" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_a_file_given_as_a_dataset_is_said_to_be_a_file(tmp_path):
+    from fastsample.data.graph import read_meta
+
+    (tmp_path / "notes").write_text("")
+    with pytest.raises(DatasetError, match=r"notes: not a dataset directory \(a file\)"):
+        read_meta(tmp_path / "notes")
+    with pytest.raises(DatasetError, match=r"gone: not a dataset directory \(does not exist\)"):
+        read_meta(tmp_path / "gone")

@@ -180,3 +180,9 @@ def test_a_resumed_runs_closing_line_weighs_the_epochs_before_its_resume():
                                      "resume, mean epoch")
     after[1].metrics["val_acc"] = 0.75
     assert summary(after).startswith("done: epochs 3..4, best val 0.7500 at epoch 4 (test there 0.5000), mean epoch")
+
+
+def test_report_on_a_directory_says_so(tmp_path):
+    proc = run_module("fastsample.report", tmp_path, "--out", tmp_path / "rep")
+    assert proc.returncode == 2 and proc.stderr == \
+        f"python -m fastsample.report: error: {tmp_path}: a directory, not a --log-json file\n", proc.stderr

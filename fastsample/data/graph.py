@@ -320,7 +320,7 @@ def read_meta(path: str | os.PathLike) -> dict:
     path = Path(path)
     file = path / "meta.json"
     if not path.is_dir():
-        raise DatasetError(f"{path}: not a dataset directory (does not exist)")
+        raise DatasetError(f"{path}: not a dataset directory ({'a file' if path.exists() else 'does not exist'})")
     if not file.is_file():
         raise DatasetError(f"{file}: missing; is {path} a fastsample dataset directory?")
     meta = read_json(file)
