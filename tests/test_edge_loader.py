@@ -48,6 +48,10 @@ def test_link_split_holds_out_edges_and_their_reverses(linked):
     edges = set(edge_keys(whole.graph.indices, wdst, n).tolist())
     neg = edge_keys(np.repeat(split.test[:, 0], 20), split.test_neg.ravel(), n)
     assert not edges & set(neg.tolist())
+    # each positive's 20 negatives are 20 nodes: drawn with replacement, ~1 row in 25 repeated
+    # one, which then counted twice in the rank (MRR and Hits@K over fewer than 20)
+    for negatives in (split.val_neg, split.test_neg):
+        assert (np.diff(np.sort(negatives, axis=1), axis=1) > 0).all()
 
 
 def test_bad_edge_splits_are_one_clear_error(linked, tmp_path):

@@ -266,10 +266,20 @@ def _node_range(graph: CSCGraph, r: int) -> tuple[int, int]:
 
 def _negatives(src: np.ndarray, k: int, lo: int, hi: int, n: int, edge_keys_sorted: np.ndarray, rng) -> np.ndarray:
     """(len(src), k) destinations w in [lo, hi), w != src, with no edge src -> w (keys over n
-    nodes), uniform, redrawn until so."""
+    nodes), each row's k distinct (a repeat would count twice in the rank: MRR over fewer than
+    k), uniform, redrawn until so."""
+    if k > hi - lo - 1:
+        raise DatasetError(f"link-split: --negatives {k}: more than the {hi - lo - 1} other nodes a positive's "
+                           "destination could be; give fewer")
     out = lo + rng.integers(0, hi - lo, size=(len(src), k))
-    for _ in range(100):
+    rows = np.arange(len(src))[:, None]
+    for _ in range(200):
         bad = (out == src[:, None]) | _contains(edge_keys_sorted, src[:, None] * n + out)
+        order = np.argsort(out, axis=1, kind="stable")
+        ranked = out[rows, order]
+        again = np.zeros_like(bad)
+        again[rows, order[:, 1:]] = ranked[:, 1:] == ranked[:, :-1]  # every copy after a row's first
+        bad |= again
         if not bad.any():
             return out
         out[bad] = lo + rng.integers(0, hi - lo, size=int(bad.sum()))

@@ -3,11 +3,14 @@ predicted from its endpoints' embeddings; cross-entropy, accuracy (the Classes m
 
 Training batches come from the one loader with labelled edge seeds (fastsample/loading/
 seeds.py): each step's edges, their unique endpoints as the MFGs' seeds, the edges (and
-their reverses) excluded while picking, as link prediction does, so no layer reads the
-edge it is asked about. The model is an encoder (the built-in model or the user's, its
-outputs --hidden wide) and a head over [a, b, a * b] of the endpoints' embeddings
+their reverses) excluded while picking, as link prediction does, so no training layer
+reads the edge it is asked about. The model is an encoder (the built-in model or the user's,
+its outputs --hidden wide) and a head over [a, b, a * b] of the endpoints' embeddings
 (fastsample/nn/link.py's EdgeModel). Evaluation is exact: every node embedded once by
-layer-wise inference, then each held-out edge predicted from its endpoints' rows.
+layer-wise inference over the whole graph, then each held-out edge predicted from its
+endpoints' rows. Those embeddings read every edge, the held-out ones too (one pass serves
+every edge: excluding each would take a pass per edge), as inference on a new edge's graph
+would: where an edge's presence tells its label, evaluation sees what training did not.
 """
 
 from __future__ import annotations
