@@ -308,7 +308,8 @@ def summarise(partition, ranks, net, scenario, runs, args, cache: float = 0.0, p
            # the roofline: rank 0's product FLOPs, and their time at the speed measured in the same run
            "products_flop": runs[0].get("products_flop"),
            "products_floor_s": statistics.median(floors) if floors else None}
-    row["x_floor"] = statistics.median(r["epoch_s"] / r["products_floor_s"] for r in runs) if floors else None
+    row["x_floor"] = statistics.median(r["epoch_s"] / r["products_floor_s"] for r in runs
+                                       if r.get("products_floor_s")) if floors else None
     for k in ("veth_tx_bytes_rank0", "veth_rx_bytes_rank0", "veth_tx_bytes_total", "tbf_drops_total"):
         row[k] = statistics.median(r[k] for r in runs) if k in runs[0] else None
     row["exit_aborts"] = sum(1 for r in runs if r.get("exit_abort"))

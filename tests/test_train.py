@@ -55,7 +55,8 @@ def test_losses_identical_across_samplers_and_modes(train_parts, tmp_path, ranks
         assert rounds == (2 if key[0] == "hybrid" else 2 * 2), f"{key}: {rounds} rounds per step"
         # the roofline counts the products of the MFGs rank 0 ran: the same MFGs, the same count
         assert [r["products_flop"] for r in records] == [r["products_flop"] for r in ref]
-        assert ref[0]["products_flop"] > 0 and all(r["products_floor_s"] > 0 for r in records)
+        # (a floor measured under another launch's load is none that epoch: fastsample/nn/roofline.py)
+        assert ref[0]["products_flop"] > 0 and all((r["products_floor_s"] or 1) > 0 for r in records)
 
 
 def test_cora_accuracy(cora, tmp_path):

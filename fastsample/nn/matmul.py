@@ -273,9 +273,11 @@ def _operands(rows: int, k: int, n: int, seed: int = 0) -> dict:
     return {"forward": (z, w), "weight_grad": (g, z), "input_grad": (g, w)}
 
 
-def throughput(plan: Plan, op: str, rows: int, k: int, n: int, reps: int = 3) -> float:
-    """GFLOP/s of ``plan``'s ``op`` on a (rows, k) x (k, n) product (as the model calls it;
-    the roofline's measure, fastsample/nn/roofline.py): best of ``reps`` after a warm call.
+def throughput(plan: Plan, op: str, rows: int, k: int, n: int, reps: int = 3) -> tuple[float, bool]:
+    """(GFLOP/s, steady) of ``plan``'s ``op`` on a (rows, k) x (k, n) product (as the model
+    calls it; the roofline's measure, fastsample/nn/roofline.py): the best call after a warm
+    one, ``reps`` rounds or more until steady (_measure: not steady, something else used the
+    core meanwhile, and the figure is too low).
     The weight gradient reads g row-major or, where its producer writes it so, as a whole
     g^T (sage.py, rgcn.py: oneDNN then skips its copy, 1.4x faster on layer 0 of the medium
     model); a floor is what the product can do, so the faster of the two is kept."""
@@ -284,7 +286,8 @@ def throughput(plan: Plan, op: str, rows: int, k: int, n: int, reps: int = 3) ->
     if op == "weight_grad":
         g_t = args[0].t().contiguous().view(-1)
         calls["g^T whole"] = _new_shapes(op, lambda g, z: plan._run(op, g_t[:g.numel()].view(n, -1).t(), z), args)
-    return max(_gflops(calls, _flops(rows, k, n), reps).values())
+    speed, steady = _measure(calls, _flops(rows, k, n), reps)
+    return max(speed.values()), steady
 
 
 def choose(backend: str = "auto", precision: str = "fp32", shape: tuple[int, int, int] = (4096, 512, 256),

@@ -6,7 +6,9 @@ product's place, as the built-in models do; None: not listed) has them counted a
 training step from the MFGs (and batch) it actually ran. At the end of an epoch the products' throughput is
 measured on this CPU, on the epoch's own shapes (each layer and op at its mean row count),
 with the engines and precision the model's products use (fastsample/nn/matmul.py's plan),
-once per run; the floor is the epoch's FLOPs at those speeds. An epoch can only approach
+once per run (a product whose timings do not agree, the core shared meanwhile, is measured
+again at the next epoch's end, and that epoch has no floor); the floor is the epoch's FLOPs
+at those speeds. An epoch can only approach
 it: everything else (sampling, gather, aggregation, activations, loss, optimizer) is
 what the ratio epoch / floor shows.
 """
@@ -73,12 +75,18 @@ class Roofline:
             return None, None
         flop, floor = int(sum(self.flop.values())), None
         if self.measurable:
-            plan = matmul.current()
+            plan, steady = matmul.current(), True
             for key in self.flop:
                 if key not in self.gflops:
                     rows = max(1, round(self.rows[key] / self.steps[key]))
-                    self.gflops[key] = matmul.throughput(plan, key[1], rows, *self.shape[key])
-            floor = sum(f / (self.gflops[key] * 1e9) for key, f in self.flop.items())
+                    speed, calm = matmul.throughput(plan, key[1], rows, *self.shape[key])
+                    if calm:
+                        self.gflops[key] = speed
+                    steady &= calm
+            # a measurement under someone else's load puts the floor too high (even above the
+            # epoch): none this epoch, measured again at the next one's end
+            if steady:
+                floor = sum(f / (self.gflops[key] * 1e9) for key, f in self.flop.items())
         self._reset()
         return flop, floor
 
