@@ -77,6 +77,9 @@ def test_bad_edge_splits_are_one_clear_error(linked, tmp_path):
                            (["--negatives", "0"], "--negatives: 0")):
         proc = run_module("fastsample.data", "link-split", linked / "g", tmp_path / "x", *flags)
         assert proc.returncode != 0 and message in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
+    # a split of a split held its edges out of what was left, silently (4,488 -> 3,816 training edges on Cora)
+    proc = run_module("fastsample.data", "link-split", linked / "l", tmp_path / "x")
+    assert proc.returncode == 2 and f"{linked / 'l'}: already a link-split dataset" in proc.stderr, proc.stderr
 
 
 def test_one_process_batches(linked):

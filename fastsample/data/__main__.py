@@ -310,6 +310,9 @@ def _link_split(args) -> None:
     from fastsample.data.edge_splits import make_edge_split
 
     ds = load_dataset(args.dataset)
+    if ds.meta.get("link"):  # its held-out edges already left the topology: a second split holds out of the rest
+        raise DatasetError(f"{args.dataset}: already a link-split dataset (its link/ holds {ds.meta['link']['edges']} "
+                           "edges); split the dataset it was made from")
     relation = tuple(args.relation.replace(":", ",").split(",")) if args.relation else None
     if relation is not None and len(relation) != 3:
         raise DatasetError(f"--relation: {args.relation}: expected SRC:REL:DST (e.g. author:rev_written_by:paper)")
