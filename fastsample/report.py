@@ -106,14 +106,14 @@ def finals(run) -> dict:
 
     records = run.records
     if not records:
-        return {"epochs": 0}
+        return {"epochs run": "none"}
     task = task_class(records[-1].task)
     whole = [r.epoch_s for r in records if not r.partial]
     evaluated = [r for r in records if r.score is not None]
     best = max(evaluated, key=lambda r: r.score) if evaluated else None
     twin = "test_" + task.score.removeprefix("val_")  # the score's measure on the test set, where the task has it
     test = twin if twin in task.metrics else next((k for k in task.metrics if k.startswith("test_")), None)
-    out = {"epochs": f"{records[0].epoch}..{records[-1].epoch}", "last loss": f"{records[-1].loss:.4f}",
+    out = {"epochs run": f"{records[0].epoch}..{records[-1].epoch}", "last loss": f"{records[-1].loss:.4f}",
            f"best {task.score}": f"{best.score:.4f} (epoch {best.epoch})" if best else "n/a",
            f"{test or 'test'} there": f"{best.metrics[test]:.4f}" if best and test and best.metrics.get(test) is not None
            else "n/a",

@@ -40,7 +40,7 @@ def test_report_draws_the_runs_and_tabulates_what_differs(two_logs):
     runs = [r for log in ("a.jsonl", "b.jsonl") for r in read_runs(two_logs / log)]
     assert rows["run id"] == [r.run_id for r in runs]
     assert rows["lr"][1] == "0.03" and rows["lr"][0] == rows["lr"][2] != "0.03"  # what differs, each run's value
-    assert rows["fanouts"] == ["4,3", "4,3", "5,5"] and rows["epochs"] == ["0..2", "0..2", "0..1"]
+    assert rows["fanouts"] == ["4,3", "4,3", "5,5"] and rows["epochs run"] == ["0..2", "0..2", "0..1"]
     assert "seed" not in rows and "log_json" not in rows and "tensorboard" not in rows  # alike, or where output went
     best = max(runs[1].records, key=lambda r: r.score)
     assert rows["best val_acc"][1] == f"{best.score:.4f} (epoch {best.epoch})"
@@ -142,7 +142,7 @@ def test_a_non_finite_loss_is_written_null_and_read_back_as_nan(tmp_path):
     append_log(path, EpochRecord(epoch=0, loss=float("nan"), train_acc=0.5, task="node", epoch_s=1.0,
                                  step_losses=[0.7, float("inf"), float("nan")]))
     line = json.loads(path.read_text(), parse_constant=lambda c: pytest.fail(f"bare {c} in the log"))
-    assert line["loss"] is None and line["step_losses"] == [0.7, None, None]
+    assert line["record"] == "epoch" and line["loss"] is None and line["step_losses"] == [0.7, None, None]
     back, = read_log(path)
     assert math.isnan(back.loss) and back.step_losses[0] == 0.7 and all(map(math.isnan, back.step_losses[1:]))
 

@@ -122,7 +122,8 @@ class EpochRecord:
     def to_json(self) -> str:
         record = dataclasses.asdict(self)
         measured = record.pop("metrics")  # every field the task declares, null where not measured
-        return json_line({**record, **dict.fromkeys(task_class(self.task).metrics), **measured})
+        # "record": what the line is, as a header's "run" says (jq 'select(.record == "epoch")')
+        return json_line({"record": "epoch", **record, **dict.fromkeys(task_class(self.task).metrics), **measured})
 
     @classmethod
     def from_json(cls, line: str) -> "EpochRecord":

@@ -35,7 +35,7 @@ from fastsample.trainer.metrics import EpochRecord, json_line
 
 __all__ = ["Run", "new_run_id", "header", "append_line", "append_log", "read_runs", "read_log", "read_records"]
 
-HEADER = "run"  # a header's "record" field; epoch records have none
+HEADER = "run"  # a header's "record" field; an epoch record's is "epoch" (none in logs written before it)
 
 
 @dataclass
