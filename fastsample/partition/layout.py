@@ -242,10 +242,12 @@ def partition_dataset(dataset, out, parts: int, method: str = "auto", mode: str 
     if not 1 <= parts <= n:
         raise PartitionError(f"parts must be in 1..{n} (the node count), got {parts}")
     edge_sets = _edge_sets(dataset, ds)
-    method = _resolve_method(method, ds, parts, progress)
     T = len(ds.graph.node_types)
-    _check_space(ds, Path(out), mode)
+    # the target first: an existing output is refused before anything is said or chosen, and a
+    # killed run's temporary is removed (AtomicDirectory) before the space check counts it
     with AtomicDirectory(out, overwrite=overwrite, inputs=(dataset,)) as target:
+        _check_space(ds, Path(out), mode)
+        method = _resolve_method(method, ds, parts, progress)
         _stage(f"{method}: {n:,} nodes, {ds.graph.num_edges:,} edges into {parts} parts", progress, t0)
         E = max(ds.graph.num_edges, 1)
         if method in ("metis", "kaminpar"):

@@ -67,7 +67,9 @@ def header(run_id: str, config, data: dict, job: dict, resumed: dict | None = No
     """The header record of a run: ``config`` (a dataclass: every resolved setting), ``data``
     (what was read: path, name, sizes, digest), ``job`` (ranks, threads, backend, ...)."""
     return {"record": HEADER, "run_id": run_id, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "resumed": resumed, "command": sys.argv, "config": dataclasses.asdict(config), "data": data, "job": job,
+            # the command as typed (python -m fastsample.train ...), not the module's path sys.argv holds
+            "resumed": resumed, "command": getattr(sys, "orig_argv", sys.argv), "config": dataclasses.asdict(config),
+            "data": data, "job": job,
             "host": {"name": platform.node(), "cpu": _cpu(), "logical_cpus": os.cpu_count()},
             "versions": _versions(), "git": _git()}
 
