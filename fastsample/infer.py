@@ -157,12 +157,21 @@ def _infer(args, comm) -> int:
         state = load_checkpoint(Path(args.checkpoint), "cpu")
         config = model_where_trained(from_dict(TrainConfig, state["config"]), state, args.checkpoint)
         model = model_for(config, part)
+        there, here = state.get("dataset") or {}, dataset_identity(part.meta)
+        fits = (there.get("transforms"), here.get("transforms"))  # None: not from tables, or before they were kept
+        if None not in fits and fits[0] != fits[1]:
+            # tables transformed with their own statistics or vocabulary: the same numbers mean other things
+            # (and a new category widens the rows: said so here, not as a model that does not fit)
+            raise ValueError(f"{args.checkpoint}: {args.data}'s features were fitted on its own tables "
+                             "(standardize's mean and scale, to_categorical's vocabulary), not as those the model "
+                             "trained on: build it with python -m fastsample.data tables SPEC OUT --transforms-from "
+                             "THE_TRAINING_DATASET")
         try:  # first: a checkpoint of another graph's model is said so, not as a shard it lacks
             model.load_state_dict(state["model"])
         except RuntimeError as e:  # torch lists every key: its first line says enough
             raise ValueError(f"{args.checkpoint}: its model ({config.model}, trained on {config.data}) does not fit "
                              f"{args.data}'s types and widths ({str(e).splitlines()[0].rstrip(':')})") from None
-        other = other_dataset(state.get("dataset"), dataset_identity(part.meta))  # it fits: is it its data?
+        other = other_dataset(state.get("dataset"), here)  # it fits: is it its data?
         if other and not args.other_data:
             raise ValueError(f"{args.checkpoint}: trained on other data than {args.data} ({other}); pass "
                              "--other-data to apply its model to this graph (inductive inference)")
@@ -175,9 +184,12 @@ def _infer(args, comm) -> int:
         inputs = tables.shards() if tables is not None else None
         # what was built, beside what was asked for (--model sage builds the R-GCN on typed data)
         built = type(model).__name__ + (f"({type(model.encoder).__name__})" if hasattr(model, "encoder") else "")
-        return part, model, inputs, (config.model, built), task_for(config), config.precision, state.get("products")
+        # what the logits' columns are: the classes of the data the model trained on
+        classes = there.get("class_names") or (part.meta.get("tables") or {}).get("class_names")
+        return (part, model, inputs, (config.model, built), task_for(config), config.precision, state.get("products"),
+                classes)
 
-    part, model, inputs, (model_spec, built), task, precision, products = cli.agreed(comm, PROG, build)
+    part, model, inputs, (model_spec, built), task, precision, products, classes = cli.agreed(comm, PROG, build)
     # the products as the run computed them (its engines; bf16 products where it chose them), so
     # that the rows are those of the trainer's full evaluation; fp32 for an older checkpoint
     matmul.use(matmul.from_saved(products))
@@ -262,7 +274,7 @@ def _infer(args, comm) -> int:
                 return
             with phase("output"):
                 try:
-                    _finish(args, part, model, task, plan, rows, files, flat, tmp, model_spec, built)
+                    _finish(args, part, model, task, plan, rows, files, flat, tmp, model_spec, built, classes)
                 except OSError as e:
                     raise (as_disk_full(e, Path(args.out), tmp) or e) from None
                 out.commit()
@@ -327,7 +339,8 @@ def _ids_said(fmt: str, tables: bool) -> str:
             "the id column: dense ids within each node type"
     return "row k of rank R's file: partition id ranges[R][0] + k; orig_ids.npy maps partition ids to the " \
         "dataset's, a type's dataset ids minus its dataset_offset are its dense ids" + \
-        ("; the dataset's id_maps/TYPE.parquet has the user's id of each dense id (row k: dense id k)" if tables else "")
+        ("; the dataset's id map of each type (node_types' id_map) has the user's id of each dense id (row k: "
+         "dense id k)" if tables else "")
 
 
 def _softmax(x: np.ndarray) -> np.ndarray:
@@ -335,12 +348,13 @@ def _softmax(x: np.ndarray) -> np.ndarray:
     return (e / e.sum(axis=1, keepdims=True)).astype(np.float32)
 
 
-def _finish(args, part, model, task, plan, rows, files, flat, tmp, model_spec, built) -> None:
+def _finish(args, part, model, task, plan, rows, files, flat, tmp, model_spec, built, classes) -> None:
     """Rank 0: orig_ids.npy, head.npz and index.json beside the ranks' files."""
     from fastsample.export import HEADS, head_arrays, orig_ids, type_folder
 
     from fastsample import faults
 
+    maps = (part.layout["dataset"].get("tables") or {}).get("id_maps", {})  # the dataset's, relative to it
     np.save(tmp / "orig_ids.npy", orig_ids(part, Path(args.data)))
     faults.written(tmp / "orig_ids.npy")
     names = list(part.node_type_names)
@@ -348,11 +362,13 @@ def _finish(args, part, model, task, plan, rows, files, flat, tmp, model_spec, b
              "offsets": [int(o) for o in part.offsets], "dtype": "float32", "orig_ids": "orig_ids.npy",
              "checkpoint": str(args.checkpoint), "partition": str(args.data), "model": model_spec,
              "architecture": built, "ids": _ids_said(args.format, "tables" in part.layout["dataset"]),
+             **({"class_names": classes} if classes and plan["output"] in ("logits", "probabilities") else {}),
              "node_types": {t: {"folder": "." if flat else type_folder(part, t),
                                 "files": [f[t] for f in files], "ranges": [list(r) for r in rows[t]],
                                 "rows": sum(hi - lo for lo, hi in rows[t]),
                                 "dataset_offset": int(part.layout["dataset"].get("node_type_offset",
-                                                                                 [0] * len(names))[names.index(t)])}
+                                                                                 [0] * len(names))[names.index(t)]),
+                                **({"id_map": maps[t]} if t in maps else {})}
                             for t in plan["types"]}}
     if flat:  # the layout's earlier fields: one type's files at the top
         t = plan["types"][0]

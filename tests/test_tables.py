@@ -360,3 +360,52 @@ def test_a_bag_of_a_list_column_fills_a_null_list(tmp_path):
     nodes[0]["features"][0]["fill"] = {"a": 1}
     with pytest.raises(Exception, match="fill: expected a number, a string, or a list of them"):
         build_tables(_spec(tmp_path / "spec.json", nodes, edges), tmp_path / "bad", progress=False)
+
+
+def test_a_later_snapshot_is_transformed_as_the_training_data_was(tmp_path):
+    # infer --other-data on a snapshot built on its own refitted standardize and to_categorical
+    # on the new tables: the old nodes' numbers meant other things, and 2,890 of 4,000 old
+    # predictions flipped, silently. --transforms-from applies the training dataset's fits
+    from fastsample.data.tables import build_tables
+
+    rng = np.random.default_rng(0)
+    ages = rng.normal(40, 10, 400)
+
+    def snapshot(folder, n, shift):
+        folder.mkdir()
+        ids = [f"u{i:05d}" for i in range(n)]
+        age = ages[:n] + np.where(np.arange(n) >= 300, shift, 0)
+        kind = [["b", "a", "c"][i % 3] if i < 300 else "z" for i in range(n)]
+        level = [[2, 10, 100][i % 3] for i in range(n)]
+        _table(folder / "u.parquet", uid=ids, age=age, kind=kind, level=level,
+               seg=[["no", "yes"][i % 2] for i in range(n)])
+        src, dst = rng.integers(0, n, 4 * n), rng.integers(0, n, 4 * n)
+        _table(folder / "e.parquet", s=[ids[i] for i in src], d=[ids[i] for i in dst])
+        nodes = [{"node_type": "u", "files": "u.parquet", "node_id_col": "uid",
+                  "features": [{"feature_col": "age", "transform": "standardize"},
+                               {"feature_col": "kind", "transform": "to_categorical"},
+                               {"feature_col": "level", "transform": "to_categorical"}],
+                  "labels": [{"label_col": "seg", "split_pct": [0.6, 0.2, 0.2]}]}]
+        edges = [{"relation": ["u", "to", "u"], "files": "e.parquet", "source_id_col": "s", "dest_id_col": "d"}]
+        return _spec(folder / "spec.json", nodes, edges)
+
+    first = build_tables(snapshot(tmp_path / "t1", 300, 0), tmp_path / "d1", progress=False)
+    fits = first["tables"]["transforms"]["u"]
+    assert fits[1]["vocabulary"] == ["a", "b", "c"] and fits[2]["vocabulary"] == ["2", "10", "100"]  # as numbers
+    later = snapshot(tmp_path / "t2", 400, 50.0)  # 100 new nodes, far off the old mean, of a new kind
+    build_tables(later, tmp_path / "refit", progress=False)
+    build_tables(later, tmp_path / "d2", progress=False, transforms_from=tmp_path / "d1")
+    x1, x2 = (np.asarray(load_dataset(tmp_path / d).features) for d in ("d1", "d2"))
+    assert np.array_equal(x2[:300], x1)  # the old nodes' rows as the model saw them
+    assert not x2[300:, 1:4].any()  # kind "z": in no category of the training vocabulary
+    run = lambda *a: run_module(*a, "--quiet")
+    assert run("fastsample.train", "--data", tmp_path / "d1", "--epochs", "1", "--fanouts", "3,3", "--hidden", "8",
+               "--batch-size", "32", "--threads", "1", "--checkpoint-dir", tmp_path / "ck").returncode == 0
+    infer = lambda data, out: run("fastsample.infer", "--data", tmp_path / data, "--checkpoint",
+                                  tmp_path / "ck" / "epoch-0.pt", "--out", tmp_path / out, "--other-data")
+    refused = infer("refit", "o1")
+    assert refused.returncode == 2 and "features were fitted on its own tables" in refused.stderr, refused.stderr
+    assert "--transforms-from" in refused.stderr
+    proc = infer("d2", "o2")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((tmp_path / "o2" / "index.json").read_text())["class_names"] == ["no", "yes"]

@@ -209,6 +209,11 @@ def build_parser() -> argparse.ArgumentParser:
     tb.add_argument("--on-unknown", choices=("error", "drop"), default="error", help="an edge naming a node id that "
                     "its type's table lacks: error (count them, show the first few, write nothing) or drop (leave "
                     "those edges out, and say how many)")
+    tb.add_argument("--transforms-from", metavar="DATASET", help="a dataset built from tables before (the one a "
+                    "model trained on): apply its fitted transforms (standardize's mean and scale, to_categorical's "
+                    "vocabulary) instead of fitting them on these tables, so that a later snapshot's features are "
+                    "what the model learned from (infer --other-data refuses features transformed otherwise); "
+                    "values outside its vocabulary get no category, and are counted")
 
     for cmd in (s, pl, og, ig, ls, tg, tb):
         cmd.add_argument("--overwrite", action="store_true", help="replace an earlier output of fastsample (a dataset, "
@@ -380,7 +385,7 @@ def main(argv=None) -> int:
             from fastsample.data.tables import build_tables
 
             build_tables(args.spec, args.out, on_unknown=args.on_unknown, overwrite=args.overwrite,
-                         progress=cli.progress(args))
+                         progress=cli.progress(args), transforms_from=args.transforms_from)
         path = args.dataset if args.command == "info" else args.out
         from fastsample.data.summary import check_features, format_check, format_summary, summarize
 

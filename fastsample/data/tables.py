@@ -39,6 +39,7 @@ from fastsample.data.graph import (EDGE, NODE, SPLITS, DatasetWriter, feature_fi
 from fastsample.data.table_io import IdMap, batches, one_type, parquet_rows
 from fastsample.data.table_spec import Label, NodeTable, Spec, TableError, read_spec
 from fastsample.data.transforms import transform_for
+from fastsample.launcher import say
 
 __all__ = ["build_tables", "ON_UNKNOWN", "TableError"]
 
@@ -47,10 +48,14 @@ CSC_BUDGET = 512 << 20  # bytes a destination range of the CSC build may hold (e
 _SHOWN = 5  # unknown ids shown in the message
 
 
-def build_tables(spec, out, *, on_unknown: str = "error", overwrite: bool = False, progress: bool = True) -> dict:
+def build_tables(spec, out, *, on_unknown: str = "error", overwrite: bool = False, progress: bool = True,
+                 transforms_from=None) -> dict:
     """Build the dataset directory ``out`` from the tables ``spec`` (a path, or a read Spec).
     Returns its meta.json; a TableError (a DatasetError) names what is wrong, and nothing is
-    left in ``out``."""
+    left in ``out``. ``transforms_from``: a dataset built from tables earlier (the one a model
+    trained on), whose fitted transforms (standardize's statistics, to_categorical's
+    vocabulary: its meta.json's tables.transforms) this build applies instead of fitting its
+    own: a later snapshot's features as the model saw its training data's."""
     if on_unknown not in ON_UNKNOWN:
         raise TableError(f"on_unknown: {on_unknown!r}, expected error or drop")
     spec = spec if isinstance(spec, Spec) else read_spec(spec)
@@ -58,7 +63,8 @@ def build_tables(spec, out, *, on_unknown: str = "error", overwrite: bool = Fals
         raise TableError(f"{spec.path}: nodes[0].features: an untyped graph's nodes need features (a typed graph's "
                          "types may be featureless: they learn embeddings)")
     t0 = time.perf_counter()
-    nodes = [_NodePass(node, progress) for node in spec.nodes]
+    fitted = _fitted_from(transforms_from, spec) if transforms_from is not None else {}
+    nodes = [_NodePass(node, progress, fitted.get(node.type)) for node in spec.nodes]
     sizes = [n.ids.size for n in nodes]
     offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     num_nodes = int(offsets[-1])
@@ -91,7 +97,12 @@ def build_tables(spec, out, *, on_unknown: str = "error", overwrite: bool = Fals
         maps = {}
         for n in nodes:
             maps[NODE if spec.untyped else n.table.type] = n.write_ids(writer)
-        tables = {"spec": str(Path(spec.path).resolve()), "id_maps": maps,
+        transforms = {n.table.type: [{"column": f.column, "transform": f.transform, **(t.state() or {})}
+                                     for f, t in zip(n.table.features, n.transforms)] for n in nodes}
+        for n in nodes:
+            n.say_unseen(transforms_from)
+        tables = {"spec": str(Path(spec.path).resolve()), "id_maps": maps, "transforms": transforms,
+                  **({"transforms_from": str(Path(transforms_from).resolve())} if transforms_from else {}),
                   **({"class_names": names} if names else {}),
                   **({"edge_class_names": names_e} if edges.labelled is not None and names_e else {})}
         schema = None if spec.untyped else {"node_types": [n.table.type for n in nodes], "node_type_offset": offsets,
@@ -112,9 +123,12 @@ class _NodePass:
     """One node table: pass 1 (ids, labels, splits, fits) on construction; pass 2 on
     write_features."""
 
-    def __init__(self, table: NodeTable, progress: bool):
+    def __init__(self, table: NodeTable, progress: bool, fitted: list | None = None):
         self.table, self.progress = table, progress
         self.transforms = [transform_for(f) for f in table.features]
+        for f, t, state in zip(table.features, self.transforms, fitted or [None] * len(self.transforms)):
+            if state is not None and t.needs_fit:
+                t.load(state)
         label = table.label
         fitted = [(f, t) for f, t in zip(table.features, self.transforms) if t.needs_fit]
         columns = [table.id_col, *(f.column for f, _ in fitted)] + (
@@ -177,6 +191,13 @@ class _NodePass:
         writer.write_blocks(feature_file(name), (self.ids.size, width), dtype,
                             itertools.chain([] if first is None else [first], blocks))
 
+    def say_unseen(self, source) -> None:
+        """One line per to_categorical column whose values an earlier build's vocabulary lacks."""
+        for f, t in zip(self.table.features, self.transforms):
+            if getattr(t, "unseen", 0):
+                say(f"data tables: node type {self.table.type}: column {f.column!r}: {t.unseen:,} values not in "
+                    f"{source}'s vocabulary (the first: {t.first_unseen!r}): no category set for them")
+
     def labels_and_splits(self, first: int) -> tuple:
         """(labels, num_classes, class names or None, {split: global ids}) of this type (the
         target: the labelled one, or unlabelled rows and empty splits)."""
@@ -198,6 +219,28 @@ class _NodePass:
         (writer.tmp / "id_maps").mkdir(exist_ok=True)
         pq.write_table(pa.table({"id": self.ids.column}), writer.tmp / file)
         return file
+
+
+def _fitted_from(dataset, spec: Spec) -> dict:
+    """{node type: [a fitted transform's state or None, per feature]} of ``dataset`` (an
+    earlier build's meta.json), checked against ``spec``'s features: the same columns and
+    transforms, in the same order, per type."""
+    from fastsample.data.graph import read_meta
+
+    kept = read_meta(dataset).get("tables", {}).get("transforms")
+    if kept is None:
+        raise TableError(f"{dataset}: keeps no fitted transforms (not built by data tables, or by a version "
+                         "before they were kept): build it again")
+    out = {}
+    for node in spec.nodes:
+        mine = [(f.column, f.transform) for f in node.features]
+        theirs = [(k["column"], k["transform"]) for k in kept.get(node.type, [])]
+        if mine != theirs:
+            raise TableError(f"{spec.path}: node type {node.type}: features {mine or 'none'}, but {dataset} was "
+                             f"built with {theirs or 'none'}: --transforms-from needs the same features")
+        out[node.type] = [{k: v for k, v in state.items() if k not in ("column", "transform")} or None
+                          for state in kept[node.type]]
+    return out
 
 
 CATEGORICAL = ("to_categorical", "hash", "bag")  # transforms whose values are names, not numbers

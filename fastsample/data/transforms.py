@@ -30,6 +30,15 @@ class _Transform:
     def __init__(self, feature: Feature):
         self.feature, self.width = feature, None
 
+    def state(self) -> dict | None:
+        """What fit learned, as JSON (meta.json keeps it: a later snapshot's tables are
+        transformed with it, data tables --transforms-from); None: nothing is fitted."""
+        return None
+
+    def load(self, state: dict) -> None:
+        """Take ``state`` (an earlier build's) instead of fitting."""
+        self.needs_fit = False
+
     def fit(self, values, at) -> None:
         """See a batch before any is applied (``at``: (file, first row) for messages)."""
 
@@ -126,6 +135,16 @@ class Numbers(_Transform):
                                  "overflows float64); scale them first")
             self.scale = np.where(std > 0, 1 / np.where(std > 0, std, 1), 0)
 
+    def state(self) -> dict | None:
+        if self.feature.transform != "standardize" or not hasattr(self, "scale"):
+            return None
+        return {"mean": np.atleast_1d(self.mean).tolist(), "scale": np.atleast_1d(self.scale).tolist()}
+
+    def load(self, state: dict) -> None:
+        super().load(state)
+        self.mean, self.scale = np.asarray(state["mean"], np.float64), np.asarray(state["scale"], np.float64)
+        self.width = len(self.mean)
+
     def apply(self, values, at) -> np.ndarray:
         x = self.matrix(values, at)
         if self.feature.transform == "standardize":
@@ -176,24 +195,45 @@ class Categories(_Transform):
     needs_fit = True
 
     def fit(self, values, at) -> None:
+        import pyarrow as pa
         import pyarrow.compute as pc
 
+        # integers are ordered as numbers (2, 10, 100), not as their decimal strings
+        self.numbers = getattr(self, "numbers", True) and pa.types.is_integer(values.type)
         _, tokens = _tokens(self, values, at, self.feature.options.get("separator"))
         self.seen = getattr(self, "seen", set()) | set(pc.unique(tokens).to_pylist())
 
     def finish(self) -> None:
         import pyarrow as pa
 
-        self.vocabulary = pa.array(sorted(getattr(self, "seen", set())), pa.large_string())
+        if self.needs_fit:
+            seen = getattr(self, "seen", set())
+            order = sorted(seen, key=int) if getattr(self, "numbers", False) else sorted(seen)
+            self.vocabulary = pa.array(order, pa.large_string())
+        self.width = len(self.vocabulary)
+
+    def state(self) -> dict | None:
+        return {"vocabulary": self.vocabulary.to_pylist()} if hasattr(self, "vocabulary") else None
+
+    def load(self, state: dict) -> None:
+        import pyarrow as pa
+
+        super().load(state)
+        self.vocabulary = pa.array(state["vocabulary"], pa.large_string())
         self.width = len(self.vocabulary)
 
     def apply(self, values, at) -> np.ndarray:
         import pyarrow.compute as pc
 
         rows, tokens = _tokens(self, values, at, self.feature.options.get("separator"))
-        index = np.asarray(pc.index_in(tokens, value_set=self.vocabulary))  # every value was fitted
+        index = pc.index_in(tokens, value_set=self.vocabulary)  # every value fitted, unless loaded
+        if index.null_count:  # not in an earlier build's vocabulary (load): no category set
+            known = np.asarray(index.is_valid())
+            self.unseen = getattr(self, "unseen", 0) + int((~known).sum())
+            self.first_unseen = getattr(self, "first_unseen", None) or tokens.filter(index.is_null())[0].as_py()
+            rows, index = rows[known], index.filter(index.is_valid())
         out = np.zeros((len(values), self.width), dtype=np.float32)
-        out[rows, index] = 1
+        out[rows, np.asarray(index)] = 1
         return out
 
 

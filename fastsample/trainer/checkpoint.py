@@ -440,7 +440,20 @@ def dataset_identity(meta: dict) -> dict:
     identity = {k: meta[k] for k in keys if k in meta}
     if isinstance(meta.get("features"), dict):  # widths per type (not dtypes: float16 copies are the same data)
         identity["features"] = {t: f["dim"] if f else None for t, f in meta["features"].items()}
+    tables = meta.get("tables") or {}
+    if tables.get("transforms") is not None:  # what the features' numbers mean (data tables' fits)
+        identity["transforms"] = transforms_digest(tables["transforms"])
+    if tables.get("class_names"):  # what the logits' columns are
+        identity["class_names"] = list(tables["class_names"])
     return identity
+
+
+def transforms_digest(transforms: dict) -> str:
+    """A short digest of a dataset's fitted table transforms (meta.json's tables.transforms)."""
+    import hashlib
+    import json
+
+    return hashlib.sha256(json.dumps(transforms, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def model_where_trained(config, state: dict, checkpoint) -> object:
