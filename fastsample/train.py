@@ -145,6 +145,8 @@ def _train(config: TrainConfig, comm, early: list = ()) -> int:
         # naming it, where it was and why (a bug's traceback before it), then end the whole job.
         if isinstance(e, DiskFull):  # a file that did not fit: nothing half-written, the checkpoints before it stand
             why = f"{e}{intact}"
+        elif isinstance(e, ConfigError):  # the user's model or data, found at a step: said, not a bug's traceback
+            why = cli.describe(e)
         else:
             sys.stderr.write(traceback.format_exc())
             why = cli.describe(e)

@@ -15,8 +15,9 @@ from test_model import blocks_for
 
 @pytest.mark.skipif(not native_built(), reason="the native layers are what the count describes")
 @pytest.mark.parametrize("fanouts", [[5, 3], [4, 3, 2], [-1, 3]])
-def test_the_counted_flops_are_the_products_the_step_ran(fanouts):
+def test_the_counted_flops_are_the_products_the_step_ran(fanouts, monkeypatch):
     # on BLAS every product is one aten mm/addmm, whose FLOPs torch's profiler counts itself
+    monkeypatch.setattr(matmul, "SPREAD", 10.0)  # any timing steady: the floor's arithmetic is what is checked
     blocks = blocks_for(fanouts)
     x = torch.randn(blocks[0].num_src, 7)
     model = GraphSAGE(7, 24, 5, len(fanouts), dropout=0.5)

@@ -439,3 +439,31 @@ def test_every_task_warns_of_single_step_epochs_in_its_seeds(task, seeds):
     assert warning.startswith(f"fastsample.train: warning: an epoch is a single step (at most 705 training {seeds} "
                               "per rank, --batch-size 1000)"), warning
     assert task_class(task)(config).warn_single_step(SimpleNamespace(steps_per_epoch=2, loaders={})) is None
+
+
+MODELS = '''
+import os, torch
+from fastsample.nn.sage import GraphSAGE
+
+def too_wide(in_dim, num_classes, config):  # cross-entropy takes any width: it trained, exit 0
+    return GraphSAGE(in_dim, 16, num_classes + 3, config.layers, aggregation="torch")
+
+def deeper(in_dim, num_classes, config):  # 3 layers on 2 blocks: the hidden rows were taken as logits
+    return GraphSAGE(in_dim, 16, num_classes, 3, aggregation="torch")
+
+def seeded_by_rank(in_dim, num_classes, config):  # each rank trained its own replica, silently
+    torch.manual_seed(int(os.environ.get("PMI_RANK", "0")))
+    return GraphSAGE(in_dim, 16, num_classes, config.layers, aggregation="torch")
+'''
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("factory, said, status", [
+    ("too_wide", "its output is (40, 7), expected (40, 4): a row per seed", 1),
+    ("deeper", "its output is (", 1),
+    ("seeded_by_rank", "in start-up checks: the model's initial weights differ between rank 0 and rank 1", 2)])
+def test_a_user_model_of_another_width_depth_or_start_is_refused(p2, tmp_path, factory, said, status):
+    (tmp_path / "models.py").write_text(MODELS)
+    proc = mpiexec(2, "-m", "fastsample.train", "--data", p2, *SMALL, "--epochs", "1", "--quiet", "--model",
+                   f"{tmp_path / 'models.py'}:{factory}", timeout=120)
+    assert proc.returncode == status and said in proc.stderr and "Traceback" not in proc.stderr, proc.stderr

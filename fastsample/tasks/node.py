@@ -30,6 +30,21 @@ class NodeTask(Classes, Task):
         """The model's output: the labels' (a logit per class, or the value)."""
         return self.label_width(num_classes)
 
+    width: int | None = None  # out_width of the run's labels, set by the trainer: what check_output expects
+
+    def check_output(self, out, rows: int) -> None:
+        """A ConfigError naming --model unless ``out`` is ``rows`` x ``width`` (a value task's
+        may be one value per row): a model of another width or depth (hidden rows as logits)
+        trained on, silently, cross-entropy taking any width."""
+        width = self.width or (out.shape[1] if out.dim() == 2 else 1)
+        if out.shape[0] != rows or out.numel() != rows * width or (out.dim() == 2 and out.shape[1] != width):
+            from fastsample.options import ConfigError
+
+            raise ConfigError("model", f"{self.config.model}: its output is {tuple(out.shape)}, expected ({rows}, "
+                              f"{width}): a row per seed (the last block's destinations) and {width} "
+                              f"{'logits (one per class)' if width > 1 or self.labels == 'classes' else 'value'}; "
+                              "its layers must match --layers (one block each)")
+
     def check_model(self, model) -> None:
         if self.config.eval == "full":
             from fastsample.loading.layerwise import check_layerwise
@@ -56,6 +71,7 @@ class NodeTask(Classes, Task):
         out = model(batch.blocks, x)
         if not len(batch):
             return None, [0.0, 0.0, 0.0]
+        self.check_output(out, len(batch))
         loss = loss_fn(out, batch.y)
         return loss, [loss.detach().item() * len(batch), self.train_sum(out, batch.y), len(batch)]
 

@@ -280,12 +280,30 @@ class Trainer:
         self.model = model.to(self.device)
         self.roofline = Roofline(self.model, self.device)
         self.task.check_model(self.model)
+        self.task.width = self.task.out_width(self.task.classes(self.shard))  # what each step's output must be
+        self._check_same_weights()
         if optimizer is None:
             optimizer = Adam(self.model.parameters(), lr=c.lr, weight_decay=c.weight_decay)  # torch's, started faster
         elif not isinstance(optimizer, torch.optim.Optimizer):
             optimizer = optimizer(self.model.parameters())
         self.optimizer = optimizer
         self.base_lrs = [g["lr"] for g in optimizer.param_groups]  # what --lr-schedule scales (before a resume)
+
+    def _check_same_weights(self) -> None:
+        """Every rank starts from the same weights: a model built on each rank without one
+        seed (torch.manual_seed before it) trained each rank's own replica, the gradients
+        averaged over unlike models, silently. Collective; a ValueError on every rank alike."""
+        import hashlib
+
+        digest = hashlib.sha1()
+        for name, p in sorted(self.model.state_dict().items()):
+            digest.update(name.encode())
+            digest.update(p.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
+        seen = self.comm.allgather_object(digest.hexdigest())
+        if len(set(seen)) > 1:
+            other = next(r for r, d in enumerate(seen) if d != seen[0])
+            raise ValueError(f"the model's initial weights differ between rank 0 and rank {other}: build it after "
+                             "the same torch.manual_seed on every rank (the trainer's own models are)")
 
     def choose_matmul(self) -> None:
         """The product engines (fastsample/nn/matmul.py) of a model that says its widest product
