@@ -467,3 +467,26 @@ def test_a_user_model_of_another_width_depth_or_start_is_refused(p2, tmp_path, f
     proc = mpiexec(2, "-m", "fastsample.train", "--data", p2, *SMALL, "--epochs", "1", "--quiet", "--model",
                    f"{tmp_path / 'models.py'}:{factory}", timeout=120)
     assert proc.returncode == status and said in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+@pytest.mark.mpi
+def test_train_sbatch_requeued_before_any_checkpoint_starts_over(p2, tmp_path):
+    # a rank killed in the first epoch (RequeueExit=137) left no checkpoint: the requeued run's
+    # --resume refused to start ("no checkpoint"), so the requeue only failed again
+    from conftest import REPO
+
+    env = {**os.environ, "FASTSAMPLE_LAUNCH": "mpiexec", "SLURM_NTASKS": "2", "SLURM_RESTART_COUNT": "1",
+           "FASTSAMPLE_DATA": str(p2), "FASTSAMPLE_PYTHON": sys.executable}
+    env.pop("SLURM_JOB_ID", None)
+    (tmp_path / "ck").mkdir()
+    run = lambda: subprocess.run(["bash", REPO / "jobs" / "train.sbatch", *SMALL, "--epochs", "1", "--quiet",
+                                  "--checkpoint-dir", tmp_path / "ck"], capture_output=True, text=True, env=env,
+                                 timeout=180, cwd=tmp_path)
+    first = run()
+    assert first.returncode == 0 and f"no checkpoint in {tmp_path / 'ck'} yet, starting over" in first.stdout, \
+        first.stdout + first.stderr
+    env["SLURM_RESTART_COUNT"] = "2"  # now there is one: the rerun resumes from it
+    again = subprocess.run(["bash", REPO / "jobs" / "train.sbatch", *SMALL, "--epochs", "2", "--quiet",
+                            "--checkpoint-dir", tmp_path / "ck"], capture_output=True, text=True, env=env,
+                           timeout=180, cwd=tmp_path)
+    assert again.returncode == 0 and "resuming (restart 2)" in again.stdout, again.stdout + again.stderr
