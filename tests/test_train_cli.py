@@ -454,6 +454,13 @@ def deeper(in_dim, num_classes, config):  # 3 layers on 2 blocks: the hidden row
 def seeded_by_rank(in_dim, num_classes, config):  # each rank trained its own replica, silently
     torch.manual_seed(int(os.environ.get("PMI_RANK", "0")))
     return GraphSAGE(in_dim, 16, num_classes, config.layers, aggregation="torch")
+
+def raises(in_dim, num_classes, config):  # was a bare "KeyError: 0", nothing said it came from the factory
+    return {}[0]
+
+def uses_sibling(in_dim, num_classes, config):  # a module beside the file: ModuleNotFoundError
+    from sibling_layers import make
+    return make(in_dim, num_classes, config)
 '''
 
 
@@ -461,9 +468,14 @@ def seeded_by_rank(in_dim, num_classes, config):  # each rank trained its own re
 @pytest.mark.parametrize("factory, said, status", [
     ("too_wide", "its output is (40, 7), expected (40, 4): a row per seed", 1),
     ("deeper", "its output is (", 1),
-    ("seeded_by_rank", "in start-up checks: the model's initial weights differ between rank 0 and rank 1", 2)])
+    ("seeded_by_rank", "in start-up checks: the model's initial weights differ between rank 0 and rank 1", 2),
+    ("raises", "models.py:raises: the factory raised KeyError: 0 (it was called with in_dim 8 (an int)", 2),
+    ("uses_sibling", "", 0)])
 def test_a_user_model_of_another_width_depth_or_start_is_refused(p2, tmp_path, factory, said, status):
     (tmp_path / "models.py").write_text(MODELS)
+    (tmp_path / "sibling_layers.py").write_text("from fastsample.nn.sage import GraphSAGE\n"
+                                                "def make(i, c, config):\n"
+                                                "    return GraphSAGE(i, 16, c, config.layers)\n")
     proc = mpiexec(2, "-m", "fastsample.train", "--data", p2, *SMALL, "--epochs", "1", "--quiet", "--model",
                    f"{tmp_path / 'models.py'}:{factory}", timeout=120)
     assert proc.returncode == status and said in proc.stderr and "Traceback" not in proc.stderr, proc.stderr

@@ -15,6 +15,8 @@ output width and the output type, and puts its head around what is built here.
 
 from __future__ import annotations
 
+import sys
+
 from pathlib import Path
 
 import torch
@@ -54,7 +56,13 @@ def build_encoder(spec: str, in_dim, out_dim: int, edge_types, target, settings)
     the run's config."""
     if spec in MODELS:
         return MODELS[spec](in_dim, out_dim, edge_types, target, settings)
-    model = load_factory(spec)(in_dim, out_dim, settings)
+    factory = load_factory(spec)
+    try:
+        model = factory(in_dim, out_dim, settings)
+    except Exception as e:  # the user's code: say it was there, and what it was given
+        given = f"in_dim {in_dim!r} ({'typed data: a width per node type' if isinstance(in_dim, dict) else 'an int'})"
+        raise ConfigError("model", f"{spec}: the factory raised {type(e).__name__}: {e} (it was called with {given}, "
+                          f"num_classes {out_dim})") from e
     if not isinstance(model, torch.nn.Module):
         raise ConfigError("model", f"{spec}: returned {type(model).__name__}, not a torch.nn.Module")
     return model
@@ -72,9 +80,15 @@ def load_factory(spec: str):
         raise ConfigError("model", f"{spec}: {path} does not exist")
     module_spec = importlib.util.spec_from_file_location(f"fastsample_user_model_{path.stem}", path)
     module = importlib.util.module_from_spec(module_spec)
+    folder = str(path.resolve().parent)
+    added = folder not in sys.path
+    if added:  # its own folder first, as running the file would: it may import a module beside it
+        sys.path.insert(0, folder)
     try:
         module_spec.loader.exec_module(module)
     except Exception as e:
+        if added:
+            sys.path.remove(folder)
         raise ConfigError("model", f"{spec}: importing {path} failed ({type(e).__name__}: {e})") from e
     factory = getattr(module, name, None)
     if not callable(factory):
