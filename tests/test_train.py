@@ -320,3 +320,17 @@ def test_start_up_line_names_precision_and_matmul(train_parts, tmp_path):
     assert len(started) == len(cases), proc.stdout
     for line, (_, says) in zip(started, cases):
         assert says in line, proc.stdout
+
+
+def test_a_user_model_named_from_another_directory_is_the_same_model_on_resume(tmp_path):
+    # a resume from another directory with the file's absolute path was refused as "saved with
+    # different model (models/mean.py:build there, /abs/models/mean.py:build here)"
+    from fastsample.trainer.checkpoint import _same_model_file
+
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "mean.py").write_text("")
+    here = f"{tmp_path / 'models' / 'mean.py'}:build"
+    assert _same_model_file("models/mean.py:build", here, str(tmp_path))
+    assert not _same_model_file("models/mean.py:other", here, str(tmp_path))
+    assert not _same_model_file("models/mean.py:build", here, str(tmp_path / "models"))
+    assert not _same_model_file("sage", "rgat", str(tmp_path))

@@ -368,7 +368,8 @@ class Checkpoints:
         if other:  # first: on other data the settings' differences are beside the point
             raise CheckpointError(f"{path}: saved training on other data ({other}): resume on the dataset it "
                                   "trained on (a partition of it into any number of parts serves)")
-        differ = [k for k in marked(self.config, "resume") if getattr(saved, k) != getattr(self.config, k)]
+        differ = [k for k in marked(self.config, "resume") if getattr(saved, k) != getattr(self.config, k)
+                  and not (k == "model" and _same_model_file(saved.model, self.config.model, state.get("cwd")))]
         show = lambda v: ",".join(map(str, v)) if isinstance(v, tuple) else v
         if differ:  # both values: the user sees what to pass (or that the checkpoint is another run's)
             raise CheckpointError(f"{path}: saved with different " + ", ".join(
@@ -468,6 +469,15 @@ def model_where_trained(config, state: dict, checkpoint) -> object:
         return dataclasses.replace(config, model=f"{Path(trained) / file}:{name}")
     raise ValueError(f"{checkpoint}: its model {config.model}: {file} is not in the working directory"
                      + (f" nor in {trained}, where it trained" if trained is not None else ""))
+
+
+def _same_model_file(there: str, here: str, cwd: str | None) -> bool:
+    """Whether two --model FILE.py:FUNCTION name one function of one file: ``there`` (a
+    checkpoint's) relative to where it trained (``cwd``), ``here`` to this directory."""
+    (a, _, f), (b, _, g) = there.rpartition(":"), here.rpartition(":")
+    if not (a.endswith(".py") and b.endswith(".py")) or f != g:
+        return False
+    return (Path(cwd or ".") / a).resolve() == Path(b).resolve()
 
 
 def other_dataset(there: dict | None, here: dict | None) -> str | None:
