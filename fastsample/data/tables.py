@@ -275,6 +275,15 @@ def _unlabelled(values) -> np.ndarray:
     return np.asarray(values.is_null()) if len(values) else np.zeros(0, bool)
 
 
+def _refuse_one_class(label: Label, distinct: int, file: str, seen: list) -> None:
+    """A classification label of fewer than two classes is nothing to learn: trained on, it
+    reads as a perfect loss and accuracy."""
+    if distinct < 2:
+        raise TableError(f"{file}: column {label.column!r}: "
+                         + (f"one class only ({seen[0]!r})" if distinct else "no labelled row")
+                         + ": a classification needs at least two (or give task_type regression for numbers)")
+
+
 def _encode_labels(label: Label, chunks: list, at) -> tuple:
     """(labels: int64 classes with -1 unlabelled, or float32 values with NaN; num_classes
     (0 for values); the class names where they were strings). ``at(i)``: 'FILE: row R' of row i."""
@@ -305,6 +314,7 @@ def _encode_labels(label: Label, chunks: list, at) -> tuple:
                              "or a class name")
         classes = int(y.max(initial=-1)) + 1 or 1
         distinct = len(np.unique(y[~missing]))
+        _refuse_one_class(label, distinct, file, np.unique(y[~missing])[:1].tolist())
         if classes > max(2 * distinct, 1024):  # a logit per class id: ids this sparse are names
             raise TableError(f"{file}: column {label.column!r}: class ids up to {classes - 1:,} for {distinct:,} "
                              "distinct classes (a logit per id): give the classes as 0..K-1 or as names (strings)")
@@ -313,6 +323,7 @@ def _encode_labels(label: Label, chunks: list, at) -> tuple:
         values = values.cast(pa.large_string())
         values = pc.if_else(pc.equal(values, ""), pa.scalar(None, pa.large_string()), values)  # CSV's empty cell: null
         names = sorted(set(pc.unique(values.drop_null()).to_pylist()))
+        _refuse_one_class(label, len(names), file, names[:1])
         index = pc.index_in(values, value_set=pa.array(names, pa.large_string()))
         return index.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64), max(len(names), 1), names
     raise TableError(f"{file}: column {label.column!r}: type {values.type}, but a class label takes class names "
