@@ -186,3 +186,15 @@ def test_report_on_a_directory_says_so(tmp_path):
     proc = run_module("fastsample.report", tmp_path, "--out", tmp_path / "rep")
     assert proc.returncode == 2 and proc.stderr == \
         f"python -m fastsample.report: error: {tmp_path}: a directory, not a --log-json file\n", proc.stderr
+
+
+def test_a_run_evaluated_on_empty_splits_is_not_said_to_have_turned_evaluation_off():
+    # every labelled row in train: the closing line said "no evaluation (--eval-every 0)",
+    # a flag the user never gave
+    from fastsample.trainer.metrics import EpochRecord, summary
+
+    ran = EpochRecord(epoch=0, loss=0.5, train_acc=0.5, task="node", epoch_s=1.0, eval="sampled",
+                      metrics={"val_acc": None, "test_acc": None})
+    assert "no evaluation (no validation rows to score)" in summary([ran])
+    off = EpochRecord(epoch=0, loss=0.5, train_acc=0.5, task="node", epoch_s=1.0)
+    assert "no evaluation (--eval-every 0)" in summary([off])

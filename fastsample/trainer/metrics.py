@@ -197,7 +197,9 @@ def summary(history: list[EpochRecord]) -> str:
     else:
         best_text = task_class(best.task).best_text(best.metrics, best.epoch) if best else None
     if best is None:
-        return f"done: {span}, mean epoch {mean}, no evaluation (--eval-every 0){_target(history)}"
+        # none asked for, or nothing to measure it on (every labelled row in train)
+        why = "--eval-every 0" if all(r.eval is None for r in history) else "no validation rows to score"
+        return f"done: {span}, mean epoch {mean}, no evaluation ({why}){_target(history)}"
     if last.stopped_early:
         at = last.early_best or {"epoch": best.epoch, "score": best.score, "kept": None}
         early = (f"; stopped early: no better {task_class(best.task).score} than epoch {at['epoch']}'s "
