@@ -413,3 +413,21 @@ def test_a_later_snapshot_is_transformed_as_the_training_data_was(tmp_path):
     proc = infer("d2", "o2")
     assert proc.returncode == 0, proc.stderr
     assert json.loads((tmp_path / "o2" / "index.json").read_text())["class_names"] == ["no", "yes"]
+
+
+def test_a_csv_cell_that_is_no_number_is_named_by_its_row(tmp_path):
+    # one text cell makes arrow read the whole column as text: the error named its type, not the row
+    from fastsample.data.table_spec import TableError
+    from fastsample.data.tables import build_tables
+
+    (tmp_path / "u.csv").write_text("uid,f1,y\na,1.5,0.2\nb,2,0.4\nc,oops,0.1\nd,3,abc\n")
+    (tmp_path / "e.csv").write_text("s,d\na,b\nb,c\nc,d\n")
+    edges = [{"relation": ["u", "to", "u"], "files": "e.csv", "source_id_col": "s", "dest_id_col": "d"}]
+    nodes = [{"node_type": "u", "files": "u.csv", "node_id_col": "uid",
+              "features": [{"feature_col": "f1", "transform": "standardize"}]}]
+    with pytest.raises(TableError, match=r"u\.csv: column 'f1', row 2: 'oops' is not a number"):
+        build_tables(_spec(tmp_path / "spec.json", nodes, edges), tmp_path / "o1", progress=False)
+    (tmp_path / "u.csv").write_text("uid,f1,y\na,1.5,0.2\nb,2,0.4\nc,4,0.1\nd,3,abc\n")
+    nodes[0]["labels"] = [{"label_col": "y", "task_type": "regression", "split_pct": [0.5, 0.25, 0.25]}]
+    with pytest.raises(TableError, match=r"u\.csv: row 3, column 'y': 'abc' is not a number"):
+        build_tables(_spec(tmp_path / "spec.json", nodes, edges), tmp_path / "o2", progress=False)

@@ -298,3 +298,16 @@ def parquet_rows(file) -> int:
         return pq.ParquetFile(file).metadata.num_rows
     except (pa.ArrowInvalid, pa.ArrowTypeError, OSError) as e:
         raise TableError(f"{file}: unreadable as parquet ({str(e).splitlines()[0]})") from None
+
+
+_NUMBER = r"^\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*$|^\s*[-+]?(inf|infinity|nan)\s*$"
+
+
+def first_not_number(values) -> int | None:
+    """The first row of a text column (a CSV column arrow read as text: one of its cells is no
+    number) whose cell is not a number, or None."""
+    import pyarrow.compute as pc
+
+    ok = pc.match_substring_regex(values, _NUMBER, ignore_case=True).fill_null(True)
+    bad = np.flatnonzero(~np.asarray(ok))
+    return int(bad[0]) if len(bad) else None

@@ -36,7 +36,7 @@ from fastsample.data.edge_labels import FOLDER as EDGE_LABELS
 from fastsample.data.edges import edges_to_csc_file, typed_range_count
 from fastsample.data.graph import (EDGE, NODE, SPLITS, DatasetWriter, feature_file, id_dtype, offset_dtype, type_dtype,
                                    validate_node_data)
-from fastsample.data.table_io import IdMap, batches, one_type, parquet_rows
+from fastsample.data.table_io import IdMap, batches, first_not_number, one_type, parquet_rows
 from fastsample.data.table_spec import Label, NodeTable, Spec, TableError, read_spec
 from fastsample.data.transforms import transform_for
 from fastsample.launcher import say
@@ -295,6 +295,11 @@ def _encode_labels(label: Label, chunks: list, at) -> tuple:
     missing = _unlabelled(values)
     if label.task == "regression":
         if not (pa.types.is_integer(values.type) or pa.types.is_floating(values.type)):
+            row = first_not_number(values) if pa.types.is_string(values.type) or \
+                pa.types.is_large_string(values.type) else None
+            if row is not None:
+                raise TableError(f"{at(row)}, column {label.column!r}: {values[row].as_py()!r} is not a number (a "
+                                 "regression label takes numbers)")
             raise TableError(f"{file}: column {label.column!r}: type {values.type}, but a regression label takes "
                              "numbers")
         with np.errstate(over="ignore"):  # found below, by row

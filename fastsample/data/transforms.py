@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fastsample.data.table_io import fnv1a, string_arrays
+from fastsample.data.table_io import first_not_number, fnv1a, string_arrays
 from fastsample.data.table_spec import Feature, TableError
 
 __all__ = ["transform_for"]
@@ -98,6 +98,12 @@ class Numbers(_Transform):
                 raise TableError(f"{at[0]}: column {self.feature.column!r}: a list holds a null number")
             out = flat.to_numpy(zero_copy_only=False).reshape(len(values), width)
         else:
+            if pa.types.is_string(kind) or pa.types.is_large_string(kind):  # a CSV column with a cell of text
+                row = first_not_number(values)
+                if row is not None:
+                    raise TableError(f"{at[0]}: column {self.feature.column!r}, row {at[1] + row}: "
+                                     f"{values[row].as_py()!r} is not a number (transform "
+                                     f"{self.feature.transform} takes numbers)")
             self.refuse(values, at, "numbers or lists of numbers")
         if out.shape[1] == 0:
             raise TableError(f"{at[0]}: column {self.feature.column!r}: lists of 0 numbers; a feature needs a value")
