@@ -460,7 +460,11 @@ class _EdgePass:
         self.unknown += len(rows)
         for i in rows[:_SHOWN - len(self.shown)]:
             column = table.src_col if src[i] < 0 else table.dst_col
-            self.shown.append(f"{file.name} row {row + i}: {column} {cols[column][int(i)].as_py()!r}")
+            try:  # beside the spec: as its "files" named it (part-00000.parquet alone is every folder's)
+                name = Path(file).resolve().relative_to(Path(self.spec.path).resolve().parent)
+            except ValueError:
+                name = file
+            self.shown.append(f"{name} row {row + i}: {column} {cols[column][int(i)].as_py()!r}")
 
     def _refuse_unknown(self) -> None:
         if not self.unknown:
