@@ -345,5 +345,6 @@ def test_rows_that_are_not_finite_are_refused_not_exported(root, tmp_path):
     proc = run_module("fastsample.infer", "--data", tmp_path / "p", "--checkpoint", tmp_path / "ck" / "epoch-0.pt",
                       "--out", tmp_path / "out", "--quiet")
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
-    assert "error: rank 0, in writing the output: " in proc.stderr and " of the 700 rows on rank 0 are not finite (the first: partition id " in proc.stderr, proc.stderr
+    assert "error: rank 0, in writing the output: " in proc.stderr, proc.stderr
+    assert " of the 700 rows on rank 0 are not finite (the first: partition id " in proc.stderr, proc.stderr
     assert not (tmp_path / "out").exists()

@@ -348,8 +348,8 @@ def test_a_bag_of_a_list_column_fills_a_null_list(tmp_path):
     # a list column's null could not be filled: the spec took only a number or a string as fill
     from fastsample.data.tables import build_tables
 
-    pq.write_table(pa.table({"uid": ["a", "b", "c"], "tags": pa.array([["x", "y"], None, ["x"]],
-                                                                        pa.list_(pa.string()))}), tmp_path / "u.parquet")
+    tags = pa.array([["x", "y"], None, ["x"]], pa.list_(pa.string()))
+    pq.write_table(pa.table({"uid": ["a", "b", "c"], "tags": tags}), tmp_path / "u.parquet")
     pq.write_table(pa.table({"s": ["a", "b"], "d": ["b", "c"]}), tmp_path / "e.parquet")
     edges = [{"relation": ["u", "to", "u"], "files": "e.parquet", "source_id_col": "s", "dest_id_col": "d"}]
     widths = {}

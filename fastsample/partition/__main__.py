@@ -45,8 +45,8 @@ class PartitionConfig:
     mode: str = cfg.option("both", "hybrid: topology replicated; vanilla: topology partitioned; both",
                            choices=PARTITION_MODES)
     seed: int = cfg.option(0, "seed of METIS / the random assignment")
-    overwrite: bool = cfg.option(False, "replace an earlier output of fastsample (a dataset, partition or export) or an "
-                                 "empty directory there; anything else is refused")
+    overwrite: bool = cfg.option(False, "replace an earlier output of fastsample (a dataset, partition or export) "
+                                 "or an empty directory there; anything else is refused")
     progress: str | None = cfg.option(None, cli.PROGRESS_HELP, choices=("bar", "lines", "none"))
     progress_every: float = cfg.option(60.0, cli.PROGRESS_EVERY_HELP, metavar="SECONDS",
                                        check=(lambda v: v > 0, "must be positive"))
