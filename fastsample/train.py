@@ -20,7 +20,6 @@ from fastsample.options import ConfigError
 from fastsample.trainer.config import TrainConfig  # no torch: a bad flag is refused before torch loads
 
 PROG = "python -m fastsample.train"
-PREEMPTED = 75  # EX_TEMPFAIL: stopped by a signal, state saved; rerun with --resume
 TARGET_MISSED = 5  # --target-val-acc not reached (MLPerf: the run failed)
 
 
@@ -115,7 +114,7 @@ def _train(config: TrainConfig, comm, early: list = ()) -> int:
         trainer = startup(config, comm)
     except StartupError as e:
         return cli.startup_failed(PROG, comm, e)
-    # SIGTERM and SIGUSR1: finish the step on every rank, save where to resume, exit PREEMPTED
+    # SIGTERM and SIGUSR1: finish the step on every rank, save where to resume, exit 75 (trainer's PREEMPTED)
     for signum in _PREEMPT:
         signal.signal(signum, lambda s, _: trainer.request_stop(s))
     if early:  # one came during start-up

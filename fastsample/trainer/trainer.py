@@ -60,6 +60,9 @@ class TargetMissed(RuntimeError):
     """The run ended without reaching --target-val-acc (raised on every rank alike)."""
 
 
+PREEMPTED = 75  # EX_TEMPFAIL: stopped by a signal, state saved; rerun with --resume (train.sbatch requeues it)
+
+
 class Preempted(RuntimeError):
     """A stop was asked for (request_stop: SIGTERM, SIGUSR1) on some rank; every rank ended
     the same step, the state was saved to resume at the next one (raised on every rank alike).
@@ -559,8 +562,6 @@ class Trainer:
             append_log(c.log_json, record)
         name = ({signal.SIGTERM: "SIGTERM", signal.SIGUSR1: "SIGUSR1"}.get(self.stop_signal, f"signal {self.stop_signal}")
                 if self.stop_signal else "a signal to another rank")
-        from fastsample.train import PREEMPTED  # the exit statuses' home (no torch there)
-
         if self.checkpoints is None:  # nothing to resume from: not the status a requeue acts on
             raise Preempted(f"stopped by {name} before epoch {epoch}, step {step}: nothing saved (no "
                             "--checkpoint-dir), so a rerun starts over", 128 + (self.stop_signal or signal.SIGTERM))
