@@ -34,6 +34,11 @@ set -euo pipefail
 PY=${FASTSAMPLE_PYTHON:-$([ -x .venv/bin/python ] && echo .venv/bin/python || echo python3)}
 WORK=${FASTSAMPLE_WORK:-data/mlperf-rgat}
 RANKS=${FASTSAMPLE_RANKS:-${SLURM_NTASKS:-2}}
+if [ -n "${SLURM_JOB_ID:-}" ] && [ "$RANKS" != "${SLURM_NTASKS:-$RANKS}" ]; then  # srun starts SLURM_NTASKS
+  echo "mlperf_rgat: FASTSAMPLE_RANKS=$RANKS, but this job has SLURM_NTASKS=$SLURM_NTASKS ranks (the partition" \
+       "would be for the wrong count): leave FASTSAMPLE_RANKS unset under Slurm" >&2
+  exit 2
+fi
 EPOCHS=${FASTSAMPLE_EPOCHS:-20}
 BATCH=512
 

@@ -502,3 +502,17 @@ def test_train_sbatch_requeued_before_any_checkpoint_starts_over(p2, tmp_path):
                             "--checkpoint-dir", tmp_path / "ck"], capture_output=True, text=True, env=env,
                            timeout=180, cwd=tmp_path)
     assert again.returncode == 0 and "resuming (restart 2)" in again.stdout, again.stdout + again.stderr
+
+
+def test_mlperf_rgat_under_slurm_refuses_a_rank_count_other_than_the_jobs(tmp_path):
+    # srun starts SLURM_NTASKS ranks whatever FASTSAMPLE_RANKS says: the job partitioned the
+    # graph (hours on IGBH-full) for the wrong count, and only then failed
+    from conftest import REPO
+
+    env = {**os.environ, "SLURM_JOB_ID": "7", "SLURM_NTASKS": "2", "FASTSAMPLE_RANKS": "3",
+           "FASTSAMPLE_WORK": str(tmp_path / "work")}
+    proc = subprocess.run(["bash", REPO / "jobs" / "mlperf_rgat.sh"], capture_output=True, text=True, env=env,
+                          timeout=60, cwd=tmp_path)
+    assert proc.returncode == 2 and "FASTSAMPLE_RANKS=3, but this job has SLURM_NTASKS=2 ranks" in proc.stderr, \
+        proc.stderr
+    assert not (tmp_path / "work").exists()
