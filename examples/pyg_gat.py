@@ -34,7 +34,9 @@ class GAT(torch.nn.Module):
 
 
 def build(in_dim, num_classes, args):
-    """The factory --model calls: args are python -m fastsample.train's."""
+    """The factory --model calls: args are python -m fastsample.train's. The widths are the GAT
+    paper's for Cora (8 heads of 8, dropout 0.6), whatever --hidden and --dropout say (the
+    start-up line's "hidden" is the flag's): use args.hidden here to take the flag's."""
     return GAT(in_dim, 8, num_classes, args.layers)
 
 
