@@ -76,6 +76,7 @@ def check_permutation(ids: np.ndarray, file: Path, chunk: int = 1 << 24) -> None
         raise ValueError(f"{file}: not a permutation of the node ids 0..{n - 1} (an id repeated, another missing): "
                          "partition the dataset again")
 
+
 def dense_ids(part, partition: Path, node_type: str, rank: int) -> np.ndarray:
     """The dense ids (within the type) of ``rank``'s rows of ``node_type``, in row order."""
     names = list(part.node_type_names)

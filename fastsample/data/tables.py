@@ -39,7 +39,6 @@ from fastsample.data.graph import (EDGE, NODE, SPLITS, DatasetWriter, feature_fi
 from fastsample.data.table_io import IdMap, batches, first_not_number, one_type, parquet_rows
 from fastsample.data.table_spec import Label, NodeTable, Spec, TableError, read_spec
 from fastsample.data.transforms import transform_for
-from fastsample.launcher import say
 
 __all__ = ["build_tables", "ON_UNKNOWN", "TableError"]
 
@@ -195,8 +194,9 @@ class _NodePass:
         """One line per to_categorical column whose values an earlier build's vocabulary lacks."""
         for f, t in zip(self.table.features, self.transforms):
             if getattr(t, "unseen", 0):
-                say(f"data tables: node type {self.table.type}: column {f.column!r}: {t.unseen:,} values not in "
-                    f"{source}'s vocabulary (the first: {t.first_unseen!r}): no category set for them")
+                print(f"python -m fastsample.data tables: node type {self.table.type}: column {f.column!r}: "
+                      f"{t.unseen:,} values not in {source}'s vocabulary (the first: {t.first_unseen!r}): no "
+                      "category set for them", file=sys.stderr, flush=True)
 
     def labels_and_splits(self, first: int) -> tuple:
         """(labels, num_classes, class names or None, {split: global ids}) of this type (the

@@ -606,9 +606,8 @@ class Trainer:
         flop, floor = self.roofline.epoch()  # after the clock: its one measurement is not the epoch's
         traffic = comm.counters.reset()
         cached, remote, local = (loader.gather_counts()[k] - before[k] for k in ("cached", "remote", "local"))
-        # an epoch whose every step was skipped (--on-nan skip) has no mean: NaN, not a perfect 0
-        mean = (lambda x: x / totals[2]) if totals[2] else (lambda x: math.nan)
-        return EpochRecord(epoch=epoch, loss=mean(totals[0]), train_acc=mean(totals[1]),
+        counted = totals[2] or math.nan  # every step skipped (--on-nan skip): no mean, NaN, not a perfect 0
+        return EpochRecord(epoch=epoch, loss=totals[0] / counted, train_acc=totals[1] / counted,
                            train_metric=self.task.train_metric, task=self.task.name,
                            epoch_s=epoch_s, **timers, products_flop=flop, products_floor_s=floor, bytes_sent=traffic.bytes_sent,
                            rounds_per_step=traffic.rounds / max(len(losses), 1), steps=len(losses),
